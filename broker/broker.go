@@ -1,0 +1,281 @@
+// Package broker is the portable broker port business code uses: confirmed
+// sends, single and batch listeners whose returned error decides the
+// settlement, and capabilities declared by the adapter.
+//
+// The completion contract: a delivery is settled only after its handler has
+// returned. nil → ACK; an ordinary error → REQUEUE (redelivery count + 1, with
+// the retry policy's backoff) until the policy is exhausted, then DEAD_LETTER; a
+// Poison error → DEAD_LETTER at once; cancellation → no settlement (the broker
+// redelivers later); an outcome asking for two dispositions → an adapter error
+// and no settlement. That decision is made in one function (decide) and carried
+// out in one method (Listener.settle); adapters in the sub-packages implement the
+// narrow driver interface and never decide anything.
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/msgx/msgx/broker/driver"
+	"github.com/msgx/msgx/internal/backoff"
+	"github.com/msgx/msgx/internal/clock"
+)
+
+// Capabilities is what the adapter declared at Start.
+type Capabilities = driver.Capabilities
+
+// ErrUnsupported is returned for a feature the adapter did not declare.
+var ErrUnsupported = errors.New("broker: not supported by this adapter")
+
+// ErrNotStarted is returned by operations on a broker that is not running.
+var ErrNotStarted = errors.New("broker: not started")
+
+// Event is an asynchronous failure reported on the lifecycle channel: a lost
+// connection, a failed settlement, a conflicting disposition.
+type Event struct {
+	Time  time.Time
+	Topic string
+	Group string
+	Err   error
+}
+
+// Broker is the portable port over one adapter.
+type Broker struct {
+	drv  driver.Broker
+	name string
+	opts options
+	met  *metrics
+
+	mu        sync.Mutex
+	started   bool
+	stopped   bool
+	caps      Capabilities
+	listeners map[*Listener]struct{}
+	events    chan Event
+	fwdDone   chan struct{}
+}
+
+type options struct {
+	logger        *slog.Logger
+	clock         clock.Clock
+	registerer    prometheus.Registerer
+	retry         backoff.Policy
+	settleTimeout time.Duration
+	dlqSuffix     string
+	eventBuffer   int
+}
+
+// Option configures a Broker.
+type Option func(*options)
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithClock sets the clock the local scheduler and backoff read (default wall clock).
+func WithClock(c clock.Clock) Option { return func(o *options) { o.clock = c } }
+
+// WithRegisterer registers the port's metrics (default: not registered).
+func WithRegisterer(r prometheus.Registerer) Option { return func(o *options) { o.registerer = r } }
+
+// WithRetry sets the default retry policy for listeners (default 5 attempts,
+// 1 s doubling to 60 s, 20% jitter).
+func WithRetry(p backoff.Policy) Option { return func(o *options) { o.retry = p } }
+
+// WithSettleTimeout bounds each settlement call (default 30 s).
+func WithSettleTimeout(d time.Duration) Option { return func(o *options) { o.settleTimeout = d } }
+
+// WithDeadLetterSuffix sets the suffix of the default dead-letter topic (default ".dlq").
+func WithDeadLetterSuffix(s string) Option { return func(o *options) { o.dlqSuffix = s } }
+
+// New wraps an adapter. name labels logs and metrics (e.g. "kafka").
+func New(name string, drv driver.Broker, opts ...Option) *Broker {
+	o := options{
+		logger:        slog.Default(),
+		clock:         clock.Real{},
+		retry:         backoff.Policy{MaxAttempts: 5, Initial: time.Second, Max: time.Minute, Jitter: 0.2},
+		settleTimeout: 30 * time.Second,
+		dlqSuffix:     ".dlq",
+		eventBuffer:   256,
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return &Broker{
+		drv:       drv,
+		name:      name,
+		opts:      o,
+		met:       newMetrics(o.registerer, name),
+		listeners: map[*Listener]struct{}{},
+		events:    make(chan Event, o.eventBuffer),
+	}
+}
+
+// Name is the adapter name given to New.
+func (b *Broker) Name() string { return b.name }
+
+// Start connects the adapter. A connection failure is returned.
+func (b *Broker) Start(ctx context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.started {
+		return errors.New("broker: already started")
+	}
+	if err := b.drv.Start(ctx); err != nil {
+		b.report(Event{Err: err})
+		return fmt.Errorf("broker %s: start: %w", b.name, err)
+	}
+	b.caps = b.drv.Capabilities()
+	b.started = true
+	b.opts.logger.Info("broker started", "adapter", b.name, "capabilities", fmt.Sprintf("%+v", b.caps))
+	if errs := b.drv.Errors(); errs != nil {
+		b.fwdDone = make(chan struct{})
+		go b.forward(errs)
+	}
+	return nil
+}
+
+func (b *Broker) forward(errs <-chan error) {
+	defer close(b.fwdDone)
+	for err := range errs {
+		b.report(Event{Err: fmt.Errorf("broker %s: %w", b.name, err)})
+	}
+}
+
+// Capabilities returns what the adapter declared at Start.
+func (b *Broker) Capabilities() Capabilities {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.caps
+}
+
+// Events is the lifecycle channel: asynchronous errors are reported here and
+// logged, never swallowed. When nobody reads and the buffer is full the oldest
+// undelivered events are dropped (and counted), so the port never blocks on it.
+func (b *Broker) Events() <-chan Event { return b.events }
+
+func (b *Broker) report(e Event) {
+	if e.Time.IsZero() {
+		e.Time = b.opts.clock.Now()
+	}
+	b.opts.logger.Error("broker error", "adapter", b.name, "topic", e.Topic, "group", e.Group, "err", e.Err)
+	b.met.events.Inc()
+	for {
+		select {
+		case b.events <- e:
+			return
+		default:
+		}
+		select {
+		case <-b.events:
+			b.met.eventsDropped.Inc()
+		default:
+		}
+	}
+}
+
+// SendConfirmed publishes msgs to topic and returns nil only after the broker
+// confirmed every one of them.
+func (b *Broker) SendConfirmed(ctx context.Context, topic string, msgs ...*Message) error {
+	return b.send(ctx, topic, 0, msgs)
+}
+
+// SendDelayed is SendConfirmed with delivery held back by delay: the message is
+// stored by the broker now and handed to handlers no earlier than now+delay.
+func (b *Broker) SendDelayed(ctx context.Context, topic string, delay time.Duration, msgs ...*Message) error {
+	return b.send(ctx, topic, delay, msgs)
+}
+
+func (b *Broker) send(ctx context.Context, topic string, delay time.Duration, msgs []*Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	if !b.running() {
+		return ErrNotStarted
+	}
+	wire := make([]*driver.Message, len(msgs))
+	var notBefore string
+	if delay > 0 {
+		notBefore = notBeforeHeader(b.opts.clock.Now().Add(delay))
+	}
+	for i, m := range msgs {
+		w := (*driver.Message)(m)
+		if (m.Key != "" && m.Headers[HeaderPartitionKey] == "") || notBefore != "" {
+			// Copy so the caller's message is left as it was.
+			h := make(map[string]string, len(m.Headers)+2)
+			for k, v := range m.Headers {
+				h[k] = v
+			}
+			if m.Key != "" && h[HeaderPartitionKey] == "" {
+				h[HeaderPartitionKey] = m.Key
+			}
+			if notBefore != "" {
+				h[HeaderNotBefore] = notBefore
+			}
+			w = &driver.Message{Key: m.Key, Payload: m.Payload, Headers: h}
+		}
+		wire[i] = w
+	}
+	if err := b.drv.Publish(ctx, topic, wire); err != nil {
+		b.met.publishErrors.WithLabelValues(topic).Inc()
+		return fmt.Errorf("broker %s: publish to %q: %w", b.name, topic, err)
+	}
+	b.met.published.WithLabelValues(topic).Add(float64(len(msgs)))
+	return nil
+}
+
+func (b *Broker) running() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.started && !b.stopped
+}
+
+// Stop stops every listener (each waits for its in-flight handlers until ctx
+// ends, then cancels them without settlement) and closes the adapter.
+func (b *Broker) Stop(ctx context.Context) error {
+	b.mu.Lock()
+	if !b.started || b.stopped {
+		b.mu.Unlock()
+		return nil
+	}
+	b.stopped = true
+	ls := make([]*Listener, 0, len(b.listeners))
+	for l := range b.listeners {
+		ls = append(ls, l)
+	}
+	b.mu.Unlock()
+
+	var errs []error
+	var wg sync.WaitGroup
+	var emu sync.Mutex
+	for _, l := range ls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := l.Stop(ctx); err != nil {
+				emu.Lock()
+				errs = append(errs, err)
+				emu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if err := b.drv.Close(context.WithoutCancel(ctx)); err != nil {
+		errs = append(errs, fmt.Errorf("broker %s: close: %w", b.name, err))
+	}
+	if b.fwdDone != nil {
+		<-b.fwdDone
+	}
+	return errors.Join(errs...)
+}
+
+func (b *Broker) forget(l *Listener) {
+	b.mu.Lock()
+	delete(b.listeners, l)
+	b.mu.Unlock()
+}

@@ -1,0 +1,672 @@
+package brokertest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/msgx/msgx/broker"
+)
+
+var errTransient = errors.New("transient failure")
+
+func caseConfirmedPublish(t *testing.T, s *suite) {
+	b := s.start(t)
+	topic := s.topic(t, "confirm")
+	c := newCollector(nil)
+	// Create the group first so brokers that route only to existing queues keep it.
+	l := listen(t, b, broker.Subscription{Topic: topic, Group: "g"}, c.handle)
+	send(t, b, topic, msg("k", "m1"))
+	c.waitCount(t, "m1", 1)
+	stopListener(t, l, 5*time.Second)
+
+	if err := b.SendConfirmed(ctxT(t), s.h.RefusedTopic(), msg("k", "refused")); err == nil {
+		t.Errorf("SendConfirmed to refused topic %q returned nil", s.h.RefusedTopic())
+	}
+
+	restore, err := s.h.Outage(ctxT(t))
+	if err != nil {
+		t.Fatalf("outage: %v", err)
+	}
+	defer restore()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := b.SendConfirmed(ctx, topic, msg("k", "down")); err == nil {
+		t.Errorf("SendConfirmed while the broker is unreachable returned nil")
+	}
+}
+
+func caseRoundTrip(t *testing.T, s *suite) {
+	b := s.start(t)
+	topic := s.topic(t, "roundtrip")
+	c := newCollector(nil)
+	listen(t, b, broker.Subscription{Topic: topic, Group: "g"}, c.handle)
+	payload := []byte{0x00, 0xff, 0xfe, 'a', 0x80, 0xc3, 0x28, 0x00, '\n'}
+	headers := map[string]string{
+		broker.HeaderType:            "flight.update",
+		broker.HeaderRequestID:       "req-1",
+		broker.HeaderTenantID:        "tenant-7",
+		broker.HeaderCorrelationID:   "corr-9",
+		broker.HeaderPartitionKey:    "FLID-42",
+		broker.HeaderRedeliveryCount: "0",
+		broker.HeaderEventID:         "ev-round",
+		"x-custom":                   "Ünïcødé ✓",
+	}
+	send(t, b, topic, &broker.Message{Key: "FLID-42", Payload: payload, Headers: headers})
+	c.waitCount(t, "ev-round", 1)
+	d := c.order[0]
+	if !bytes.Equal(d.Payload, payload) {
+		t.Errorf("payload = %x, want %x", d.Payload, payload)
+	}
+	if d.Key != "FLID-42" {
+		t.Errorf("key = %q, want FLID-42", d.Key)
+	}
+	for k, v := range headers {
+		if got := d.Header(k); got != v {
+			t.Errorf("header %s = %q, want %q", k, got, v)
+		}
+	}
+	if d.RedeliveryCount != 0 {
+		t.Errorf("redelivery count = %d on first delivery", d.RedeliveryCount)
+	}
+}
+
+func caseCompletionBeforeAck(t *testing.T, s *suite) {
+	b1 := s.start(t)
+	topic := s.topic(t, "completion")
+	entered := make(chan struct{}, 1)
+	release := make(chan struct{})
+	defer close(release)
+	blocking := func(ctx context.Context, d *broker.Delivery) error {
+		entered <- struct{}{}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return ctx.Err()
+	}
+	l1 := listen(t, b1, broker.Subscription{Topic: topic, Group: "g"}, blocking)
+	send(t, b1, topic, msg("k", "blocked"))
+	select {
+	case <-entered:
+	case <-time.After(timeout()):
+		t.Fatal("handler never entered")
+	}
+	stopListener(t, l1, 200*time.Millisecond)
+	stopBroker(t, b1)
+
+	b2 := s.start(t)
+	c := newCollector(nil)
+	listen(t, b2, broker.Subscription{Topic: topic, Group: "g"}, c.handle)
+	c.waitCount(t, "blocked", 1)
+}
+
+func caseRequeue(t *testing.T, s *suite) {
+	b := s.start(t)
+	topic := s.topic(t, "requeue")
+	var counts []int
+	var mu sync.Mutex
+	c := newCollector(func(d *broker.Delivery) error {
+		if d.Header(broker.HeaderEventID) != "rq" {
+			return nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		counts = append(counts, d.RedeliveryCount)
+		if len(counts) < 4 {
+			return errTransient
+		}
+		return nil
+	})
+	listen(t, b, broker.Subscription{Topic: topic, Group: "g", Retry: fastRetry(10)}, c.handle)
+	send(t, b, topic, msg("k", "rq"))
+	c.waitCount(t, "rq", 4)
+	c.barrier(t, b, topic, "k")
+	mu.Lock()
+	defer mu.Unlock()
+	want := []int{0, 1, 2, 3}
+	if fmt.Sprint(counts) != fmt.Sprint(want) {
+		t.Errorf("redelivery counts = %v, want %v", counts, want)
+	}
+}
+
+// dlq consumes a dead-letter topic.
+func dlq(t *testing.T, b *broker.Broker, topic string) *collector {
+	c := newCollector(nil)
+	listen(t, b, broker.Subscription{Topic: topic, Group: "dlq-reader"}, c.handle)
+	return c
+}
+
+func casePoison(t *testing.T, s *suite) {
+	b := s.start(t)
+	topic := s.topic(t, "poison")
+	dead := dlq(t, b, topic+".dlq")
+	c := newCollector(func(d *broker.Delivery) error {
+		if d.Header(broker.HeaderEventID) == "bad" {
+			return broker.Poison(errors.New("schema violation: no FLID"))
+		}
+		return nil
+	})
+	listen(t, b, broker.Subscription{Topic: topic, Group: "g"}, c.handle)
+	send(t, b, topic, msg("k", "bad"))
+	dead.waitCount(t, "bad", 1)
+	d := dead.order[0]
+	if got := d.Header(broker.HeaderDeadClass); got != "poison" {
+		t.Errorf("dead class = %q, want poison", got)
+	}
+	if got := d.Header(broker.HeaderDeadReason); !strings.Contains(got, "schema violation") {
+		t.Errorf("dead reason = %q, want the handler's error", got)
+	}
+	if got := d.Header(broker.HeaderDeadTopic); got != topic {
+		t.Errorf("dead topic header = %q, want %q", got, topic)
+	}
+	c.barrier(t, b, topic, "k")
+	if n := c.count("bad"); n != 1 {
+		t.Errorf("poison message handled %d times, want 1", n)
+	}
+}
+
+func caseDeadLetterFailure(t *testing.T, s *suite) {
+	b1 := s.start(t)
+	topic := s.topic(t, "dlfail")
+	c1 := newCollector(func(*broker.Delivery) error { return broker.Poison(errors.New("bad schema")) })
+	l1 := listen(t, b1, broker.Subscription{Topic: topic, Group: "g", DeadLetterTopic: s.h.RefusedTopic()}, c1.handle)
+	send(t, b1, topic, msg("k", "dl"))
+	c1.waitCount(t, "dl", 1)
+	waitEvent(t, b1, "failed dead-letter settlement", func(e broker.Event) bool { return e.Err != nil && strings.Contains(e.Err.Error(), "dead_letter") })
+	stopListener(t, l1, 2*time.Second)
+	stopBroker(t, b1)
+
+	// Not acked: a new consumer of the group gets it again.
+	b2 := s.start(t)
+	c2 := newCollector(nil)
+	listen(t, b2, broker.Subscription{Topic: topic, Group: "g"}, c2.handle)
+	c2.waitCount(t, "dl", 1)
+}
+
+func caseRetryExhaustion(t *testing.T, s *suite) {
+	const n = 3
+	b := s.start(t)
+	topic := s.topic(t, "exhaust")
+	dead := dlq(t, b, topic+".dlq")
+	c := newCollector(func(d *broker.Delivery) error {
+		if d.Header(broker.HeaderEventID) == "always" {
+			return errTransient
+		}
+		return nil
+	})
+	listen(t, b, broker.Subscription{Topic: topic, Group: "g", Retry: fastRetry(n)}, c.handle)
+	send(t, b, topic, msg("k", "always"))
+	dead.waitCount(t, "always", 1)
+	c.barrier(t, b, topic, "k")
+	if got := c.count("always"); got != n {
+		t.Errorf("handler called %d times, want exactly %d", got, n)
+	}
+	d := dead.order[0]
+	if got := d.Header(broker.HeaderDeadClass); got != "exhausted" {
+		t.Errorf("dead class = %q, want exhausted", got)
+	}
+	if got := d.Header(broker.HeaderDeadAttempts); got != strconv.Itoa(n) {
+		t.Errorf("dead attempts = %q, want %d", got, n)
+	}
+}
+
+func caseCancellation(t *testing.T, s *suite) {
+	b1 := s.start(t)
+	topic := s.topic(t, "cancel")
+	dead := dlq(t, b1, topic+".dlq")
+	c1 := newCollector(func(*broker.Delivery) error { return fmt.Errorf("work abandoned: %w", context.Canceled) })
+	l1 := listen(t, b1, broker.Subscription{Topic: topic, Group: "g"}, c1.handle)
+	send(t, b1, topic, msg("k", "cx"))
+	c1.waitCount(t, "cx", 1)
+	stopListener(t, l1, 2*time.Second)
+
+	b2 := s.start(t)
+	c2 := newCollector(nil)
+	listen(t, b2, broker.Subscription{Topic: topic, Group: "g"}, c2.handle)
+	c2.waitCount(t, "cx", 1)
+	c2.barrier(t, b2, topic, "k")
+	if n := c1.count("cx") + c2.count("cx"); n != 2 {
+		t.Errorf("cancelled message handled %d times in total, want 2 (no requeue copy)", n)
+	}
+	dead.barrier(t, b1, topic+".dlq", "k")
+	if dead.count("cx") != 0 {
+		t.Errorf("cancelled message was dead-lettered")
+	}
+}
+
+func caseConflict(t *testing.T, s *suite) {
+	b1 := s.start(t)
+	topic := s.topic(t, "conflict")
+	dead := dlq(t, b1, topic+".dlq")
+	c1 := newCollector(func(*broker.Delivery) error {
+		return errors.Join(broker.Poison(errors.New("bad")), context.Canceled)
+	})
+	l1 := listen(t, b1, broker.Subscription{Topic: topic, Group: "g"}, c1.handle)
+	send(t, b1, topic, msg("k", "cf"))
+	waitEvent(t, b1, "conflicting disposition", func(e broker.Event) bool { return errors.Is(e.Err, broker.ErrConflictingDisposition) })
+	stopListener(t, l1, 2*time.Second)
+
+	// Nothing was settled: neither acked nor dead-lettered.
+	b2 := s.start(t)
+	c2 := newCollector(nil)
+	listen(t, b2, broker.Subscription{Topic: topic, Group: "g"}, c2.handle)
+	c2.waitCount(t, "cf", 1)
+	dead.barrier(t, b1, topic+".dlq", "k")
+	if dead.count("cf") != 0 {
+		t.Errorf("conflicting message was dead-lettered")
+	}
+}
+
+func caseLoadBalance(t *testing.T, s *suite) {
+	const n = 1000
+	b1, b2 := s.start(t), s.start(t)
+	topic := s.topic(t, "lb")
+	c := newCollector(nil)
+	l1 := listen(t, b1, broker.Subscription{Topic: topic, Group: "g", Concurrency: 4}, c.handle)
+	l2 := listen(t, b2, broker.Subscription{Topic: topic, Group: "g", Concurrency: 4}, c.handle)
+	sendMany(t, b1, topic, n, 16, "lb")
+	c.waitDistinct(t, n)
+	stopListener(t, l1, 5*time.Second)
+	stopListener(t, l2, 5*time.Second)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, k := range c.seen {
+		if k != 1 {
+			t.Errorf("message %s handled %d times, want exactly once", id, k)
+		}
+	}
+}
+
+// sendMany sends n messages over keys keys in batches, ids prefix-<i>.
+func sendMany(t *testing.T, b *broker.Broker, topic string, n, keys int, prefix string) {
+	t.Helper()
+	const batch = 500
+	for i := 0; i < n; i += batch {
+		var ms []*broker.Message
+		for j := i; j < min(i+batch, n); j++ {
+			ms = append(ms, msg(fmt.Sprintf("key-%d", j%keys), fmt.Sprintf("%s-%d", prefix, j)))
+		}
+		send(t, b, topic, ms...)
+	}
+}
+
+func caseBroadcast(t *testing.T, s *suite) {
+	const n = 100
+	b := s.start(t)
+	topic := s.topic(t, "bcast")
+	ca, cb := newCollector(nil), newCollector(nil)
+	listen(t, b, broker.Subscription{Topic: topic, Group: "ga"}, ca.handle)
+	listen(t, b, broker.Subscription{Topic: topic, Group: "gb"}, cb.handle)
+	sendMany(t, b, topic, n, 4, "bc")
+	ca.waitDistinct(t, n)
+	cb.waitDistinct(t, n)
+}
+
+func caseKeyOrder(t *testing.T, s *suite) {
+	const keys, per = 100, 50
+	b := s.start(t)
+	topic := s.topic(t, "order")
+	var mu sync.Mutex
+	last := map[string]int{}
+	var violations atomic.Int64
+	c := newCollector(func(d *broker.Delivery) error {
+		seq, _ := strconv.Atoi(d.Header("seq"))
+		mu.Lock()
+		prev, ok := last[d.Key]
+		if (ok && seq != prev+1) || (!ok && seq != 0) {
+			violations.Add(1)
+		}
+		last[d.Key] = seq
+		mu.Unlock()
+		return nil
+	})
+	listen(t, b, broker.Subscription{Topic: topic, Group: "g", Concurrency: 8}, c.handle)
+	for i := 0; i < per; i++ {
+		ms := make([]*broker.Message, 0, keys)
+		for k := 0; k < keys; k++ {
+			m := msg(fmt.Sprintf("key-%d", k), fmt.Sprintf("o-%d-%d", k, i))
+			m.SetHeader("seq", strconv.Itoa(i))
+			ms = append(ms, m)
+		}
+		send(t, b, topic, ms...)
+	}
+	c.waitDistinct(t, keys*per)
+	if v := violations.Load(); v != 0 {
+		t.Errorf("%d per-key order violations", v)
+	}
+}
+
+func caseOutOfOrderCompletion(t *testing.T, s *suite) {
+	const n = 20
+	b1 := s.start(t)
+	topic := s.topic(t, "ooo")
+	stuck := make(chan struct{})
+	c1 := newCollector(nil)
+	h1 := func(ctx context.Context, d *broker.Delivery) error {
+		_ = c1.handle(ctx, d)
+		if d.Header(broker.HeaderEventID) == "ooo-5" {
+			close(stuck)
+			<-ctx.Done() // never completes until the listener gives up on it
+			return ctx.Err()
+		}
+		return nil
+	}
+	l1 := listen(t, b1, broker.Subscription{Topic: topic, Group: "g", Concurrency: 8}, h1)
+	// No keys: the port runs unkeyed messages concurrently, so completions come
+	// back out of order within a partition.
+	var ms []*broker.Message
+	for i := 0; i < n; i++ {
+		ms = append(ms, &broker.Message{Payload: []byte{byte(i)}, Headers: map[string]string{broker.HeaderEventID: fmt.Sprintf("ooo-%d", i)}})
+	}
+	send(t, b1, topic, ms...)
+	select {
+	case <-stuck:
+	case <-time.After(timeout()):
+		t.Fatal("message 5 never reached the handler")
+	}
+	c1.waitDistinct(t, n)
+	stopListener(t, l1, 200*time.Millisecond)
+	stopBroker(t, b1)
+
+	b2 := s.start(t)
+	c2 := newCollector(nil)
+	listen(t, b2, broker.Subscription{Topic: topic, Group: "g", Concurrency: 8}, c2.handle)
+	c2.waitCount(t, "ooo-5", 1)
+}
+
+func caseBatch(t *testing.T, s *suite) {
+	const n = 10
+	b := s.start(t)
+	topic := s.topic(t, "batch")
+	var mu sync.Mutex
+	calls := 0
+	var first []string
+	seen := map[string]int{}
+	changed := make(chan struct{}, 1)
+	h := func(ctx context.Context, ds []*broker.Delivery) error {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		for _, d := range ds {
+			seen[d.Header(broker.HeaderEventID)]++
+		}
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+		if calls == 1 {
+			for _, d := range ds {
+				first = append(first, d.Header(broker.HeaderEventID))
+			}
+			return errTransient
+		}
+		return nil
+	}
+	if _, err := b.ListenBatch(ctxT(t), broker.Subscription{Topic: topic, Group: "g", BatchSize: n, Retry: fastRetry(10)}, h); err != nil {
+		t.Fatalf("listen batch: %v", err)
+	}
+	sendMany(t, b, topic, n, 1, "bt")
+	deadline := time.After(timeout())
+	for done := false; !done; {
+		mu.Lock()
+		done = len(seen) == n && len(first) > 0
+		for _, id := range first {
+			if seen[id] < 2 {
+				done = false
+			}
+		}
+		mu.Unlock()
+		if done {
+			break
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("timed out: failed batch %v not redelivered whole (seen %v)", first, seen)
+		}
+	}
+	// A sentinel after the acked batches must arrive with nothing redelivered again.
+	send(t, b, topic, msg("key-0", "bt-sentinel"))
+	for {
+		mu.Lock()
+		got := seen["bt-sentinel"]
+		mu.Unlock()
+		if got > 0 {
+			break
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatal("timed out waiting for the sentinel")
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	inFirst := map[string]bool{}
+	for _, id := range first {
+		inFirst[id] = true
+	}
+	for id, k := range seen {
+		want := 1
+		if inFirst[id] {
+			want = 2
+		}
+		if k != want {
+			t.Errorf("message %s handled %d times, want %d", id, k, want)
+		}
+	}
+}
+
+func caseDurableBacklog(t *testing.T, s *suite) {
+	const n = 50
+	b := s.start(t)
+	topic := s.topic(t, "backlog")
+	c0 := newCollector(nil)
+	l0 := listen(t, b, broker.Subscription{Topic: topic, Group: "g"}, c0.handle)
+	stopListener(t, l0, 5*time.Second)
+
+	sendMany(t, b, topic, n, 5, "bl")
+	c := newCollector(nil)
+	b2 := s.start(t)
+	listen(t, b2, broker.Subscription{Topic: topic, Group: "g"}, c.handle)
+	c.waitDistinct(t, n)
+}
+
+func caseDelay(t *testing.T, s *suite) {
+	const delay = 700 * time.Millisecond
+	b := s.start(t)
+	topic := s.topic(t, "delay")
+	var got atomic.Int64
+	c := newCollector(func(d *broker.Delivery) error {
+		if d.Header(broker.HeaderEventID) == "late" {
+			got.Store(time.Now().UnixNano())
+		}
+		return nil
+	})
+	listen(t, b, broker.Subscription{Topic: topic, Group: "g"}, c.handle)
+	sent := time.Now()
+	if err := b.SendDelayed(ctxT(t), topic, delay, msg("k", "late")); err != nil {
+		t.Fatalf("send delayed: %v", err)
+	}
+	c.waitFor(t, "delayed message", func() bool { return got.Load() != 0 })
+	if early := time.Unix(0, got.Load()).Sub(sent); early < delay {
+		t.Errorf("delivered after %v, want no earlier than %v", early, delay)
+	}
+}
+
+func caseBurst(t *testing.T, s *suite) {
+	n := s.opts.BurstN
+	b := s.start(t)
+	topic := s.topic(t, "burst")
+	c := newCollector(nil)
+	listen(t, b, broker.Subscription{Topic: topic, Group: "g", Concurrency: 16, Prefetch: 512}, c.handle)
+	sendMany(t, b, topic, n, 64, "bu")
+	c.waitDistinct(t, n)
+}
+
+func caseGracefulStop(t *testing.T, s *suite) {
+	topic := s.topic(t, "graceful")
+
+	// (a) Stop waits for a handler that finishes within the grace period: it is acked.
+	b1 := s.start(t)
+	entered := make(chan struct{}, 1)
+	release := make(chan struct{})
+	c1 := newCollector(nil)
+	l1 := listen(t, b1, broker.Subscription{Topic: topic, Group: "g"}, func(ctx context.Context, d *broker.Delivery) error {
+		_ = c1.handle(ctx, d)
+		if d.Header(broker.HeaderEventID) == "slow" {
+			entered <- struct{}{}
+			<-release
+		}
+		return nil
+	})
+	send(t, b1, topic, msg("k", "slow"))
+	<-entered
+	stopped := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout())
+		defer cancel()
+		stopped <- l1.Stop(ctx)
+	}()
+	close(release)
+	if err := <-stopped; err != nil {
+		t.Errorf("stop: %v", err)
+	}
+	stopBroker(t, b1)
+
+	// (b) A handler that outlives the grace period is cancelled and not settled.
+	b2 := s.start(t)
+	cancelled := make(chan struct{})
+	c2 := newCollector(nil)
+	l2 := listen(t, b2, broker.Subscription{Topic: topic, Group: "g"}, func(ctx context.Context, d *broker.Delivery) error {
+		_ = c2.handle(ctx, d)
+		if d.Header(broker.HeaderEventID) == "stuck" {
+			<-ctx.Done()
+			close(cancelled)
+			return ctx.Err()
+		}
+		return nil
+	})
+	send(t, b2, topic, msg("k", "stuck"))
+	c2.waitCount(t, "stuck", 1)
+	stopListener(t, l2, 300*time.Millisecond)
+	select {
+	case <-cancelled:
+	case <-time.After(timeout()):
+		t.Fatal("handler context was not cancelled after the grace period")
+	}
+	stopBroker(t, b2)
+
+	b3 := s.start(t)
+	c3 := newCollector(nil)
+	listen(t, b3, broker.Subscription{Topic: topic, Group: "g"}, c3.handle)
+	c3.waitCount(t, "stuck", 1)
+	c3.barrier(t, b3, topic, "k")
+	if c3.count("slow") != 0 {
+		t.Errorf("message acked during graceful stop was redelivered")
+	}
+}
+
+func caseReconnect(t *testing.T, s *suite) {
+	const n = 200
+	b := s.start(t)
+	topic := s.topic(t, "reconnect")
+	c := newCollector(nil)
+	listen(t, b, broker.Subscription{Topic: topic, Group: "g", Concurrency: 4}, c.handle)
+	sendRetrying := func(i int) {
+		deadline := time.Now().Add(timeout())
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			err := b.SendConfirmed(ctx, topic, msg(fmt.Sprintf("key-%d", i%8), fmt.Sprintf("rc-%d", i)))
+			cancel()
+			if err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("send rc-%d never succeeded after the connection came back: %v", i, err)
+			}
+		}
+	}
+	for i := 0; i < n/2; i++ {
+		sendRetrying(i)
+	}
+	c.waitDistinct(t, n/4) // consuming mid-stream
+	restore, err := s.h.Outage(ctxT(t))
+	if err != nil {
+		t.Fatalf("outage: %v", err)
+	}
+	restore()
+	for i := n / 2; i < n; i++ {
+		sendRetrying(i)
+	}
+	c.waitDistinct(t, n)
+}
+
+func caseLifecycleErrors(t *testing.T, s *suite) {
+	ctx := ctxT(t)
+	drv, err := s.h.UnreachableDriver(ctx)
+	if err != nil {
+		t.Fatalf("unreachable driver: %v", err)
+	}
+	b := broker.New(s.h.Name(), drv)
+	startCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	err = b.Start(startCtx)
+	if err == nil {
+		stopBroker(t, b)
+		t.Fatal("Start against an unreachable broker returned nil")
+	}
+	select {
+	case e := <-b.Events():
+		if e.Err == nil {
+			t.Error("lifecycle event without an error")
+		}
+	default:
+		t.Error("connect failure was not reported on the lifecycle channel")
+	}
+	if err := b.SendConfirmed(ctx, "any", msg("k", "x")); !errors.Is(err, broker.ErrNotStarted) {
+		t.Errorf("SendConfirmed on a broker that failed to start = %v, want ErrNotStarted", err)
+	}
+}
+
+func caseSubscriptionExpiry(t *testing.T, s *suite) {
+	ec, ok := s.h.(ExpiryChecker)
+	if !ok {
+		t.Fatalf("adapter declares SubscriptionExpiry but its harness cannot check it (implement ExpiryChecker)")
+	}
+	b := s.start(t)
+	topic := s.topic(t, "expiry")
+	sub := broker.Subscription{Topic: topic, Group: uniqueName(t, "instance"), Expiry: time.Second}
+	c := newCollector(nil)
+	l := listen(t, b, sub, c.handle)
+	send(t, b, topic, msg("k", "ex"))
+	c.waitCount(t, "ex", 1)
+	spec := specOf(sub)
+	if ok, err := ec.SubscriptionExists(ctxT(t), spec); err != nil || !ok {
+		t.Fatalf("subscription should exist while listening: exists=%v err=%v", ok, err)
+	}
+	stopListener(t, l, 5*time.Second)
+	deadline := time.Now().Add(timeout())
+	for {
+		ok, err := ec.SubscriptionExists(ctxT(t), spec)
+		if err != nil {
+			t.Fatalf("check subscription: %v", err)
+		}
+		if !ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("subscription still exists %v after its 1s expiry", timeout())
+		}
+		// The broker's own TTL timer decides; poll it at a modest rate.
+		<-time.After(100 * time.Millisecond)
+	}
+}

@@ -1,0 +1,466 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/msgx/msgx/broker/driver"
+	"github.com/msgx/msgx/internal/backoff"
+)
+
+// Handler processes one delivery. Its returned error decides the settlement;
+// see the package documentation.
+type Handler func(ctx context.Context, d *Delivery) error
+
+// BatchHandler processes a batch and settles it as a whole.
+type BatchHandler func(ctx context.Context, ds []*Delivery) error
+
+// Subscription says what a listener consumes and how.
+type Subscription struct {
+	Topic string
+	// Group: listeners in one group share the messages; groups each get all.
+	Group string
+	// DeadLetterTopic defaults to Topic plus the broker's dead-letter suffix.
+	DeadLetterTopic string
+	// Expiry asks for a per-instance subscription removed after this idle time
+	// (only where the adapter declares SubscriptionExpiry).
+	Expiry time.Duration
+	// Concurrency is the number of handlers running at once (default 1).
+	// Messages with the same key are always handled one at a time, in order.
+	Concurrency int
+	// Prefetch bounds unsettled deliveries held from the broker (default
+	// 2×Concurrency, or 2×BatchSize for batch listeners).
+	Prefetch int
+	// BatchSize is the largest batch handed to a BatchHandler (default 100).
+	BatchSize int
+	// Retry overrides the broker's retry policy when MaxAttempts > 0.
+	Retry backoff.Policy
+}
+
+// Listener is a running subscription.
+type Listener struct {
+	b     *Broker
+	sub   Subscription
+	ds    driver.Subscription
+	h     Handler
+	bh    BatchHandler
+	retry backoff.Policy
+	met   listenerMetrics
+
+	recvCtx    context.Context
+	stopRecv   context.CancelFunc
+	handlerCtx context.Context
+	cancelH    context.CancelFunc
+
+	// gate is held for reading while settling; Stop takes it for writing to
+	// close settlement once handlers have been cancelled.
+	gate    sync.RWMutex
+	closed  bool
+	loop    sync.WaitGroup // the receive loop and the workers
+	work    []chan []*Delivery
+	seed    maphash.Seed
+	rr      int
+	stopped sync.Once
+	stopErr error
+}
+
+// Listen starts a single-message listener.
+func (b *Broker) Listen(ctx context.Context, sub Subscription, h Handler) (*Listener, error) {
+	if h == nil {
+		return nil, errors.New("broker: nil handler")
+	}
+	return b.listen(ctx, sub, h, nil)
+}
+
+// ListenBatch starts a batch listener; the adapter must declare Batch.
+func (b *Broker) ListenBatch(ctx context.Context, sub Subscription, h BatchHandler) (*Listener, error) {
+	if h == nil {
+		return nil, errors.New("broker: nil handler")
+	}
+	if !b.Capabilities().Batch {
+		return nil, fmt.Errorf("broker %s: batch listener: %w", b.name, ErrUnsupported)
+	}
+	return b.listen(ctx, sub, nil, h)
+}
+
+func (b *Broker) listen(ctx context.Context, sub Subscription, h Handler, bh BatchHandler) (*Listener, error) {
+	if !b.running() {
+		return nil, ErrNotStarted
+	}
+	if sub.Topic == "" || sub.Group == "" {
+		return nil, errors.New("broker: subscription needs a topic and a group")
+	}
+	if sub.Expiry > 0 && !b.Capabilities().SubscriptionExpiry {
+		return nil, fmt.Errorf("broker %s: subscription expiry: %w", b.name, ErrUnsupported)
+	}
+	if sub.Concurrency <= 0 {
+		sub.Concurrency = 1
+	}
+	if sub.BatchSize <= 0 {
+		sub.BatchSize = 100
+	}
+	if sub.Prefetch <= 0 {
+		if bh != nil {
+			sub.Prefetch = 2 * sub.BatchSize
+		} else {
+			sub.Prefetch = 2 * sub.Concurrency
+		}
+	}
+	if sub.DeadLetterTopic == "" {
+		sub.DeadLetterTopic = sub.Topic + b.opts.dlqSuffix
+	}
+	retry := b.opts.retry
+	if sub.Retry.MaxAttempts > 0 {
+		retry = sub.Retry
+	}
+	ds, err := b.drv.Subscribe(ctx, driver.SubscriptionSpec{
+		Topic: sub.Topic, Group: sub.Group, DeadLetterTopic: sub.DeadLetterTopic,
+		Expiry: sub.Expiry, Prefetch: sub.Prefetch,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("broker %s: subscribe %q/%q: %w", b.name, sub.Topic, sub.Group, err)
+	}
+	l := &Listener{b: b, sub: sub, ds: ds, h: h, bh: bh, retry: retry, seed: maphash.MakeSeed(),
+		met: b.met.forListener(sub.Topic, sub.Group)}
+	// Listener lifetimes are not bound to the ctx that created them: Stop ends them.
+	l.recvCtx, l.stopRecv = context.WithCancel(context.WithoutCancel(ctx))
+	l.handlerCtx, l.cancelH = context.WithCancel(context.WithoutCancel(ctx))
+	workers := sub.Concurrency
+	if bh != nil {
+		workers = 1
+	}
+	l.work = make([]chan []*Delivery, workers)
+	for i := range l.work {
+		l.work[i] = make(chan []*Delivery, 1)
+		l.loop.Add(1)
+		go l.worker(l.work[i])
+	}
+	b.mu.Lock()
+	b.listeners[l] = struct{}{}
+	b.mu.Unlock()
+	l.loop.Add(1)
+	go l.receive()
+	return l, nil
+}
+
+func (l *Listener) receive() {
+	defer func() {
+		for _, c := range l.work {
+			close(c)
+		}
+		l.loop.Done()
+	}()
+	max := l.sub.Concurrency
+	if l.bh != nil {
+		max = l.sub.BatchSize
+	}
+	failures := 0
+	for {
+		raw, err := l.ds.Receive(l.recvCtx, max)
+		if err != nil {
+			if l.recvCtx.Err() != nil || errors.Is(err, driver.ErrClosed) {
+				return
+			}
+			failures++
+			l.b.report(Event{Topic: l.sub.Topic, Group: l.sub.Group, Err: fmt.Errorf("receive: %w", err)})
+			wait := backoff.Policy{Initial: 100 * time.Millisecond, Max: 5 * time.Second}.Delay(failures)
+			select {
+			case <-l.b.opts.clock.After(wait):
+			case <-l.recvCtx.Done():
+				return
+			}
+			continue
+		}
+		failures = 0
+		ds := make([]*Delivery, len(raw))
+		for i, r := range raw {
+			ds[i] = newDelivery(r, l.sub.Topic, l.sub.Group)
+		}
+		l.met.received.Add(float64(len(ds)))
+		if l.bh != nil {
+			if !l.dispatch(l.work[0], ds) {
+				return
+			}
+			continue
+		}
+		for _, d := range ds {
+			if !l.dispatch(l.worker4(d), []*Delivery{d}) {
+				return
+			}
+		}
+	}
+}
+
+// worker4 picks the worker for a delivery: the same key always goes to the same
+// worker, which keeps per-key order with concurrent handlers.
+func (l *Listener) worker4(d *Delivery) chan []*Delivery {
+	if len(l.work) == 1 {
+		return l.work[0]
+	}
+	if d.Key == "" {
+		l.rr++
+		return l.work[l.rr%len(l.work)]
+	}
+	return l.work[maphash.String(l.seed, d.Key)%uint64(len(l.work))]
+}
+
+func (l *Listener) dispatch(c chan []*Delivery, ds []*Delivery) bool {
+	select {
+	case c <- ds:
+		return true
+	case <-l.recvCtx.Done():
+		return false
+	}
+}
+
+func (l *Listener) worker(c chan []*Delivery) {
+	defer l.loop.Done()
+	for ds := range c {
+		l.process(ds)
+	}
+}
+
+// process runs the handler for one delivery (or one batch) and settles it.
+func (l *Listener) process(ds []*Delivery) {
+	ctx := l.handlerCtx
+	if ctx.Err() != nil {
+		return // stopping: leave it unsettled for redelivery
+	}
+	// Deliveries requeued by another group on a re-publishing broker are not ours.
+	ds = l.dropForeign(ds)
+	if len(ds) == 0 {
+		return
+	}
+	if !l.hold(ctx, ds) {
+		return
+	}
+	start := l.b.opts.clock.Now()
+	var err error
+	if l.bh != nil {
+		err = l.callBatch(ctx, ds)
+	} else {
+		err = l.call(ctx, ds[0])
+	}
+	l.met.handlerSeconds.Observe(l.b.opts.clock.Now().Sub(start).Seconds())
+	l.settle(ds, decide(ctx, err), err)
+}
+
+func (l *Listener) dropForeign(ds []*Delivery) []*Delivery {
+	kept := ds[:0]
+	for _, d := range ds {
+		if g := d.Header(HeaderForGroup); g != "" && g != l.sub.Group {
+			if err := l.settleOne(d, Ack, nil); err != nil {
+				l.b.report(Event{Topic: l.sub.Topic, Group: l.sub.Group, Err: err})
+			}
+			continue
+		}
+		kept = append(kept, d)
+	}
+	return kept
+}
+
+// hold is the port-local scheduler: it keeps deliveries unsettled until their
+// not-before time. It reports false if the listener stopped meanwhile.
+func (l *Listener) hold(ctx context.Context, ds []*Delivery) bool {
+	if l.b.caps.NativeDelay {
+		return true
+	}
+	var latest time.Time
+	for _, d := range ds {
+		if nb, ok := d.notBefore(); ok && nb.After(latest) {
+			latest = nb
+		}
+	}
+	wait := latest.Sub(l.b.opts.clock.Now())
+	if wait <= 0 {
+		return true
+	}
+	t := l.b.opts.clock.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (l *Listener) call(ctx context.Context, d *Delivery) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("handler panic: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return l.h(withDelivery(ctx, d), d)
+}
+
+func (l *Listener) callBatch(ctx context.Context, ds []*Delivery) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("batch handler panic: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return l.bh(withDelivery(ctx, ds[0]), ds)
+}
+
+// settle carries out a disposition for a delivery or a whole batch.
+func (l *Listener) settle(ds []*Delivery, disp Disposition, cause error) {
+	switch disp {
+	case NoSettlement:
+		l.met.settled(NoSettlement, len(ds))
+		return
+	case Conflict:
+		l.met.settled(Conflict, len(ds))
+		l.b.report(Event{Topic: l.sub.Topic, Group: l.sub.Group,
+			Err: fmt.Errorf("%w: %v (left unsettled)", ErrConflictingDisposition, cause)})
+		return
+	}
+	for _, d := range ds {
+		if err := l.settleOne(d, disp, cause); err != nil {
+			l.b.report(Event{Topic: l.sub.Topic, Group: l.sub.Group, Err: err})
+		}
+	}
+}
+
+// settleOne settles one delivery. A second settlement of the same delivery is
+// refused with ErrConflictingDisposition and does nothing.
+func (l *Listener) settleOne(d *Delivery, disp Disposition, cause error) error {
+	l.gate.RLock()
+	defer l.gate.RUnlock()
+	if l.closed {
+		l.met.settled(NoSettlement, 1)
+		return nil // stop ran out of time: cancelled handlers are not settled
+	}
+	if err := d.settled.claim(); err != nil {
+		l.met.settled(Conflict, 1)
+		return fmt.Errorf("settle %s: %w", disp, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), l.b.opts.settleTimeout)
+	defer cancel()
+	attempts := d.RedeliveryCount + 1
+	if disp == Requeue && l.retry.Exhausted(attempts) {
+		disp = DeadLetter
+		cause = fmt.Errorf("retries exhausted after %d attempts: %w", attempts, cause)
+	}
+	var err error
+	switch disp {
+	case Ack:
+		err = d.drv.Ack(ctx)
+	case Requeue:
+		delay := l.retry.Delay(attempts)
+		m := d.copyForResend()
+		m.Headers[HeaderRedeliveryCount] = strconv.Itoa(d.RedeliveryCount + 1)
+		m.Headers[HeaderForGroup] = l.sub.Group
+		if delay > 0 {
+			m.Headers[HeaderNotBefore] = notBeforeHeader(l.b.opts.clock.Now().Add(delay))
+		} else {
+			delete(m.Headers, HeaderNotBefore)
+		}
+		err = d.drv.Requeue(ctx, m, delay)
+	case DeadLetter:
+		m := d.copyForResend()
+		class := "poison"
+		if !IsPoison(cause) {
+			class = "exhausted"
+		}
+		m.Headers[HeaderDeadClass] = class
+		m.Headers[HeaderDeadReason] = truncate(errText(cause), 1024)
+		m.Headers[HeaderDeadTopic] = l.sub.Topic
+		m.Headers[HeaderDeadGroup] = l.sub.Group
+		m.Headers[HeaderDeadAttempts] = strconv.Itoa(attempts)
+		m.Headers[HeaderDeadTimestamp] = l.b.opts.clock.Now().UTC().Format(time.RFC3339Nano)
+		delete(m.Headers, HeaderForGroup)
+		delete(m.Headers, HeaderNotBefore)
+		err = d.drv.DeadLetter(ctx, m)
+	}
+	if err != nil {
+		l.met.settleErrors.Inc()
+		return fmt.Errorf("settle %s of message (key %q, event %q): %w", disp, d.Key, d.Header(HeaderEventID), err)
+	}
+	l.met.settled(disp, 1)
+	if disp != Ack {
+		l.logFor(d).Warn("message not acknowledged", "disposition", disp.String(), "attempts", attempts, "err", cause)
+	}
+	return nil
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+// Stop stops receiving, waits for in-flight handlers until ctx ends, then
+// cancels them: whatever they return after that is not settled. It closes the
+// adapter subscription, so unsettled messages are redelivered to the group.
+func (l *Listener) Stop(ctx context.Context) error {
+	l.stopped.Do(func() {
+		l.stopRecv()
+		done := make(chan struct{})
+		go func() { l.loop.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			l.cancelH()
+			l.gate.Lock()
+			l.closed = true
+			l.gate.Unlock()
+		}
+		l.cancelH()
+		if err := l.ds.Close(context.WithoutCancel(ctx)); err != nil {
+			l.stopErr = fmt.Errorf("broker %s: close subscription %q/%q: %w", l.b.name, l.sub.Topic, l.sub.Group, err)
+		}
+		l.b.forget(l)
+	})
+	return l.stopErr
+}
+
+type deliveryKey struct{}
+
+func withDelivery(ctx context.Context, d *Delivery) context.Context {
+	return context.WithValue(ctx, deliveryKey{}, d)
+}
+
+// Logger returns a logger carrying the request id, correlation id, event id,
+// topic and redelivery count of the delivery being handled in ctx, or base when
+// ctx carries none. The attributes are built only when asked for.
+func Logger(ctx context.Context, base *slog.Logger) *slog.Logger {
+	if base == nil {
+		base = slog.Default()
+	}
+	d, _ := ctx.Value(deliveryKey{}).(*Delivery)
+	if d == nil {
+		return base
+	}
+	return deliveryLogger(base, d)
+}
+
+func (l *Listener) logFor(d *Delivery) *slog.Logger { return deliveryLogger(l.b.opts.logger, d) }
+
+func deliveryLogger(base *slog.Logger, d *Delivery) *slog.Logger {
+	attrs := []any{"topic", d.Topic, "group", d.Group, "redelivery_count", d.RedeliveryCount}
+	for _, h := range [...]struct{ header, attr string }{
+		{HeaderRequestID, "request_id"}, {HeaderCorrelationID, "correlation_id"},
+		{HeaderEventID, "event_id"}, {HeaderTenantID, "tenant_id"}, {HeaderType, "type"},
+	} {
+		if v := d.Header(h.header); v != "" {
+			attrs = append(attrs, h.attr, v)
+		}
+	}
+	return base.With(attrs...)
+}

@@ -1,0 +1,454 @@
+// Package mem is the in-process broker: consumer groups, broadcast, redelivery
+// and dead letters without a network. It backs the embedded default and unit
+// tests of pure logic; production configuration refuses it.
+//
+// A Server plays the broker; each Driver is a client connected to it, so tests
+// can run several consumers, close a server to see connect failures, and cut
+// every client's "connection" to see unsettled deliveries come back.
+package mem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/msgx/msgx/broker/driver"
+)
+
+// ErrServerClosed is returned when the server is gone.
+var ErrServerClosed = errors.New("mem: server closed")
+
+// ErrConnectionLost is returned by a settlement whose connection was cut.
+var ErrConnectionLost = errors.New("mem: connection lost")
+
+// ErrRefused is returned when publishing to a refused topic.
+var ErrRefused = errors.New("mem: topic refused")
+
+// ErrUnavailable is returned while the server is down (SetDown).
+var ErrUnavailable = errors.New("mem: broker unavailable")
+
+// ErrBacklogFull is returned when a topic holds MaxBacklog messages.
+var ErrBacklogFull = errors.New("mem: topic backlog full")
+
+// Server is the in-process broker. Its topics keep a log: a group that first
+// subscribes reads it from the start, so messages published while no consumer
+// runs are kept (within the process).
+type Server struct {
+	mu         sync.Mutex
+	closed     bool
+	topics     map[string]*topic
+	refused    map[string]bool
+	maxBacklog int
+	epoch      uint64 // bumped by CutConnections
+	down       bool
+}
+
+// ServerOption configures a Server.
+type ServerOption func(*Server)
+
+// MaxBacklog bounds the messages a topic keeps (default 1 000 000).
+func MaxBacklog(n int) ServerOption { return func(s *Server) { s.maxBacklog = n } }
+
+// NewServer starts an in-process broker.
+func NewServer(opts ...ServerOption) *Server {
+	s := &Server{topics: map[string]*topic{}, refused: map[string]bool{}, maxBacklog: 1_000_000}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// Refuse makes publishes to topic fail, as a broker refusing a destination.
+func (s *Server) Refuse(topic string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refused[topic] = true
+}
+
+// Close stops the server: clients fail from then on.
+func (s *Server) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	for _, t := range s.topics {
+		for _, g := range t.groups {
+			g.cond.Broadcast()
+		}
+	}
+}
+
+// CutConnections drops every client's in-flight deliveries back to their
+// groups, as a broker does when connections break. Settlements of deliveries
+// handed out before the cut fail with ErrConnectionLost.
+func (s *Server) CutConnections() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.epoch++
+	for _, t := range s.topics {
+		for _, g := range t.groups {
+			g.cond.Broadcast() // holders reclaim their cut deliveries on wake-up
+		}
+	}
+}
+
+// SetDown takes the server down (publishes fail, receivers wait) or back up,
+// as a broker outage would.
+func (s *Server) SetDown(down bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.down = down
+	for _, t := range s.topics {
+		for _, g := range t.groups {
+			g.cond.Broadcast()
+		}
+	}
+}
+
+type entry struct {
+	seq  uint64
+	msg  *driver.Message
+	held *subscription // nil when not in flight
+	ep   uint64
+}
+
+type topic struct {
+	log    []*entry // entries not yet read by every group
+	base   uint64   // seq of log[0]
+	next   uint64
+	rseq   uint64 // seq of requeued copies: after every log entry
+	groups map[string]*group
+}
+
+type group struct {
+	t       *topic
+	cursor  uint64   // next seq to read from the log
+	pending []*entry // returned or requeued, delivered before the log
+	subs    int
+	cond    *sync.Cond
+}
+
+func (s *Server) topicLocked(name string) *topic {
+	t := s.topics[name]
+	if t == nil {
+		t = &topic{groups: map[string]*group{}}
+		s.topics[name] = t
+	}
+	return t
+}
+
+func (s *Server) publish(name string, msgs []*driver.Message) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrServerClosed
+	}
+	if s.down {
+		return ErrUnavailable
+	}
+	if s.refused[name] {
+		return fmt.Errorf("%w: %q", ErrRefused, name)
+	}
+	t := s.topicLocked(name)
+	if len(t.log)+len(msgs) > s.maxBacklog {
+		return fmt.Errorf("%w: %q", ErrBacklogFull, name)
+	}
+	for _, m := range msgs {
+		t.log = append(t.log, &entry{seq: t.next, msg: clone(m)})
+		t.next++
+	}
+	for _, g := range t.groups {
+		g.cond.Broadcast()
+	}
+	return nil
+}
+
+// trim drops log entries every group has read. With no group the log is kept.
+func (t *topic) trim() {
+	if len(t.groups) == 0 {
+		return
+	}
+	low := t.next
+	for _, g := range t.groups {
+		low = min(low, g.cursor)
+	}
+	if n := int(low - t.base); n > 0 {
+		clear(t.log[:n])
+		t.log = t.log[n:]
+		t.base = low
+	}
+}
+
+func clone(m *driver.Message) *driver.Message {
+	c := &driver.Message{Key: m.Key, Payload: append([]byte(nil), m.Payload...)}
+	if m.Headers != nil {
+		c.Headers = make(map[string]string, len(m.Headers))
+		for k, v := range m.Headers {
+			c.Headers[k] = v
+		}
+	}
+	return c
+}
+
+// Driver is a client of a Server; it implements driver.Broker.
+type Driver struct {
+	s      *Server
+	mu     sync.Mutex
+	subs   map[*subscription]struct{}
+	closed bool
+}
+
+// New returns a client of s.
+func New(s *Server) *Driver { return &Driver{s: s, subs: map[*subscription]struct{}{}} }
+
+// Capabilities implements driver.Broker.
+func (d *Driver) Capabilities() driver.Capabilities {
+	return driver.Capabilities{Persistent: true, Batch: true, LoadBalance: true, Broadcast: true}
+}
+
+// Start implements driver.Broker.
+func (d *Driver) Start(context.Context) error {
+	d.s.mu.Lock()
+	defer d.s.mu.Unlock()
+	if d.s.closed {
+		return ErrServerClosed
+	}
+	return nil
+}
+
+// Errors implements driver.Broker; the in-process broker has no asynchronous failures.
+func (d *Driver) Errors() <-chan error { return nil }
+
+// Publish implements driver.Broker. The server holds the message once this returns.
+func (d *Driver) Publish(_ context.Context, topic string, msgs []*driver.Message) error {
+	return d.s.publish(topic, msgs)
+}
+
+// Subscribe implements driver.Broker.
+func (d *Driver) Subscribe(_ context.Context, spec driver.SubscriptionSpec) (driver.Subscription, error) {
+	s := d.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrServerClosed
+	}
+	t := s.topicLocked(spec.Topic)
+	g := t.groups[spec.Group]
+	if g == nil {
+		g = &group{t: t, cursor: t.base, cond: sync.NewCond(&s.mu)}
+		t.groups[spec.Group] = g
+	}
+	g.subs++
+	sub := &subscription{d: d, g: g, spec: spec, inflight: map[*entry]struct{}{}, prefetch: max(spec.Prefetch, 1)}
+	d.mu.Lock()
+	d.subs[sub] = struct{}{}
+	d.mu.Unlock()
+	return sub, nil
+}
+
+// Close implements driver.Broker: its subscriptions' unsettled deliveries return.
+func (d *Driver) Close(ctx context.Context) error {
+	d.mu.Lock()
+	subs := make([]*subscription, 0, len(d.subs))
+	for s := range d.subs {
+		subs = append(subs, s)
+	}
+	d.closed = true
+	d.mu.Unlock()
+	for _, s := range subs {
+		_ = s.Close(ctx)
+	}
+	return nil
+}
+
+type subscription struct {
+	d        *Driver
+	g        *group
+	spec     driver.SubscriptionSpec
+	inflight map[*entry]struct{}
+	prefetch int
+	closed   bool
+}
+
+// Receive implements driver.Subscription.
+func (s *subscription) Receive(ctx context.Context, n int) ([]driver.Delivery, error) {
+	srv := s.d.s
+	stop := context.AfterFunc(ctx, func() {
+		srv.mu.Lock()
+		s.g.cond.Broadcast()
+		srv.mu.Unlock()
+	})
+	defer stop()
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	for {
+		if s.closed {
+			return nil, driver.ErrClosed
+		}
+		if srv.closed {
+			return nil, ErrServerClosed
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if srv.down {
+			s.g.cond.Wait()
+			continue
+		}
+		s.reclaimCut()
+		room := min(n, s.prefetch-len(s.inflight))
+		var out []driver.Delivery
+		for room > 0 && len(s.g.pending) > 0 {
+			e := s.g.pending[0]
+			s.g.pending = s.g.pending[1:]
+			out = append(out, s.take(e))
+			room--
+		}
+		for room > 0 && s.g.cursor < s.g.t.next {
+			e := s.g.t.log[s.g.cursor-s.g.t.base]
+			s.g.cursor++
+			// Each group gets its own copy of the entry.
+			out = append(out, s.take(&entry{seq: e.seq, msg: e.msg}))
+			room--
+		}
+		if len(out) > 0 {
+			s.g.t.trim()
+			return out, nil
+		}
+		s.g.cond.Wait()
+	}
+}
+
+// reclaimCut returns deliveries handed out before a CutConnections.
+func (s *subscription) reclaimCut() {
+	ep := s.d.s.epoch
+	var back []*entry
+	for e := range s.inflight {
+		if e.ep != ep {
+			back = append(back, e)
+		}
+	}
+	s.giveBack(back)
+}
+
+func (s *subscription) take(e *entry) driver.Delivery {
+	e.held = s
+	e.ep = s.d.s.epoch
+	s.inflight[e] = struct{}{}
+	return &delivery{s: s, e: e, msg: clone(e.msg)}
+}
+
+// giveBack returns entries to the front of the group's pending list in seq order.
+func (s *subscription) giveBack(es []*entry) {
+	if len(es) == 0 {
+		return
+	}
+	for _, e := range es {
+		delete(s.inflight, e)
+		e.held = nil
+	}
+	merged := append(es, s.g.pending...)
+	sortEntries(merged)
+	s.g.pending = merged
+	s.g.cond.Broadcast()
+}
+
+func sortEntries(es []*entry) {
+	for i := 1; i < len(es); i++ {
+		for j := i; j > 0 && es[j].seq < es[j-1].seq; j-- {
+			es[j], es[j-1] = es[j-1], es[j]
+		}
+	}
+}
+
+// Close implements driver.Subscription.
+func (s *subscription) Close(context.Context) error {
+	srv := s.d.s
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	back := make([]*entry, 0, len(s.inflight))
+	for e := range s.inflight {
+		back = append(back, e)
+	}
+	s.giveBack(back)
+	s.g.subs--
+	s.g.cond.Broadcast()
+	s.d.mu.Lock()
+	delete(s.d.subs, s)
+	s.d.mu.Unlock()
+	return nil
+}
+
+type delivery struct {
+	s   *subscription
+	e   *entry
+	msg *driver.Message
+}
+
+func (d *delivery) Message() *driver.Message { return d.msg }
+
+// release ends the delivery's hold if it is still valid.
+func (d *delivery) release() error {
+	srv := d.s.d.s
+	if srv.closed {
+		return ErrServerClosed
+	}
+	if srv.down {
+		return ErrUnavailable
+	}
+	if d.e.held != d.s || d.e.ep != srv.epoch || d.s.closed {
+		return ErrConnectionLost
+	}
+	delete(d.s.inflight, d.e)
+	d.e.held = nil
+	d.s.g.cond.Broadcast()
+	return nil
+}
+
+func (d *delivery) Ack(context.Context) error {
+	srv := d.s.d.s
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	return d.release()
+}
+
+func (d *delivery) Requeue(_ context.Context, msg *driver.Message, _ time.Duration) error {
+	srv := d.s.d.s
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if err := d.release(); err != nil {
+		return err
+	}
+	t := d.s.g.t
+	// A requeued message goes to the back of its group's line with a new seq.
+	t.rseq++
+	d.s.g.pending = append(d.s.g.pending, &entry{seq: 1<<62 + t.rseq, msg: clone(msg)})
+	d.s.g.cond.Broadcast()
+	return nil
+}
+
+func (d *delivery) DeadLetter(_ context.Context, msg *driver.Message) error {
+	srv := d.s.d.s
+	srv.mu.Lock()
+	if srv.closed {
+		srv.mu.Unlock()
+		return ErrServerClosed
+	}
+	if d.e.held != d.s || d.e.ep != srv.epoch {
+		srv.mu.Unlock()
+		return ErrConnectionLost
+	}
+	srv.mu.Unlock()
+	// Publish first: if the dead-letter destination refuses, nothing is settled.
+	if err := srv.publish(d.s.spec.DeadLetterTopic, []*driver.Message{msg}); err != nil {
+		return err
+	}
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	return d.release()
+}

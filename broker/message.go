@@ -1,0 +1,114 @@
+package broker
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/msgx/msgx/broker/driver"
+)
+
+// Envelope header names. Every adapter carries them unchanged.
+const (
+	HeaderType            = "msgx-type"
+	HeaderRequestID       = "request-id"
+	HeaderTenantID        = "tenant-id"
+	HeaderCorrelationID   = "msgx-correlation-id"
+	HeaderPartitionKey    = "msgx-partition-key"
+	HeaderRedeliveryCount = "msgx-redelivery-count"
+	HeaderEventID         = "msgx-event-id"
+
+	// HeaderNotBefore holds the earliest delivery time in Unix milliseconds; the
+	// port's local scheduler holds a delivery until then.
+	HeaderNotBefore = "msgx-not-before"
+	// HeaderForGroup restricts a requeued copy to the group that requeued it, for
+	// brokers where a requeue is a re-publish that every group would otherwise see.
+	HeaderForGroup = "msgx-for-group"
+
+	// Dead-letter reason headers.
+	HeaderDeadClass     = "msgx-dead-class"  // poison | exhausted
+	HeaderDeadReason    = "msgx-dead-reason" // the handler's error text
+	HeaderDeadTopic     = "msgx-dead-topic"  // where the message was consumed from
+	HeaderDeadGroup     = "msgx-dead-group"
+	HeaderDeadAttempts  = "msgx-dead-attempts"
+	HeaderDeadTimestamp = "msgx-dead-at" // RFC 3339
+)
+
+// Message is what business code sends and receives.
+type Message struct {
+	// Key is the partition key; messages with the same key keep their order on
+	// brokers that declare PerKeyOrder.
+	Key string
+	// Payload is opaque bytes.
+	Payload []byte
+	// Headers carry the envelope (see the Header constants) and anything else.
+	Headers map[string]string
+}
+
+// Header returns the named header or "".
+func (m *Message) Header(name string) string {
+	if m == nil || m.Headers == nil {
+		return ""
+	}
+	return m.Headers[name]
+}
+
+// SetHeader sets a header, allocating the map if needed.
+func (m *Message) SetHeader(name, value string) {
+	if m.Headers == nil {
+		m.Headers = make(map[string]string, 4)
+	}
+	m.Headers[name] = value
+}
+
+// Delivery is a received message as the handler sees it. Handlers return an
+// error (or nil); they never settle a delivery themselves.
+type Delivery struct {
+	Message
+	// Topic and Group the delivery was consumed from.
+	Topic, Group string
+	// RedeliveryCount is 0 on the first delivery and grows by one per requeue.
+	RedeliveryCount int
+
+	drv     driver.Delivery
+	settled settleOnce
+}
+
+func newDelivery(d driver.Delivery, topic, group string) *Delivery {
+	m := d.Message()
+	out := &Delivery{Message: Message(*m), Topic: topic, Group: group, drv: d}
+	if s := m.Headers[HeaderRedeliveryCount]; s != "" {
+		if n, err := strconv.Atoi(s); err == nil && n > 0 {
+			out.RedeliveryCount = n
+		}
+	}
+	return out
+}
+
+// notBefore returns the earliest delivery time the envelope asks for.
+func (d *Delivery) notBefore() (time.Time, bool) {
+	s := d.Header(HeaderNotBefore)
+	if s == "" {
+		return time.Time{}, false
+	}
+	ms, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(ms), true
+}
+
+// notBeforeHeader encodes t in whole milliseconds, rounded up so that a delivery
+// is never released before t.
+func notBeforeHeader(t time.Time) string {
+	return strconv.FormatInt((t.UnixNano()+int64(time.Millisecond)-1)/int64(time.Millisecond), 10)
+}
+
+// copyForResend returns the wire message with a fresh header map that the port
+// may change without touching the delivery the handler saw.
+func (d *Delivery) copyForResend() *driver.Message {
+	h := make(map[string]string, len(d.Headers)+4)
+	for k, v := range d.Headers {
+		h[k] = v
+	}
+	return &driver.Message{Key: d.Key, Payload: d.Payload, Headers: h}
+}
