@@ -31,7 +31,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCmd(), newBenchCmd())
+	root.AddCommand(newVersionCmd(), newMigrateCmd(), newBenchCmd())
 	return root
 }
 

@@ -1,0 +1,120 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/msgx/msgx/store"
+	"github.com/msgx/msgx/store/storetest"
+)
+
+func TestMigrateTwiceAndConcurrently(t *testing.T) {
+	_, dsn := storetest.NewSchema(t)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			db, err := store.Open(ctx, dsn, store.WithMigrate())
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer db.Close()
+			errs <- db.Migrate(ctx) // a second run is a no-op
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent migrate: %v", err)
+		}
+	}
+	db, err := store.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ms, _ := store.Migrations(store.Postgres)
+	v, err := db.Version(ctx)
+	if err != nil || v != ms[len(ms)-1].Version {
+		t.Fatalf("version = %d, %v; want %d", v, err, ms[len(ms)-1].Version)
+	}
+}
+
+func TestTxTimesSavepointsAndRollback(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		ctx := context.Background()
+		ins := "INSERT INTO msgx_lease (name, owner, expires_at) VALUES ($1, $2, $3)"
+		sel := "SELECT owner, expires_at FROM msgx_lease WHERE name = $1"
+		if db.Dialect() == store.SQLite {
+			ins = "INSERT INTO msgx_lease (name, owner, expires_at) VALUES (?1, ?2, ?3)"
+			sel = "SELECT owner, expires_at FROM msgx_lease WHERE name = ?1"
+		}
+		at := time.Date(2026, 1, 2, 3, 4, 5, 123456000, time.UTC)
+		errBoom := errors.New("boom")
+		err := db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+			if _, err := tx.Exec(ctx, ins, "a", "me", at); err != nil {
+				return err
+			}
+			// A failing savepoint undoes only its own writes.
+			spErr := tx.Savepoint(ctx, func(ctx context.Context) error {
+				if _, err := tx.Exec(ctx, ins, "b", "me", at); err != nil {
+					return err
+				}
+				return errBoom
+			})
+			if !errors.Is(spErr, errBoom) {
+				t.Errorf("savepoint error = %v", spErr)
+			}
+			// A unique violation inside a savepoint leaves the tx usable.
+			dupErr := tx.Savepoint(ctx, func(ctx context.Context) error {
+				_, err := tx.Exec(ctx, ins, "a", "other", at)
+				return err
+			})
+			if !store.IsUniqueViolation(dupErr) {
+				t.Errorf("duplicate insert error = %v, want unique violation", dupErr)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("tx: %v", err)
+		}
+		var owner string
+		var got time.Time
+		if err := db.QueryRow(ctx, sel, "a").Scan(&owner, &got); err != nil {
+			t.Fatal(err)
+		}
+		if owner != "me" || !got.Equal(at) {
+			t.Errorf("row = %s %v, want me %v", owner, got, at)
+		}
+		if err := db.QueryRow(ctx, sel, "b").Scan(&owner, &got); !errors.Is(err, store.ErrNoRows) {
+			t.Errorf("savepoint row b survived: %v", err)
+		}
+		// A failing transaction leaves nothing behind.
+		err = db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+			if _, err := tx.Exec(ctx, ins, "c", "me", at); err != nil {
+				return err
+			}
+			return errBoom
+		})
+		if !errors.Is(err, errBoom) {
+			t.Fatalf("InTx = %v, want boom", err)
+		}
+		if err := db.QueryRow(ctx, sel, "c").Scan(&owner, &got); !errors.Is(err, store.ErrNoRows) {
+			t.Errorf("rolled back row c exists: %v", err)
+		}
+	})
+}
+
+func TestOpenRejectsUnknownDSN(t *testing.T) {
+	if _, err := store.Open(context.Background(), "mysql://x"); err == nil {
+		t.Fatal("Open accepted an unsupported DSN")
+	}
+}

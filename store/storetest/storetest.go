@@ -1,0 +1,117 @@
+// Package storetest makes a fresh, migrated database per test: a new schema in
+// the local PostgreSQL (dropped at cleanup) or a new SQLite file.
+package storetest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/msgx/msgx/store"
+)
+
+// PostgresURL is the server the tests use: MSGX_TEST_POSTGRES, or the local
+// trust-authenticated server.
+func PostgresURL() string {
+	if u := os.Getenv("MSGX_TEST_POSTGRES"); u != "" {
+		return u
+	}
+	return "postgres://root@127.0.0.1:5432/test?sslmode=disable"
+}
+
+// NewSchema creates an empty schema on the test server and returns its name
+// and a DSN whose sessions use it. The schema is dropped at cleanup.
+func NewSchema(t testing.TB) (schema, dsn string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema = "t_" + strings.ToLower(sanitize(t.Name())) + "_" + hex.EncodeToString(b[:])
+	if len(schema) > 63 {
+		schema = schema[len(schema)-63:]
+		schema = "t" + schema[1:]
+	}
+	conn, err := pgx.Connect(ctx, PostgresURL())
+	if err != nil {
+		t.Fatalf("storetest: connect to %s: %v", PostgresURL(), err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		t.Fatalf("storetest: create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, PostgresURL())
+		if err != nil {
+			t.Logf("storetest: drop schema %s: %v", schema, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+			t.Logf("storetest: drop schema %s: %v", schema, err)
+		}
+	})
+	sep := "?"
+	if strings.Contains(PostgresURL(), "?") {
+		sep = "&"
+	}
+	return schema, PostgresURL() + sep + "search_path=" + schema
+}
+
+// NewPostgres opens a migrated database in a fresh schema.
+func NewPostgres(t testing.TB, opts ...store.Option) *store.DB {
+	t.Helper()
+	_, dsn := NewSchema(t)
+	return open(t, dsn, opts)
+}
+
+// NewSQLite opens a migrated database in a fresh file.
+func NewSQLite(t testing.TB, opts ...store.Option) *store.DB {
+	t.Helper()
+	return open(t, "sqlite:"+filepath.Join(t.TempDir(), "msgx.db"), opts)
+}
+
+func open(t testing.TB, dsn string, opts []store.Option) *store.DB {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db, err := store.Open(ctx, dsn, append([]store.Option{store.WithMigrate()}, opts...)...)
+	if err != nil {
+		t.Fatalf("storetest: open %s: %v", dsn, err)
+	}
+	t.Cleanup(db.Close)
+	return db
+}
+
+// Each runs fn once per dialect as subtests, each with its own fresh database.
+func Each(t *testing.T, fn func(t *testing.T, db *store.DB)) {
+	t.Run("postgres", func(t *testing.T) { fn(t, NewPostgres(t)) })
+	t.Run("sqlite", func(t *testing.T) { fn(t, NewSQLite(t)) })
+}
+
+func sanitize(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	out := b.String()
+	if len(out) > 30 {
+		out = out[:30]
+	}
+	return fmt.Sprint(out)
+}
