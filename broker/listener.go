@@ -157,7 +157,9 @@ func (l *Listener) receive() {
 		}
 		l.loop.Done()
 	}()
-	max := l.sub.Concurrency
+	// Take whatever the adapter has buffered, up to the prefetch window: one
+	// Receive call per message would cost a lock round per message.
+	max := l.sub.Prefetch
 	if l.bh != nil {
 		max = l.sub.BatchSize
 	}
@@ -342,8 +344,14 @@ func (l *Listener) settleOne(d *Delivery, disp Disposition, cause error) error {
 		l.met.settled(Conflict, 1)
 		return fmt.Errorf("settle %s: %w", disp, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), l.b.opts.settleTimeout)
-	defer cancel()
+	// Acks are local or one frame; only the publishing settlements get their
+	// own deadline (a timer per ack would cost more than the ack).
+	ctx := context.Background()
+	if disp != Ack {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, l.b.opts.settleTimeout)
+		defer cancel()
+	}
 	attempts := d.RedeliveryCount + 1
 	if disp == Requeue && l.retry.Exhausted(attempts) {
 		disp = DeadLetter

@@ -1,0 +1,250 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/msgx/msgx/broker/mem"
+	"github.com/msgx/msgx/internal/backoff"
+	"github.com/msgx/msgx/internal/clock"
+)
+
+func TestDecide(t *testing.T) {
+	live := context.Background()
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	errX := errors.New("x")
+	cases := []struct {
+		name string
+		ctx  context.Context
+		err  error
+		want Disposition
+	}{
+		{"success", live, nil, Ack},
+		{"success after cancel is still a completion", cancelled, nil, Ack},
+		{"ordinary error", live, errX, Requeue},
+		{"poison", live, Poison(errX), DeadLetter},
+		{"wrapped poison", live, fmt.Errorf("decode: %w", Poison(errX)), DeadLetter},
+		{"cancellation", live, context.Canceled, NoSettlement},
+		{"wrapped cancellation", live, fmt.Errorf("db: %w", context.Canceled), NoSettlement},
+		{"error from a cancelled handler", cancelled, errX, NoSettlement},
+		{"poison and cancellation", live, errors.Join(Poison(errX), context.Canceled), Conflict},
+		{"deadline of the handler's own call", live, context.DeadlineExceeded, Requeue},
+	}
+	for _, c := range cases {
+		if got := decide(c.ctx, c.err); got != c.want {
+			t.Errorf("%s: decide = %s, want %s", c.name, got, c.want)
+		}
+	}
+}
+
+func TestSettleOnce(t *testing.T) {
+	var s settleOnce
+	if err := s.claim(); err != nil {
+		t.Fatalf("first claim: %v", err)
+	}
+	if err := s.claim(); !errors.Is(err, ErrConflictingDisposition) {
+		t.Fatalf("second claim = %v, want ErrConflictingDisposition", err)
+	}
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// startMem returns a started broker on a fake clock over a fresh in-process server.
+func startMem(t *testing.T, clk clock.Clock, opts ...Option) *Broker {
+	t.Helper()
+	srv := mem.NewServer()
+	b := New("mem", mem.New(srv), append([]Option{WithClock(clk), WithLogger(quietLogger())}, opts...)...)
+	if err := b.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = b.Stop(ctx)
+	})
+	return b
+}
+
+func waitChan[T any](t *testing.T, c <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-c:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+		var zero T
+		return zero
+	}
+}
+
+func TestDelayedDeliveryWaitsForTheClock(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
+	b := startMem(t, clk)
+	got := make(chan time.Time, 1)
+	if _, err := b.Listen(context.Background(), Subscription{Topic: "t", Group: "g"}, func(_ context.Context, d *Delivery) error {
+		got <- clk.Now()
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	sentAt := clk.Now()
+	if err := b.SendDelayed(context.Background(), "t", 10*time.Second, &Message{Payload: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	defer close(done)
+	if !clk.WaitForWaiters(done, 1) {
+		t.Fatal("listener never waited on the clock")
+	}
+	select {
+	case <-got:
+		t.Fatal("delayed message delivered before its time")
+	default:
+	}
+	clk.Advance(9 * time.Second)
+	select {
+	case <-got:
+		t.Fatal("delayed message delivered a second early")
+	default:
+	}
+	clk.Advance(time.Second)
+	at := waitChan(t, got, "delayed delivery")
+	if at.Sub(sentAt) < 10*time.Second {
+		t.Fatalf("delivered at +%v", at.Sub(sentAt))
+	}
+}
+
+func TestRequeueBackoffFollowsThePolicy(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
+	policy := backoff.Policy{MaxAttempts: 3, Initial: time.Second, Max: time.Minute}
+	b := startMem(t, clk, WithRetry(policy))
+	calls := make(chan int, 10)
+	if _, err := b.Listen(context.Background(), Subscription{Topic: "t", Group: "g"}, func(_ context.Context, d *Delivery) error {
+		calls <- d.RedeliveryCount
+		return errors.New("still broken")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	dead := make(chan *Delivery, 1)
+	if _, err := b.Listen(context.Background(), Subscription{Topic: "t.dlq", Group: "dlq"}, func(_ context.Context, d *Delivery) error {
+		dead <- d
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SendConfirmed(context.Background(), "t", &Message{Key: "k", Payload: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	defer close(done)
+	if c := waitChan(t, calls, "first attempt"); c != 0 {
+		t.Fatalf("first attempt count %d", c)
+	}
+	// Attempt 2 is due 1 s later, attempt 3 another 2 s later.
+	for i, wait := range []time.Duration{time.Second, 2 * time.Second} {
+		if !clk.WaitForWaiters(done, 1) {
+			t.Fatal("requeued message not held by the scheduler")
+		}
+		clk.Advance(wait - time.Millisecond)
+		select {
+		case <-calls:
+			t.Fatalf("attempt %d ran before its backoff", i+2)
+		default:
+		}
+		clk.Advance(time.Millisecond)
+		if c := waitChan(t, calls, fmt.Sprintf("attempt %d", i+2)); c != i+1 {
+			t.Fatalf("attempt %d saw redelivery count %d", i+2, c)
+		}
+	}
+	d := waitChan(t, dead, "dead letter")
+	if d.Header(HeaderDeadClass) != "exhausted" || d.Header(HeaderDeadAttempts) != "3" {
+		t.Fatalf("dead letter headers: %v", d.Headers)
+	}
+}
+
+func TestPanicIsAFailureOfTheMessage(t *testing.T) {
+	b := startMem(t, clock.Real{}, WithRetry(backoff.Policy{MaxAttempts: 5}))
+	var mu sync.Mutex
+	calls := 0
+	ok := make(chan struct{})
+	if _, err := b.Listen(context.Background(), Subscription{Topic: "t", Group: "g"}, func(_ context.Context, d *Delivery) error {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if calls == 1 {
+			panic("bug in handler")
+		}
+		close(ok)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SendConfirmed(context.Background(), "t", &Message{Payload: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	waitChan(t, ok, "redelivery after panic")
+}
+
+func TestSameKeyIsSerialisedAcrossWorkers(t *testing.T) {
+	b := startMem(t, clock.Real{})
+	const keys, per = 20, 100
+	var mu sync.Mutex
+	last := map[string]int{}
+	active := map[string]bool{}
+	violations := 0
+	done := make(chan struct{})
+	total := 0
+	if _, err := b.Listen(context.Background(), Subscription{Topic: "t", Group: "g", Concurrency: 8}, func(_ context.Context, d *Delivery) error {
+		mu.Lock()
+		if active[d.Key] {
+			violations++
+		}
+		active[d.Key] = true
+		seq := int(d.Payload[0])
+		if prev, ok := last[d.Key]; ok && seq != prev+1 {
+			violations++
+		}
+		last[d.Key] = seq
+		mu.Unlock()
+		runtime.Gosched() // give another worker the chance to break the rule
+
+		mu.Lock()
+		active[d.Key] = false
+		total++
+		if total == keys*per {
+			close(done)
+		}
+		mu.Unlock()
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < per; i++ {
+		var ms []*Message
+		for k := 0; k < keys; k++ {
+			ms = append(ms, &Message{Key: fmt.Sprint("k", k), Payload: []byte{byte(i)}})
+		}
+		if err := b.SendConfirmed(context.Background(), "t", ms...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitChan(t, done, "all messages")
+	if violations != 0 {
+		t.Fatalf("%d per-key violations", violations)
+	}
+}
+
+func TestBatchListenerNeedsTheCapability(t *testing.T) {
+	b := startMem(t, clock.Real{})
+	if _, err := b.ListenBatch(context.Background(), Subscription{Topic: "t", Group: "g", Expiry: time.Second}, func(context.Context, []*Delivery) error { return nil }); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("expiry on an adapter without SubscriptionExpiry: %v, want ErrUnsupported", err)
+	}
+}
