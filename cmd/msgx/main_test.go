@@ -1,0 +1,43 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+func run(t *testing.T, args ...string) string {
+	t.Helper()
+	var out bytes.Buffer
+	root := newRoot()
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(args)
+	if err := root.ExecuteContext(context.Background()); err != nil {
+		t.Fatalf("msgx %s: %v\n%s", strings.Join(args, " "), err, out.String())
+	}
+	return out.String()
+}
+
+func TestVersion(t *testing.T) {
+	if out := run(t, "version"); !strings.HasPrefix(out, "msgx ") {
+		t.Fatalf("version printed %q", out)
+	}
+}
+
+func TestBenchBrokerMemPrintsResultLines(t *testing.T) {
+	out := run(t, "bench", "broker", "--adapter", "mem", "--n", "500", "--batch", "50")
+	for _, v := range []string{"raw-publish", "raw-consume", "port-publish", "port-consume"} {
+		if !strings.Contains(out, "RESULT peer=msgx workload=broker variant="+v+" ") {
+			t.Errorf("no RESULT line for %s in:\n%s", v, out)
+		}
+	}
+}
+
+func TestMigrateSQLite(t *testing.T) {
+	out := run(t, "migrate", "--dsn", "sqlite:"+t.TempDir()+"/m.db")
+	if !strings.Contains(out, "schema at version") {
+		t.Fatalf("migrate printed %q", out)
+	}
+}
