@@ -8,9 +8,11 @@
 package mem
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -124,9 +126,19 @@ type topic struct {
 type group struct {
 	t       *topic
 	cursor  uint64   // next seq to read from the log
-	pending []*entry // returned or requeued, delivered before the log
+	pending []*entry // returned, requeued or parked; delivered before the log
 	subs    int
 	cond    *sync.Cond
+	// keys maps a key to the subscription holding unsettled deliveries of it:
+	// other subscriptions of the group skip that key meanwhile, which keeps
+	// per-key order across competing consumers (like Kafka partitions or
+	// Pulsar's Key_Shared).
+	keys map[string]*keyHold
+}
+
+type keyHold struct {
+	sub *subscription
+	n   int
 }
 
 func (s *Server) topicLocked(name string) *topic {
@@ -204,7 +216,7 @@ func New(s *Server) *Driver { return &Driver{s: s, subs: map[*subscription]struc
 
 // Capabilities implements driver.Broker.
 func (d *Driver) Capabilities() driver.Capabilities {
-	return driver.Capabilities{Persistent: true, Batch: true, LoadBalance: true, Broadcast: true}
+	return driver.Capabilities{Persistent: true, PerKeyOrder: true, Batch: true, LoadBalance: true, Broadcast: true}
 }
 
 // Start implements driver.Broker.
@@ -236,7 +248,7 @@ func (d *Driver) Subscribe(_ context.Context, spec driver.SubscriptionSpec) (dri
 	t := s.topicLocked(spec.Topic)
 	g := t.groups[spec.Group]
 	if g == nil {
-		g = &group{t: t, cursor: t.base, cond: sync.NewCond(&s.mu)}
+		g = &group{t: t, cursor: t.base, cond: sync.NewCond(&s.mu), keys: map[string]*keyHold{}}
 		t.groups[spec.Group] = g
 	}
 	g.subs++
@@ -299,17 +311,29 @@ func (s *subscription) Receive(ctx context.Context, n int) ([]driver.Delivery, e
 		s.reclaimCut()
 		room := min(n, s.prefetch-len(s.inflight))
 		var out []driver.Delivery
-		for room > 0 && len(s.g.pending) > 0 {
-			e := s.g.pending[0]
-			s.g.pending = s.g.pending[1:]
-			out = append(out, s.take(e))
-			room--
+		if room > 0 && len(s.g.pending) > 0 {
+			kept := s.g.pending[:0]
+			for _, e := range s.g.pending {
+				if room > 0 && s.mayTake(e) {
+					out = append(out, s.take(e))
+					room--
+					continue
+				}
+				kept = append(kept, e)
+			}
+			clear(s.g.pending[len(kept):])
+			s.g.pending = kept
 		}
 		for room > 0 && s.g.cursor < s.g.t.next {
-			e := s.g.t.log[s.g.cursor-s.g.t.base]
+			le := s.g.t.log[s.g.cursor-s.g.t.base]
 			s.g.cursor++
 			// Each group gets its own copy of the entry.
-			out = append(out, s.take(&entry{seq: e.seq, msg: e.msg}))
+			e := &entry{seq: le.seq, msg: le.msg}
+			if !s.mayTake(e) {
+				s.g.pending = append(s.g.pending, e) // parked behind its key's holder
+				continue
+			}
+			out = append(out, s.take(e))
 			room--
 		}
 		if len(out) > 0 {
@@ -332,11 +356,38 @@ func (s *subscription) reclaimCut() {
 	s.giveBack(back)
 }
 
+// mayTake reports whether no other subscription of the group holds e's key.
+func (s *subscription) mayTake(e *entry) bool {
+	h := s.g.keys[e.msg.Key]
+	return e.msg.Key == "" || h == nil || h.sub == s
+}
+
 func (s *subscription) take(e *entry) driver.Delivery {
 	e.held = s
 	e.ep = s.d.s.epoch
 	s.inflight[e] = struct{}{}
+	if k := e.msg.Key; k != "" {
+		h := s.g.keys[k]
+		if h == nil {
+			h = &keyHold{sub: s}
+			s.g.keys[k] = h
+		}
+		h.n++
+	}
 	return &delivery{s: s, e: e, msg: clone(e.msg)}
+}
+
+// untake ends s's hold of e.
+func (s *subscription) untake(e *entry) {
+	delete(s.inflight, e)
+	e.held = nil
+	if k := e.msg.Key; k != "" {
+		if h := s.g.keys[k]; h != nil && h.sub == s {
+			if h.n--; h.n == 0 {
+				delete(s.g.keys, k)
+			}
+		}
+	}
 }
 
 // giveBack returns entries to the front of the group's pending list in seq order.
@@ -345,21 +396,12 @@ func (s *subscription) giveBack(es []*entry) {
 		return
 	}
 	for _, e := range es {
-		delete(s.inflight, e)
-		e.held = nil
+		s.untake(e)
 	}
 	merged := append(es, s.g.pending...)
-	sortEntries(merged)
+	slices.SortFunc(merged, func(a, b *entry) int { return cmp.Compare(a.seq, b.seq) })
 	s.g.pending = merged
 	s.g.cond.Broadcast()
-}
-
-func sortEntries(es []*entry) {
-	for i := 1; i < len(es); i++ {
-		for j := i; j > 0 && es[j].seq < es[j-1].seq; j-- {
-			es[j], es[j-1] = es[j-1], es[j]
-		}
-	}
 }
 
 // Close implements driver.Subscription.
@@ -404,8 +446,7 @@ func (d *delivery) release() error {
 	if d.e.held != d.s || d.e.ep != srv.epoch || d.s.closed {
 		return ErrConnectionLost
 	}
-	delete(d.s.inflight, d.e)
-	d.e.held = nil
+	d.s.untake(d.e)
 	d.s.g.cond.Broadcast()
 	return nil
 }

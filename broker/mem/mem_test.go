@@ -34,3 +34,43 @@ func TestConformance(t *testing.T) {
 	srv.Refuse("refused")
 	brokertest.Run(t, &harness{srv: srv}, brokertest.Options{})
 }
+
+func TestKeyStaysWithItsHolderAcrossCompetingConsumers(t *testing.T) {
+	ctx := context.Background()
+	srv := mem.NewServer()
+	d := mem.New(srv)
+	spec := driver.SubscriptionSpec{Topic: "t", Group: "g", Prefetch: 10}
+	a, err := d.Subscribe(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := d.Subscribe(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Publish(ctx, "t", []*driver.Message{{Key: "K", Payload: []byte("1")}}); err != nil {
+		t.Fatal(err)
+	}
+	first, err := a.Receive(ctx, 1)
+	if err != nil || len(first) != 1 {
+		t.Fatalf("a: %v %v", first, err)
+	}
+	if err := d.Publish(ctx, "t", []*driver.Message{{Key: "K", Payload: []byte("2")}, {Key: "L", Payload: []byte("3")}}); err != nil {
+		t.Fatal(err)
+	}
+	// b may take L, never K while a holds K.
+	got, err := b.Receive(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Message().Key != "L" {
+		t.Fatalf("b received %d messages, first key %q; want only L", len(got), got[0].Message().Key)
+	}
+	if err := first[0].Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err = b.Receive(ctx, 10)
+	if err != nil || len(got) != 1 || string(got[0].Message().Payload) != "2" {
+		t.Fatalf("after a released K, b got %v %v", got, err)
+	}
+}
