@@ -68,19 +68,6 @@ func (l *link) markDown(conn *amqp.Connection) {
 	}
 }
 
-// isDown reports whether there is no usable connection right now.
-func (l *link) isDown() bool {
-	l.mu.Lock()
-	conn, up := l.conn, l.up
-	l.mu.Unlock()
-	select {
-	case <-up:
-		return conn.IsClosed()
-	default:
-		return true
-	}
-}
-
 // current returns the live connection, waiting for a reconnect while there is
 // none, bounded by ctx.
 func (l *link) current(ctx context.Context) (*amqp.Connection, error) {
@@ -171,8 +158,11 @@ func (l *link) close() error {
 		return nil
 	}
 	err := conn.CloseDeadline(time.Now().Add(l.d.opts.closeTimeout))
-	if err != nil && !errors.Is(err, amqp.ErrClosed) {
-		return fmt.Errorf("rabbitmq: close %s connection: %w", l.role, err)
+	var aerr *amqp.Error
+	if err == nil || errors.Is(err, amqp.ErrClosed) || (errors.As(err, &aerr) && aerr.Code == amqp.FrameError) {
+		// A frame error means the socket was already broken: the broker has
+		// dropped the connection and requeued its deliveries.
+		return nil
 	}
-	return nil
+	return fmt.Errorf("rabbitmq: close %s connection: %w", l.role, err)
 }

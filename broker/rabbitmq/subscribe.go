@@ -117,10 +117,15 @@ type subscription struct {
 }
 
 type consumer struct {
+	conn       *amqp.Connection
 	ch         *amqp.Channel
 	deliveries <-chan amqp.Delivery
 	closes     chan *amqp.Error
 }
+
+// dead reports whether the consumer's deliveries can no longer be settled.
+// The connection is marked closed before its channels are, so both are asked.
+func (c *consumer) dead() bool { return c.conn.IsClosed() || c.ch.IsClosed() }
 
 // open declares the topology and starts a consumer, waiting for the consuming
 // connection (bounded by ctx) if it is down.
@@ -136,7 +141,7 @@ func (s *subscription) open(ctx context.Context) (*consumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rabbitmq: open consumer channel: %w", err)
 	}
-	c := &consumer{ch: ch, closes: ch.NotifyClose(make(chan *amqp.Error, 1))}
+	c := &consumer{conn: conn, ch: ch, closes: ch.NotifyClose(make(chan *amqp.Error, 1))}
 	if err := ch.Qos(s.spec.Prefetch, 0, false); err != nil {
 		_ = ch.Close()
 		return nil, fmt.Errorf("rabbitmq: set prefetch %d: %w", s.spec.Prefetch, err)
@@ -189,14 +194,14 @@ func (s *subscription) Receive(ctx context.Context, n int) ([]driver.Delivery, e
 				continue
 			}
 			out := make([]driver.Delivery, 1, min(n, 64))
-			out[0] = s.wrap(cur.ch, &m)
+			out[0] = s.wrap(cur, &m)
 			for len(out) < n {
 				select {
 				case m, ok := <-cur.deliveries:
 					if !ok {
 						return out, nil // the next Receive notices
 					}
-					out = append(out, s.wrap(cur.ch, &m))
+					out = append(out, s.wrap(cur, &m))
 					continue
 				default:
 				}
@@ -229,8 +234,10 @@ func (s *subscription) lost(c *consumer) error {
 	default:
 	}
 	// Unacked deliveries of a cancelled consumer return to the queue.
-	_ = s.d.closeChannel(c.ch)
-	if s.d.isClosed() || s.d.con.isDown() {
+	_ = s.d.closeChannel(c.conn, c.ch)
+	if s.d.isClosed() || c.conn.IsClosed() {
+		// The connection died; the link reports that and the next open
+		// waits for its replacement.
 		return nil
 	}
 	return fmt.Errorf("rabbitmq: consumer of %q stopped: %w", s.queue, reason)
@@ -253,7 +260,7 @@ func (s *subscription) Close(context.Context) error {
 	if cur == nil {
 		return nil
 	}
-	if err := s.d.closeChannel(cur.ch); err != nil {
+	if err := s.d.closeChannel(cur.conn, cur.ch); err != nil {
 		return fmt.Errorf("rabbitmq: close consumer of %q: %w", s.queue, err)
 	}
 	return nil
@@ -262,8 +269,8 @@ func (s *subscription) Close(context.Context) error {
 // closeChannel closes ch, waiting at most the close timeout: on a connection
 // that died unnoticed the close handshake would wait for the heartbeat to give
 // up. The broker requeues the channel's unacked deliveries either way.
-func (d *Driver) closeChannel(ch *amqp.Channel) error {
-	if ch.IsClosed() {
+func (d *Driver) closeChannel(conn *amqp.Connection, ch *amqp.Channel) error {
+	if ch.IsClosed() || conn.IsClosed() {
 		return nil
 	}
 	done := make(chan error, 1)
@@ -272,16 +279,17 @@ func (d *Driver) closeChannel(ch *amqp.Channel) error {
 	defer t.Stop()
 	select {
 	case err := <-done:
-		if err != nil && !errors.Is(err, amqp.ErrClosed) {
+		if err != nil && !errors.Is(err, amqp.ErrClosed) && !conn.IsClosed() {
 			return err
 		}
+		// With the connection gone the broker has requeued everything.
 		return nil
 	case <-t.C:
 		return fmt.Errorf("channel close not confirmed within %v", d.opts.closeTimeout)
 	}
 }
 
-func (s *subscription) wrap(ch *amqp.Channel, m *amqp.Delivery) *delivery {
+func (s *subscription) wrap(c *consumer, m *amqp.Delivery) *delivery {
 	msg := &driver.Message{Payload: m.Body, Headers: make(map[string]string, len(m.Headers))}
 	key, ownKey := "", false
 	for k, v := range m.Headers {
@@ -298,7 +306,7 @@ func (s *subscription) wrap(ch *amqp.Channel, m *amqp.Delivery) *delivery {
 	} else {
 		msg.Key = msg.Headers[broker.HeaderPartitionKey]
 	}
-	return &delivery{s: s, ch: ch, tag: m.DeliveryTag, msg: msg}
+	return &delivery{s: s, c: c, tag: m.DeliveryTag, msg: msg}
 }
 
 // headerString renders a header value as text. Nested tables and arrays (such
@@ -324,7 +332,7 @@ func headerString(v any) (string, bool) {
 
 type delivery struct {
 	s   *subscription
-	ch  *amqp.Channel
+	c   *consumer
 	tag uint64
 	msg *driver.Message
 }
@@ -335,10 +343,10 @@ func (d *delivery) Message() *driver.Message { return d.msg }
 func (d *delivery) Ack(context.Context) error { return d.ack() }
 
 func (d *delivery) ack() error {
-	if d.ch.IsClosed() {
+	if d.c.dead() {
 		return ErrDeliveryChannelClosed
 	}
-	if err := d.ch.Ack(d.tag, false); err != nil {
+	if err := d.c.ch.Ack(d.tag, false); err != nil {
 		if errors.Is(err, amqp.ErrClosed) {
 			return ErrDeliveryChannelClosed
 		}
@@ -351,7 +359,7 @@ func (d *delivery) ack() error {
 // group's own queue, then an ack of the original. The port's scheduler honours
 // the not-before header, so delay needs no broker feature.
 func (d *delivery) Requeue(ctx context.Context, msg *driver.Message, _ time.Duration) error {
-	if d.ch.IsClosed() {
+	if d.c.dead() {
 		// Publishing a copy now would duplicate the original the broker
 		// already redelivers.
 		return ErrDeliveryChannelClosed
@@ -365,7 +373,7 @@ func (d *delivery) Requeue(ctx context.Context, msg *driver.Message, _ time.Dura
 // DeadLetter implements driver.Delivery: a confirmed, mandatory publish to the
 // dead-letter exchange, then an ack. If the publish fails nothing is acked.
 func (d *delivery) DeadLetter(ctx context.Context, msg *driver.Message) error {
-	if d.ch.IsClosed() {
+	if d.c.dead() {
 		return ErrDeliveryChannelClosed
 	}
 	dl := d.s.spec.DeadLetterTopic
