@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/msgx/msgx/broker/driver"
@@ -168,7 +169,8 @@ func TestRequeueStaysInItsGroup(t *testing.T) {
 
 func TestPublishDuringOutage(t *testing.T) {
 	h := newHarness(t)
-	d := startDriver(t, h)
+	reg := prometheus.NewPedanticRegistry()
+	d := startDriver(t, h, rabbitmq.WithRegisterer(reg))
 	topic := freshTopic(t, h, "outage-publish")
 	subscribe(t, d, topic, "g")
 	publish(t, d, topic, "before")
@@ -196,6 +198,39 @@ func TestPublishDuringOutage(t *testing.T) {
 	restored = true
 	// The caller's deadline covers the reconnect: one call succeeds.
 	publish(t, d, topic, "after")
+
+	if got := metricValue(t, reg, "msgx_rabbitmq_connection_losses_total", "publish"); got != 1 {
+		t.Errorf("publish connection losses = %v, want 1", got)
+	}
+	if got := metricValue(t, reg, "msgx_rabbitmq_reconnects_total", "publish"); got != 1 {
+		t.Errorf("publish reconnects = %v, want 1", got)
+	}
+	if got := metricValue(t, reg, "msgx_rabbitmq_connection_up", "publish"); got != 1 {
+		t.Errorf("publish connection up = %v after the reconnect, want 1", got)
+	}
+}
+
+// metricValue returns one series of reg, labelled with role.
+func metricValue(t *testing.T, reg *prometheus.Registry, name, role string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "role" && lp.GetValue() == role {
+					return m.GetCounter().GetValue() + m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("metric %s{role=%q} not found", name, role)
+	return 0
 }
 
 func TestDeliveriesOfADeadChannel(t *testing.T) {
@@ -477,5 +512,49 @@ func TestKeyAndHeadersSurvive(t *testing.T) {
 		if got.Key != want.Key || string(got.Payload) != string(want.Payload) || fmt.Sprint(got.Headers) != fmt.Sprint(want.Headers) {
 			t.Errorf("received %+v, want %+v", got, want)
 		}
+	}
+}
+
+// BenchmarkConcurrentPublish compares one publishing channel (callers take
+// turns: serialised confirms) with a pool, under 8 concurrent callers each
+// publishing batches of 10 confirmed messages.
+func BenchmarkConcurrentPublish(b *testing.B) {
+	for _, channels := range []int{1, 8} {
+		b.Run(fmt.Sprintf("channels=%d", channels), func(b *testing.B) {
+			admin, err := amqp.Dial(url(brokerAddr()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer admin.Close()
+			var rb [4]byte
+			_, _ = rand.Read(rb[:])
+			topic := "bench-rabbitmq-concurrent-" + hex.EncodeToString(rb[:])
+			d := rabbitmq.New(rabbitmq.WithURL(url(brokerAddr())), rabbitmq.WithPublishChannels(channels), rabbitmq.WithLogger(testLogger()))
+			ctx := context.Background()
+			if err := d.Start(ctx); err != nil {
+				b.Fatal(err)
+			}
+			defer d.Close(ctx)
+			defer deleteTopic(admin, topic, "g")
+			if err := d.DeclareSubscription(ctx, driver.SubscriptionSpec{Topic: topic, Group: "g", DeadLetterTopic: topic + ".dlq"}); err != nil {
+				b.Fatal(err)
+			}
+			payload := make([]byte, 200)
+			b.SetParallelism(4) // 8 goroutines on 2 cores
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				msgs := make([]*driver.Message, 10)
+				for i := range msgs {
+					msgs[i] = &driver.Message{Payload: payload}
+				}
+				for pb.Next() {
+					if err := d.Publish(ctx, topic, msgs); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N*10)/b.Elapsed().Seconds(), "msgs/s")
+		})
 	}
 }

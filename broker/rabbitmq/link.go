@@ -44,6 +44,7 @@ func (l *link) install(conn *amqp.Connection) {
 		return
 	}
 	l.conn = conn
+	l.d.met.up.WithLabelValues(l.role).Set(1)
 	select {
 	case <-l.up: // still marked up from a connection closed by us
 	default:
@@ -64,6 +65,7 @@ func (l *link) markDown(conn *amqp.Connection) {
 	select {
 	case <-l.up:
 		l.up = make(chan struct{})
+		l.d.met.up.WithLabelValues(l.role).Set(0)
 	default:
 	}
 }
@@ -117,6 +119,7 @@ func (l *link) watch(conn *amqp.Connection, closes chan *amqp.Error, blocked cha
 				// amqp091 reports no error only when we closed the connection.
 				return
 			}
+			l.d.met.losses.WithLabelValues(l.role).Inc()
 			l.d.report(fmt.Errorf("rabbitmq: %s connection lost: %w", l.role, cerr))
 			l.reconnect()
 			return
@@ -143,6 +146,7 @@ func (l *link) reconnect() {
 			continue
 		}
 		l.install(conn)
+		l.d.met.reconnects.WithLabelValues(l.role).Inc()
 		l.d.opts.logger.Info("rabbitmq reconnected", "role", l.role, "attempts", attempt)
 		return
 	}

@@ -26,6 +26,7 @@ func newPool(d *Driver, size int) *pool {
 }
 
 type pubChan struct {
+	met     *metrics
 	ch      *amqp.Channel
 	returns chan amqp.Return
 	closes  chan *amqp.Error
@@ -76,7 +77,8 @@ func (p *pool) open(ctx context.Context) (*pubChan, error) {
 		return nil, fmt.Errorf("rabbitmq: enable publisher confirms: %w", err)
 	}
 	return &pubChan{
-		ch: ch,
+		met: p.d.met,
+		ch:  ch,
 		// Returns are drained while confirms are awaited; the buffer only
 		// absorbs bursts so the connection's reader never waits on us.
 		returns: ch.NotifyReturn(make(chan amqp.Return, 256)),
@@ -172,6 +174,8 @@ func (pc *pubChan) publish(ctx context.Context, exchange, key string, msgs []*dr
 			drained = true
 		}
 	}
+	pc.met.nacked.Add(float64(nacked))
+	pc.met.returned.Add(float64(returned))
 	switch {
 	case nacked > 0:
 		return fmt.Errorf("rabbitmq: publish to %q: %d of %d messages: %w", exchange, nacked, len(msgs), ErrNacked)

@@ -38,6 +38,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/msgx/msgx/broker/driver"
@@ -83,6 +84,7 @@ type options struct {
 	connName        string
 	queueArgs       amqp.Table
 	deadLetterQueue bool
+	registerer      prometheus.Registerer
 }
 
 // WithURL sets the AMQP URL (default DefaultURL). Credentials in the URL are
@@ -145,6 +147,10 @@ func WithDeadLetterQueue(enabled bool) Option {
 	return func(o *options) { o.deadLetterQueue = enabled }
 }
 
+// WithRegisterer registers the adapter's connection metrics (default: not
+// registered).
+func WithRegisterer(r prometheus.Registerer) Option { return func(o *options) { o.registerer = r } }
+
 // QueueName is the queue of a group on a topic. The group may not contain
 // "/", which keeps the name unambiguous.
 func QueueName(topic, group string) string { return topic + "/" + group }
@@ -152,6 +158,7 @@ func QueueName(topic, group string) string { return topic + "/" + group }
 // Driver is the RabbitMQ adapter; it implements driver.Broker.
 type Driver struct {
 	opts options
+	met  *metrics
 	pub  *link // publishing connection
 	con  *link // consuming connection
 	pool *pool
@@ -196,6 +203,7 @@ func New(opts ...Option) *Driver {
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &Driver{
 		opts:   o,
+		met:    newMetrics(o.registerer),
 		ctx:    ctx,
 		cancel: cancel,
 		done:   ctx.Done(),
