@@ -558,3 +558,29 @@ func BenchmarkConcurrentPublish(b *testing.B) {
 		})
 	}
 }
+
+func TestOverlongNamesKeepTheConnection(t *testing.T) {
+	h := newHarness(t)
+	d := startDriver(t, h)
+	topic := freshTopic(t, h, "overlong")
+	s := subscribe(t, d, topic, "g")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	long := strings.Repeat("x", 256)
+	if err := d.Publish(ctx, topic, []*driver.Message{{Payload: []byte("x"), Headers: map[string]string{long: "v"}}}); err == nil {
+		t.Error("publish with a 256-byte header name returned nil")
+	}
+	if err := d.Publish(ctx, long, []*driver.Message{{Payload: []byte("x")}}); err == nil {
+		t.Error("publish to a 256-byte topic returned nil")
+	}
+	if _, err := d.Subscribe(ctx, driver.SubscriptionSpec{Topic: topic, Group: long, Prefetch: 1}); err == nil {
+		t.Error("subscribe with a queue name over 255 bytes returned nil")
+	}
+	publish(t, d, topic, "fine")
+	expectID(t, receiveOne(t, s), "fine")
+	select {
+	case err := <-d.Errors():
+		t.Errorf("unexpected asynchronous error: %v", err)
+	default:
+	}
+}

@@ -115,6 +115,9 @@ func (d *Driver) publish(ctx context.Context, exchange, key string, msgs []*driv
 	if len(msgs) == 0 {
 		return nil
 	}
+	if err := checkWire(exchange, key, msgs); err != nil {
+		return err
+	}
 	pc, err := d.pool.get(ctx)
 	if err != nil {
 		return err
@@ -122,6 +125,35 @@ func (d *Driver) publish(ctx context.Context, exchange, key string, msgs []*driv
 	err = pc.publish(ctx, exchange, key, msgs)
 	d.pool.put(pc)
 	return err
+}
+
+// checkWire refuses what amqp091 cannot encode: its encoding errors surface
+// only while a frame is half written and then bring down the whole connection.
+func checkWire(exchange, key string, msgs []*driver.Message) error {
+	if err := checkName("exchange", exchange); err != nil {
+		return err
+	}
+	if err := checkName("routing key", key); err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		for k := range m.Headers {
+			if len(k) > maxShortString {
+				return fmt.Errorf("rabbitmq: header name %.32q... is longer than %d bytes", k, maxShortString)
+			}
+		}
+	}
+	return nil
+}
+
+// maxShortString bounds AMQP names: exchanges, queues, routing keys, header names.
+const maxShortString = 255
+
+func checkName(kind, name string) error {
+	if len(name) > maxShortString {
+		return fmt.Errorf("rabbitmq: %s %.32q... is longer than %d bytes", kind, name, maxShortString)
+	}
+	return nil
 }
 
 func (pc *pubChan) publish(ctx context.Context, exchange, key string, msgs []*driver.Message) error {

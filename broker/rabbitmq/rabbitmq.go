@@ -386,6 +386,9 @@ func (d *Driver) Subscribe(ctx context.Context, spec driver.SubscriptionSpec) (d
 	if strings.Contains(spec.Group, "/") {
 		return nil, fmt.Errorf("rabbitmq: group %q may not contain \"/\"", spec.Group)
 	}
+	if err := checkSpec(spec); err != nil {
+		return nil, err
+	}
 	if spec.Prefetch <= 0 {
 		spec.Prefetch = d.opts.prefetch
 	}
@@ -412,6 +415,17 @@ func (d *Driver) Subscribe(ctx context.Context, spec driver.SubscriptionSpec) (d
 	return s, nil
 }
 
+// checkSpec refuses names AMQP cannot carry before they reach the wire.
+func checkSpec(spec driver.SubscriptionSpec) error {
+	if err := checkName("topic", spec.Topic); err != nil {
+		return err
+	}
+	if err := checkName("dead-letter topic", spec.DeadLetterTopic); err != nil {
+		return err
+	}
+	return checkName("queue", QueueName(spec.Topic, spec.Group))
+}
+
 func (d *Driver) forget(s *subscription) {
 	d.mu.Lock()
 	delete(d.subs, s)
@@ -424,6 +438,9 @@ func (d *Driver) forget(s *subscription) {
 func (d *Driver) DeclareSubscription(ctx context.Context, spec driver.SubscriptionSpec) error {
 	if spec.Topic == "" || spec.Group == "" || strings.Contains(spec.Group, "/") {
 		return fmt.Errorf("rabbitmq: bad subscription %q/%q", spec.Topic, spec.Group)
+	}
+	if err := checkSpec(spec); err != nil {
+		return err
 	}
 	conn, err := d.con.current(ctx)
 	if err != nil {
