@@ -334,12 +334,9 @@ func TestCloseDuringOutage(t *testing.T) {
 	defer h.proxy.Restore()
 	waitError(t, d, "connection lost")
 
-	start := time.Now()
-	if err := d.Close(ctx); err != nil {
-		t.Errorf("close during an outage: %v", err)
-	}
-	if took := time.Since(start); took > 5*time.Second {
-		t.Errorf("close during an outage took %v", took)
+	// Receive now waits for the reconnect; closing the subscription ends it.
+	if err := s.Close(ctx); err != nil {
+		t.Errorf("close subscription during an outage: %v", err)
 	}
 	select {
 	case err := <-received:
@@ -347,7 +344,22 @@ func TestCloseDuringOutage(t *testing.T) {
 			t.Errorf("receive after close = %v, want ErrClosed", err)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("receive still blocked after close")
+		t.Fatal("receive still blocked after the subscription closed")
+	}
+	// Subscribing waits for the connection only as long as its context allows.
+	sctx, scancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err = d.Subscribe(sctx, driver.SubscriptionSpec{Topic: topic, Group: "g", DeadLetterTopic: topic + ".dlq", Prefetch: 4})
+	scancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("subscribe during an outage = %v, want the context's deadline", err)
+	}
+
+	start := time.Now()
+	if err := d.Close(ctx); err != nil {
+		t.Errorf("close during an outage: %v", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("close during an outage took %v", took)
 	}
 	for range d.Errors() { // must be closed, not left open
 	}

@@ -175,11 +175,8 @@ func (s *subscription) Receive(ctx context.Context, n int) ([]driver.Delivery, e
 			return nil, driver.ErrClosed
 		}
 		if cur == nil {
-			c, err := s.open(ctx)
+			c, err := s.reopen(ctx)
 			if err != nil {
-				if errors.Is(err, ErrClosed) {
-					return nil, driver.ErrClosed
-				}
 				return nil, err
 			}
 			s.mu.Lock()
@@ -229,6 +226,32 @@ func (s *subscription) Receive(ctx context.Context, n int) ([]driver.Delivery, e
 			return nil, driver.ErrClosed
 		}
 	}
+}
+
+// reopen opens a new consumer; waiting for the connection ends with Close too.
+func (s *subscription) reopen(ctx context.Context) (*consumer, error) {
+	octx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.done:
+			cancel()
+		case <-octx.Done():
+		}
+	}()
+	c, err := s.open(octx)
+	if err != nil {
+		select {
+		case <-s.done:
+			return nil, driver.ErrClosed
+		default:
+		}
+		if errors.Is(err, ErrClosed) {
+			return nil, driver.ErrClosed
+		}
+		return nil, err
+	}
+	return c, nil
 }
 
 // lost drops a consumer whose delivery channel ended. If the connection is
