@@ -474,6 +474,7 @@ func TestStartHonoursContextOnSilentServer(t *testing.T) {
 	defer ln.Close()
 	var conns []net.Conn
 	var mu sync.Mutex
+	accepted := make(chan struct{}, 16)
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -483,6 +484,7 @@ func TestStartHonoursContextOnSilentServer(t *testing.T) {
 			mu.Lock()
 			conns = append(conns, c)
 			mu.Unlock()
+			accepted <- struct{}{}
 		}
 	}()
 	defer func() {
@@ -501,6 +503,29 @@ func TestStartHonoursContextOnSilentServer(t *testing.T) {
 	}
 	if took := time.Since(start); took > 3*time.Second {
 		t.Errorf("Start took %v with a 300ms context", took)
+	}
+
+	// Cancelling (no deadline) ends the handshake as well.
+	for len(accepted) > 0 {
+		<-accepted
+	}
+	d = rabbitmq.New(rabbitmq.WithURL(url(ln.Addr().String())), rabbitmq.WithLogger(testLogger()))
+	cctx, ccancel := context.WithCancel(context.Background())
+	res := make(chan error, 1)
+	go func() { res <- d.Start(cctx) }()
+	select {
+	case <-accepted: // connected; now in the AMQP handshake
+	case <-time.After(5 * time.Second):
+		t.Fatal("Start never connected")
+	}
+	ccancel()
+	select {
+	case err := <-res:
+		if err == nil {
+			t.Fatal("Start with a cancelled context returned nil")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Start did not return after its context was cancelled")
 	}
 }
 

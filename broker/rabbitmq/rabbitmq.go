@@ -341,6 +341,7 @@ func (d *Driver) dial(ctx context.Context, role string) (*amqp.Connection, error
 	}
 	props := amqp.NewConnectionProperties()
 	props.SetClientConnectionName(d.opts.connName + " " + role)
+	var stop func() bool
 	cfg := amqp.Config{
 		Heartbeat:       d.opts.heartbeat,
 		TLSClientConfig: d.opts.tls,
@@ -358,10 +359,18 @@ func (d *Driver) dial(ctx context.Context, role string) (*amqp.Connection, error
 				_ = c.Close()
 				return nil, err
 			}
+			// A cancelled ctx ends the handshake at once.
+			stop = context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
 			return c, nil
 		},
 	}
 	conn, err := amqp.DialConfig(d.opts.url, cfg)
+	if stop != nil && !stop() && err == nil {
+		// ctx ended just as the handshake finished: the socket's deadline
+		// is already in the past, so the connection is unusable.
+		_ = conn.Close()
+		err = ctx.Err()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("rabbitmq: connect %s (%s): %w", d.addr(), role, err)
 	}
@@ -410,6 +419,11 @@ func (d *Driver) Subscribe(ctx context.Context, spec driver.SubscriptionSpec) (d
 		return nil, err
 	}
 	s.mu.Lock()
+	if s.closed { // the driver closed meanwhile
+		s.mu.Unlock()
+		_ = d.closeChannel(c.conn, c.ch)
+		return nil, ErrClosed
+	}
 	s.cur = c
 	s.mu.Unlock()
 	return s, nil
