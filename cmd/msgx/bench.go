@@ -11,6 +11,7 @@ import (
 
 	"github.com/msgx/msgx/broker/driver"
 	"github.com/msgx/msgx/broker/mem"
+	"github.com/msgx/msgx/broker/rabbitmq"
 	"github.com/msgx/msgx/internal/bench/brokerbench"
 )
 
@@ -34,6 +35,23 @@ func brokerBenchAdapters(f *brokerBenchFlags) map[string]func(ctx context.Contex
 				NewDriver: func(context.Context) (driver.Broker, error) { return mem.New(srv), nil },
 				NewRaw:    func(context.Context) (brokerbench.Raw, error) { return mem.NewBenchRaw(srv), nil },
 			}, srv.Close, nil
+		},
+		"rabbitmq": func(context.Context) (brokerbench.Adapter, func(), error) {
+			url, batch := f.url, f.cfg.Batch
+			if url == "" {
+				url = rabbitmq.DefaultURL
+			}
+			if batch <= 0 {
+				batch = 100
+			}
+			topo := rabbitmq.NewBenchTopology(url)
+			return brokerbench.Adapter{
+				Name:      "rabbitmq",
+				Setup:     topo.Setup,
+				NewDriver: func(context.Context) (driver.Broker, error) { return rabbitmq.New(rabbitmq.WithURL(url)), nil },
+				// The port's listener prefetches 2×batch; the raw consumer does the same.
+				NewRaw: func(ctx context.Context) (brokerbench.Raw, error) { return rabbitmq.NewBenchRaw(ctx, url, 2*batch) },
+			}, topo.Cleanup, nil
 		},
 	}
 }
