@@ -43,11 +43,13 @@ func (d *Driver) Subscribe(ctx context.Context, spec driver.SubscriptionSpec) (d
 	slot := d.opts.slots.acquire(key)
 	s := &subscription{
 		d: d, spec: spec, key: key, slot: slot,
-		clientID: ClientID(d.opts.instance, spec.Topic, spec.Group, slot),
-		filter:   "$share/" + spec.Group + "/" + spec.Topic,
-		ready:    make(chan struct{}, 1),
-		done:     make(chan struct{}),
-		first:    make(chan error, 1),
+		clientID:   ClientID(d.opts.instance, spec.Topic, spec.Group, slot),
+		filter:     "$share/" + spec.Group + "/" + spec.Topic,
+		ready:      make(chan struct{}, 1),
+		done:       make(chan struct{}),
+		kick:       make(chan struct{}, 1),
+		writerDone: make(chan struct{}),
+		first:      make(chan error, 1),
 	}
 	s.sess = &subSession{State: state.NewInMemory(), s: s}
 	receiveMax := uint16(min(max(spec.Prefetch, 1), 65535))
@@ -96,6 +98,7 @@ func (d *Driver) Subscribe(ctx context.Context, spec driver.SubscriptionSpec) (d
 		return nil, fmt.Errorf("mqtt: %w", err)
 	}
 	s.cm = cm
+	go s.writeAcks()
 
 	wait, cancel := context.WithTimeout(ctx, d.opts.connectTimeout)
 	defer cancel()
@@ -150,16 +153,20 @@ type subscription struct {
 	// order lists the QoS 1 deliveries of this connection not yet PUBACKed, in
 	// arrival order: MQTT requires PUBACKs in that order, so a settled delivery
 	// waits for the ones before it.
-	order     []*inflight
-	queue     []*delivery // received, not yet handed out by Receive
-	closed    bool
-	takenOver bool
-	ready     chan struct{}
-	done      chan struct{}
-	first     chan error
-	once      sync.Once
-	closeOnce sync.Once
-	closeErr  error
+	order      []*inflight
+	queue      []*delivery // received, not yet handed out by Receive
+	due        []uint16    // packet ids whose PUBACK is due on conn
+	conn       io.Writer   // the current connection
+	closed     bool
+	takenOver  bool
+	ready      chan struct{}
+	done       chan struct{}
+	kick       chan struct{} // wakes the acknowledgement writer
+	writerDone chan struct{}
+	first      chan error
+	once       sync.Once
+	closeOnce  sync.Once
+	closeErr   error
 }
 
 type inflight struct {
@@ -276,6 +283,8 @@ func (s *subscription) Close(ctx context.Context) error {
 		close(s.done)
 		s.queue = nil
 		s.mu.Unlock()
+		// Settled deliveries' PUBACKs go out before the DISCONNECT.
+		<-s.writerDone
 		if err := s.cm.Disconnect(ctx); err != nil {
 			s.closeErr = fmt.Errorf("mqtt: disconnect %s: %w", s.clientID, err)
 		}
@@ -291,33 +300,72 @@ func (s *subscription) Close(ctx context.Context) error {
 	return s.closeErr
 }
 
-// ack marks a delivery settled and sends every PUBACK that is now due, in
-// arrival order.
+// ack marks a delivery settled and queues every PUBACK that is now due, in
+// arrival order, for the acknowledgement writer.
 func (s *subscription) ack(dl *delivery) error {
 	if dl.e == nil {
 		return nil // QoS 0: nothing to acknowledge
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if err := s.liveLocked(dl); err != nil {
+		s.mu.Unlock()
 		return err
 	}
 	dl.e.acked = true
-	var werr error
+	n := len(s.due)
 	for len(s.order) > 0 && s.order[0].acked {
-		id := s.order[0].id
+		s.due = append(s.due, s.order[0].id)
 		s.order[0] = nil
 		s.order = s.order[1:]
-		// Written under s.mu, which ConnectionLost also takes: a PUBACK never
-		// reaches a later connection, where the packet id means another message.
-		if err := s.sess.State.Ack(&packets.Publish{QoS: 1, PacketID: id}); err != nil && werr == nil {
-			werr = err
+	}
+	queued := len(s.due) > n
+	s.mu.Unlock()
+	if queued {
+		select {
+		case s.kick <- struct{}{}:
+		default:
 		}
 	}
-	if werr != nil {
-		return fmt.Errorf("%w: PUBACK: %v", ErrConnectionLost, werr)
-	}
 	return nil
+}
+
+// writeAcks sends the due PUBACKs. Under load several settlements pile up
+// while a write is in progress and go out in one write, which spares the
+// broker a wake-up per acknowledgement. It flushes once more when the
+// subscription closes, before the DISCONNECT.
+func (s *subscription) writeAcks() {
+	defer close(s.writerDone)
+	var buf []byte
+	var spare []uint16
+	for {
+		stop := false
+		select {
+		case <-s.kick:
+		case <-s.done:
+			stop = true
+		}
+		s.mu.Lock()
+		w, ids := s.conn, s.due
+		s.due = spare[:0]
+		s.mu.Unlock()
+		if w != nil && len(ids) > 0 {
+			buf = buf[:0]
+			for _, id := range ids {
+				// PUBACK, remaining length 2, packet id: reason code 0x00
+				// (success) and no properties may be omitted (MQTT 5 3.4.2.1).
+				buf = append(buf, packets.PUBACK<<4, 2, byte(id>>8), byte(id))
+			}
+			// A write to a connection that is gone fails harmlessly: its packet
+			// ids were captured with it, never with a later connection.
+			if _, err := w.Write(buf); err != nil {
+				s.d.opts.logger.Debug("mqtt: PUBACK write failed", "client", s.clientID, "err", err)
+			}
+		}
+		spare = ids
+		if stop {
+			return
+		}
+	}
 }
 
 func (s *subscription) live(dl *delivery) error {
@@ -337,9 +385,11 @@ func (s *subscription) liveLocked(dl *delivery) error {
 }
 
 // connUp and connDown track connections (called from subSession).
-func (s *subscription) connUp() {
+func (s *subscription) connUp(w io.Writer) {
 	s.gen++
 	s.order = nil
+	s.due = s.due[:0]
+	s.conn = w
 	s.connected = true
 }
 
@@ -347,9 +397,15 @@ func (s *subscription) connDown(dp *packets.Disconnect) {
 	s.gen++
 	s.order = nil
 	s.queue = nil // not handed out yet: the broker sends them again
+	s.due = s.due[:0]
+	s.conn = nil
 	s.connected = false
 	if dp != nil && dp.ReasonCode == reasonSessionTakenOver {
 		s.takenOver = true
+		select { // wake Receive to report it
+		case s.ready <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -366,7 +422,7 @@ func (ss *subSession) ConAckReceived(w io.Writer, cp *packets.Connect, ca *packe
 	defer ss.s.mu.Unlock()
 	err := ss.State.ConAckReceived(w, cp, ca)
 	if err == nil {
-		ss.s.connUp()
+		ss.s.connUp(w)
 	}
 	return err
 }

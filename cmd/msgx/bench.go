@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/msgx/msgx/broker/driver"
 	"github.com/msgx/msgx/broker/mem"
+	"github.com/msgx/msgx/broker/mqtt"
 	"github.com/msgx/msgx/internal/bench/brokerbench"
 )
 
@@ -34,6 +36,9 @@ func brokerBenchAdapters(f *brokerBenchFlags) map[string]func(ctx context.Contex
 				NewDriver: func(context.Context) (driver.Broker, error) { return mem.New(srv), nil },
 				NewRaw:    func(context.Context) (brokerbench.Raw, error) { return mem.NewBenchRaw(srv), nil },
 			}, srv.Close, nil
+		},
+		"mqtt": func(context.Context) (brokerbench.Adapter, func(), error) {
+			return mqtt.BenchAdapter(cmp.Or(f.url, "127.0.0.1:1883"), 2*f.cfg.Batch), func() {}, nil
 		},
 	}
 }
