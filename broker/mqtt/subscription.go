@@ -206,12 +206,18 @@ func (s *subscription) subscribe(cm *autopaho.ConnectionManager) {
 		return
 	}
 	s.once.Do(func() {
-		// Drain a stale connect error so the success is what Subscribe sees.
-		select {
-		case <-s.first:
-		default:
+		// Replace a stale connect error so the success is what Subscribe sees.
+		for {
+			select {
+			case s.first <- errSubscribed:
+				return
+			default:
+			}
+			select {
+			case <-s.first:
+			default:
+			}
 		}
-		s.first <- errSubscribed
 	})
 }
 
