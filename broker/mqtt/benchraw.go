@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -100,8 +101,8 @@ func rawSubscribe(ctx context.Context, c *paho.Client, topic, group string) erro
 	return nil
 }
 
-// Publish sends n messages in batches: each batch is published concurrently
-// and waited for until every PUBACK arrived.
+// Publish sends n keyed messages in batches: each batch is published
+// concurrently and waited for until every PUBACK arrived.
 func (r *BenchRaw) Publish(ctx context.Context, topic string, payload []byte, n, batch int) error {
 	r.mu.Lock()
 	if r.pub == nil {
@@ -120,9 +121,13 @@ func (r *BenchRaw) Publish(ctx context.Context, topic string, payload []byte, n,
 		k := min(batch, n-sent)
 		for i := range k {
 			wg.Add(1)
+			// The key travels as the port's does (the port's benchmark messages
+			// have keys too), so both sides move the same information.
+			key := strconv.Itoa((sent + i) % 1000)
 			go func() {
 				defer wg.Done()
-				_, errs[i] = c.Publish(ctx, &paho.Publish{Topic: topic, QoS: 1, Payload: payload})
+				_, errs[i] = c.Publish(ctx, &paho.Publish{Topic: topic, QoS: 1, Payload: payload,
+					Properties: &paho.PublishProperties{User: paho.UserProperties{{Key: KeyProperty, Value: key}}}})
 			}()
 		}
 		wg.Wait()

@@ -12,9 +12,19 @@ import (
 	"github.com/msgx/msgx/broker/driver"
 )
 
+// The key travels as a user property. The port mirrors it into the
+// msgx-partition-key header (broker.HeaderPartitionKey), which travels as a
+// user property anyway, so a key equal to that header is not sent twice: it is
+// read back from it. Only a key that differs from the header (or a header
+// without a key) travels separately, as KeyProperty. Every user property costs
+// the receiver an allocation per string in paho, so this halves the work for
+// the usual keyed message.
+const partitionKeyHeader = "msgx-partition-key"
+
 // User properties the adapter reserves on the wire.
 const (
-	// KeyProperty carries the message key.
+	// KeyProperty carries a message key that differs from the
+	// msgx-partition-key header.
 	KeyProperty = "msgx-key"
 	// keyB64Property carries a key that is not a valid MQTT string, base64-encoded.
 	keyB64Property = "msgx-key-b64"
@@ -77,7 +87,7 @@ func validGroup(group string) error {
 // headers as user properties.
 func toPublish(topic string, m *driver.Message) *paho.Publish {
 	user := make(paho.UserProperties, 0, len(m.Headers)+1)
-	if m.Key != "" {
+	if pk, ok := m.Headers[partitionKeyHeader]; (ok && pk != m.Key) || (!ok && m.Key != "") {
 		if mqttString(m.Key) {
 			user = append(user, paho.UserProperty{Key: KeyProperty, Value: m.Key})
 		} else {
@@ -107,14 +117,15 @@ func fromPublish(p *paho.Publish) *driver.Message {
 		return m
 	}
 	m.Headers = make(map[string]string, len(p.Properties.User))
+	explicit := false
 	for _, u := range p.Properties.User {
 		switch u.Key {
 		case KeyProperty:
-			m.Key = u.Value
+			m.Key, explicit = u.Value, true
 			continue
 		case keyB64Property:
 			if k, err := b64.DecodeString(u.Value); err == nil {
-				m.Key = string(k)
+				m.Key, explicit = string(k), true
 				continue
 			}
 		case headerB64Property:
@@ -128,6 +139,9 @@ func fromPublish(p *paho.Publish) *driver.Message {
 			}
 		}
 		m.Headers[u.Key] = u.Value
+	}
+	if !explicit {
+		m.Key = m.Headers[partitionKeyHeader]
 	}
 	return m
 }
