@@ -221,18 +221,16 @@ func (d *Driver) report(err error) {
 
 // clientConfig is the part of every connection's configuration that is the same.
 func (d *Driver) clientConfig(clientID string) autopaho.ClientConfig {
-	cfg := autopaho.ClientConfig{
-		ServerUrls:                    []*url.URL{d.server},
-		TlsCfg:                        d.opts.tls,
-		KeepAlive:                     uint16(min(d.opts.keepAlive/time.Second, 65535)),
-		ConnectTimeout:                d.opts.connectTimeout,
-		ConnectUsername:               d.opts.username,
-		ConnectPassword:               d.opts.password,
-		ReconnectBackoff:              d.opts.reconnect.Delay,
-		ClientConfig:                  paho.ClientConfig{ClientID: clientID, PacketTimeout: d.opts.packetTimeout},
-		CleanStartOnInitialConnection: false,
+	return autopaho.ClientConfig{
+		ServerUrls:       []*url.URL{d.server},
+		TlsCfg:           d.opts.tls,
+		KeepAlive:        uint16(min(d.opts.keepAlive/time.Second, 65535)),
+		ConnectTimeout:   d.opts.connectTimeout,
+		ConnectUsername:  d.opts.username,
+		ConnectPassword:  d.opts.password,
+		ReconnectBackoff: d.opts.reconnect.Delay,
+		ClientConfig:     paho.ClientConfig{ClientID: clientID, PacketTimeout: d.opts.packetTimeout},
 	}
-	return cfg
 }
 
 // Start implements driver.Broker: it connects the publisher and waits, within
