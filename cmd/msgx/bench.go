@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/msgx/msgx/broker/driver"
 	"github.com/msgx/msgx/broker/mem"
+	"github.com/msgx/msgx/broker/mqtt"
 	"github.com/msgx/msgx/broker/rabbitmq"
 	"github.com/msgx/msgx/internal/bench/brokerbench"
 )
@@ -52,6 +54,9 @@ func brokerBenchAdapters(f *brokerBenchFlags) map[string]func(ctx context.Contex
 				// The port's listener prefetches 2×batch; the raw consumer does the same.
 				NewRaw: func(ctx context.Context) (brokerbench.Raw, error) { return rabbitmq.NewBenchRaw(ctx, url, 2*batch) },
 			}, topo.Cleanup, nil
+		},
+		"mqtt": func(context.Context) (brokerbench.Adapter, func(), error) {
+			return mqtt.BenchAdapter(cmp.Or(f.url, "127.0.0.1:1883"), 2*f.cfg.Batch), func() {}, nil
 		},
 	}
 }
