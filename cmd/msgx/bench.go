@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -55,8 +54,15 @@ func brokerBenchAdapters(f *brokerBenchFlags) map[string]func(ctx context.Contex
 				NewRaw: func(ctx context.Context) (brokerbench.Raw, error) { return rabbitmq.NewBenchRaw(ctx, url, 2*batch) },
 			}, topo.Cleanup, nil
 		},
-		"mqtt": func(context.Context) (brokerbench.Adapter, func(), error) {
-			return mqtt.BenchAdapter(cmp.Or(f.url, "127.0.0.1:1883"), 2*f.cfg.Batch), func() {}, nil
+		"mqtt": func(ctx context.Context) (brokerbench.Adapter, func(), error) {
+			if f.url != "" {
+				return mqtt.BenchAdapter(f.url, 2*f.cfg.Batch), func() {}, nil
+			}
+			addr, stop, err := mqtt.StartBenchBroker(ctx)
+			if err != nil {
+				return brokerbench.Adapter{}, nil, err
+			}
+			return mqtt.BenchAdapter(addr, 2*f.cfg.Batch), stop, nil
 		},
 	}
 }
