@@ -28,6 +28,12 @@ import (
 	"github.com/msgx/msgx/broker/driver"
 )
 
+// partitionKeyHeader is the port's mirror of the partition key for brokers
+// without a native key field (broker.HeaderPartitionKey). Kafka has one: the
+// header is not written when it equals the record key, and is restored from
+// the key on receive.
+const partitionKeyHeader = "msgx-partition-key"
+
 // ErrRevoked is returned by a settlement whose partition was revoked from
 // this consumer (a rebalance or lost group membership): the message is
 // redelivered to the partition's new owner.
@@ -191,6 +197,9 @@ func produce(ctx context.Context, cl *kgo.Client, topic string, msgs []*driver.M
 		if len(m.Headers) > 0 {
 			r.Headers = make([]kgo.RecordHeader, 0, len(m.Headers))
 			for k, v := range m.Headers {
+				if k == partitionKeyHeader && v == m.Key {
+					continue // carried by the record key
+				}
 				r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
 			}
 		}

@@ -27,17 +27,23 @@ type config struct {
 	clientOpts     []kgo.Opt
 }
 
+// Defaults the benchmark's raw client shares with the driver.
+const (
+	DefaultCommitInterval = 5 * time.Second
+	DefaultFetchMaxWait   = 500 * time.Millisecond
+)
+
 func defaultConfig() config {
 	return config{
 		seeds:          []string{"127.0.0.1:9092"},
 		logger:         slog.Default(),
-		commitInterval: 5 * time.Second,
+		commitInterval: DefaultCommitInterval,
 		commitTimeout:  10 * time.Second,
 		revokeTimeout:  10 * time.Second,
 		startTimeout:   10 * time.Second,
 		unknownRetries: 4,
 		linger:         0,
-		fetchMaxWait:   500 * time.Millisecond,
+		fetchMaxWait:   DefaultFetchMaxWait,
 	}
 }
 

@@ -20,6 +20,7 @@ type partState struct {
 	t         tracker
 	inflight  int   // handed to the port and not settled
 	committed int64 // last committed position, -1 before the first commit
+	last      int64 // offset of the newest record registered
 	live      bool  // false once revoked or lost: settlements no longer count
 	revoking  bool  // a rebalance is waiting for its in-flight deliveries
 }
@@ -196,8 +197,11 @@ func (s *subscription) register(fetches kgo.Fetches) error {
 		d.offset, d.epoch = r.Offset, r.LeaderEpoch
 		d.msg.Key = string(r.Key)
 		d.msg.Payload = r.Value
-		if len(r.Headers) > 0 {
-			d.msg.Headers = make(map[string]string, len(r.Headers))
+		if n := len(r.Headers); n > 0 || d.msg.Key != "" {
+			d.msg.Headers = make(map[string]string, n+1)
+			if d.msg.Key != "" {
+				d.msg.Headers[partitionKeyHeader] = d.msg.Key
+			}
 			for _, h := range r.Headers {
 				d.msg.Headers[h.Key] = string(h.Value)
 			}
@@ -212,15 +216,38 @@ func (s *subscription) register(fetches kgo.Fetches) error {
 	for i := range ds {
 		d := &ds[i]
 		p := s.parts[d.partition]
+		if p != nil && d.offset <= p.last {
+			// The client rewound the partition (a reset after log truncation):
+			// start a fresh tracker; the old one's deliveries no longer count.
+			s.retireLocked(p)
+			p = nil
+		}
 		if p == nil {
 			p = &partState{id: d.partition, committed: -1, live: true}
 			s.parts[d.partition] = p
 		}
 		d.p = p
+		p.last = d.offset
 		p.t.add(&d.entry)
 		s.buf = append(s.buf, d)
 	}
 	return nil
+}
+
+// retireLocked forgets p without committing: its buffered records are
+// dropped and its deliveries' settlements fail with ErrRevoked.
+func (s *subscription) retireLocked(p *partState) {
+	kept := s.buf[:s.bufHead]
+	for _, d := range s.buf[s.bufHead:] {
+		if d.p != p {
+			kept = append(kept, d)
+		}
+	}
+	clear(s.buf[len(kept):])
+	s.buf = kept
+	p.live = false
+	s.inflight -= p.inflight
+	delete(s.parts, p.id)
 }
 
 // settle marks d done in its partition's tracker.

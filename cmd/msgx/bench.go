@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/msgx/msgx/broker/driver"
+	"github.com/msgx/msgx/broker/kafka/kafkabench"
 	"github.com/msgx/msgx/broker/mem"
 	"github.com/msgx/msgx/internal/bench/brokerbench"
 )
@@ -34,6 +35,9 @@ func brokerBenchAdapters(f *brokerBenchFlags) map[string]func(ctx context.Contex
 				NewDriver: func(context.Context) (driver.Broker, error) { return mem.New(srv), nil },
 				NewRaw:    func(context.Context) (brokerbench.Raw, error) { return mem.NewBenchRaw(srv), nil },
 			}, srv.Close, nil
+		},
+		"kafka": func(ctx context.Context) (brokerbench.Adapter, func(), error) {
+			return kafkabench.New(ctx, f.url) // in-process kfake unless --url names seed brokers
 		},
 	}
 }
