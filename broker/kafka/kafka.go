@@ -194,13 +194,17 @@ func produce(ctx context.Context, cl *kgo.Client, topic string, msgs []*driver.M
 			r.Key = []byte(m.Key)
 		}
 		r.Value = m.Payload
-		if len(m.Headers) > 0 {
-			r.Headers = make([]kgo.RecordHeader, 0, len(m.Headers))
+		n := len(m.Headers)
+		elide := m.Key != "" && m.Headers[partitionKeyHeader] == m.Key
+		if elide {
+			n-- // carried by the record key
+		}
+		if n > 0 {
+			r.Headers = make([]kgo.RecordHeader, 0, n)
 			for k, v := range m.Headers {
-				if k == partitionKeyHeader && v == m.Key {
-					continue // carried by the record key
+				if !elide || k != partitionKeyHeader {
+					r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
 				}
-				r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
 			}
 		}
 		cl.Produce(ctx, r, w.promise)
@@ -213,10 +217,7 @@ func produce(ctx context.Context, cl *kgo.Client, topic string, msgs []*driver.M
 		// the caller must not take an unconfirmed publish for a success.
 		select {
 		case <-w.done:
-			if w.err != nil {
-				return w.err
-			}
-			return nil
+			return w.err
 		default:
 		}
 		return fmt.Errorf("kafka: publish to %s not confirmed: %w", topic, ctx.Err())
