@@ -50,7 +50,6 @@ type subscription struct {
 	inflight int // handed out, unsettled, on live partitions
 	prefetch int
 	closing  bool
-	revoking int           // partitions waiting for their in-flight deliveries
 	room     chan struct{} // a settlement freed prefetch room
 	drained  chan struct{} // a revoking partition drained, or closing
 
@@ -427,7 +426,6 @@ func (s *subscription) release(ids []int32, commit bool) {
 		for _, p := range ps {
 			if p.inflight > 0 {
 				p.revoking = true
-				s.revoking++
 			}
 		}
 	}
@@ -440,10 +438,7 @@ func (s *subscription) release(ids []int32, commit bool) {
 	s.mu.Lock()
 	offs, at := s.positionsLocked(ps, true)
 	for _, p := range ps {
-		if p.revoking {
-			p.revoking = false
-			s.revoking--
-		}
+		p.revoking = false
 	}
 	s.mu.Unlock()
 	signal(s.room)
