@@ -65,8 +65,8 @@ type Listener struct {
 	closed  bool
 	loop    sync.WaitGroup // the receive loop and the workers
 	work    []chan []*Delivery
+	anyW    chan []*Delivery // unkeyed deliveries: whichever worker is free takes them
 	seed    maphash.Seed
-	rr      int
 	stopped sync.Once
 	stopErr error
 }
@@ -137,6 +137,7 @@ func (b *Broker) listen(ctx context.Context, sub Subscription, h Handler, bh Bat
 		workers = 1
 	}
 	l.work = make([]chan []*Delivery, workers)
+	l.anyW = make(chan []*Delivery)
 	for i := range l.work {
 		l.work[i] = make(chan []*Delivery, 1)
 		l.loop.Add(1)
@@ -155,6 +156,7 @@ func (l *Listener) receive() {
 		for _, c := range l.work {
 			close(c)
 		}
+		close(l.anyW)
 		l.loop.Done()
 	}()
 	// Take whatever the adapter has buffered, up to the prefetch window: one
@@ -201,14 +203,15 @@ func (l *Listener) receive() {
 }
 
 // worker4 picks the worker for a delivery: the same key always goes to the same
-// worker, which keeps per-key order with concurrent handlers.
+// worker, which keeps per-key order with concurrent handlers. An unkeyed
+// delivery goes to whichever worker is free, so it never waits behind a slow
+// handler while another worker idles.
 func (l *Listener) worker4(d *Delivery) chan []*Delivery {
 	if len(l.work) == 1 {
 		return l.work[0]
 	}
 	if d.Key == "" {
-		l.rr++
-		return l.work[l.rr%len(l.work)]
+		return l.anyW
 	}
 	return l.work[maphash.String(l.seed, d.Key)%uint64(len(l.work))]
 }
@@ -224,8 +227,22 @@ func (l *Listener) dispatch(c chan []*Delivery, ds []*Delivery) bool {
 
 func (l *Listener) worker(c chan []*Delivery) {
 	defer l.loop.Done()
-	for ds := range c {
-		l.process(ds)
+	own, shared := c, l.anyW
+	for own != nil || shared != nil {
+		select {
+		case ds, ok := <-own:
+			if !ok {
+				own = nil
+				continue
+			}
+			l.process(ds)
+		case ds, ok := <-shared:
+			if !ok {
+				shared = nil
+				continue
+			}
+			l.process(ds)
+		}
 	}
 }
 

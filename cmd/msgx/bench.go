@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/msgx/msgx/broker/driver"
+	"github.com/msgx/msgx/broker/kafka/kafkabench"
 	"github.com/msgx/msgx/broker/mem"
 	"github.com/msgx/msgx/broker/mqtt"
 	"github.com/msgx/msgx/broker/rabbitmq"
@@ -63,6 +64,9 @@ func brokerBenchAdapters(f *brokerBenchFlags) map[string]func(ctx context.Contex
 				return brokerbench.Adapter{}, nil, err
 			}
 			return mqtt.BenchAdapter(addr, 2*f.cfg.Batch), stop, nil
+		},
+		"kafka": func(ctx context.Context) (brokerbench.Adapter, func(), error) {
+			return kafkabench.New(ctx, f.url) // in-process kfake unless --url names seed brokers
 		},
 	}
 }

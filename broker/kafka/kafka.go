@@ -1,0 +1,359 @@
+// Package kafka is the Kafka adapter of the broker port, on franz-go.
+//
+// Publishing uses an idempotent producer with acks=all; Publish returns only
+// when every record is acknowledged. Consuming uses one consumer group client
+// per subscription with automatic commits off: the adapter tracks each
+// partition's outstanding offsets and commits only the contiguous prefix of
+// settled ones, so a committed position never passes an unfinished message
+// while handlers complete out of order. Kafka has no per-message nack:
+// REQUEUE re-publishes the message (with the port's updated headers) to the
+// same topic and key, then settles the original; DEAD_LETTER publishes to the
+// dead-letter topic, then settles. Both are confirmed publishes, so a message
+// is never settled before its copy is stored, and a crash between the two
+// yields a duplicate, never a loss.
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/msgx/msgx/broker/driver"
+)
+
+// partitionKeyHeader is the port's mirror of the partition key for brokers
+// without a native key field (broker.HeaderPartitionKey). Kafka has one: the
+// header is not written when it equals the record key, and is restored from
+// the key on receive.
+const partitionKeyHeader = "msgx-partition-key"
+
+// ErrRevoked is returned by a settlement whose partition was revoked from
+// this consumer (a rebalance or lost group membership): the message is
+// redelivered to the partition's new owner.
+var ErrRevoked = errors.New("kafka: partition no longer owned by this consumer")
+
+// ErrNotStarted is returned by operations on a driver that is not running.
+var ErrNotStarted = errors.New("kafka: driver not started")
+
+// Driver is the Kafka adapter; it implements driver.Broker.
+type Driver struct {
+	cfg config
+	rep *reporter
+
+	mu      sync.Mutex
+	prod    *kgo.Client
+	subs    map[*subscription]struct{}
+	started bool
+	closed  bool
+}
+
+// New returns an unstarted driver.
+func New(opts ...Option) *Driver {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return &Driver{cfg: cfg, rep: newReporter(), subs: map[*subscription]struct{}{}}
+}
+
+// Capabilities implements driver.Broker.
+func (d *Driver) Capabilities() driver.Capabilities {
+	return driver.Capabilities{
+		Persistent:   true,
+		PerKeyOrder:  true,
+		OffsetCommit: true,
+		Batch:        true,
+		LoadBalance:  true,
+		Broadcast:    true,
+	}
+}
+
+// baseOpts are the options every client of the driver shares.
+func (d *Driver) baseOpts() []kgo.Opt {
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(d.cfg.seeds...),
+		kgo.WithLogger(kgoLogger{d.cfg.logger}),
+		kgo.WithHooks(d.rep.hooks()),
+	}
+	if d.cfg.dialer != nil {
+		opts = append(opts, kgo.Dialer(d.cfg.dialer))
+	}
+	return append(opts, d.cfg.clientOpts...)
+}
+
+// Start implements driver.Broker: it builds the producer and checks that a
+// broker answers within the start timeout.
+func (d *Driver) Start(ctx context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.started || d.closed {
+		return errors.New("kafka: driver already started")
+	}
+	opts := append([]kgo.Opt{
+		kgo.ProducerLinger(d.cfg.linger),
+		kgo.UnknownTopicRetries(d.cfg.unknownRetries),
+	}, d.baseOpts()...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("kafka: new client: %w", err)
+	}
+	if err := d.checkDurability(cl); err != nil {
+		cl.Close()
+		return err
+	}
+	pctx, cancel := context.WithTimeout(ctx, d.cfg.startTimeout)
+	defer cancel()
+	if err := cl.Ping(pctx); err != nil {
+		cl.Close()
+		return fmt.Errorf("kafka: no broker reachable at %v: %w", d.cfg.seeds, err)
+	}
+	d.prod = cl
+	d.started = true
+	return nil
+}
+
+// checkDurability refuses producer settings that could lose a confirmed
+// message, unless the caller explicitly allowed them.
+func (d *Driver) checkDurability(cl *kgo.Client) error {
+	if d.cfg.weakDurability {
+		return nil
+	}
+	if acks, _ := cl.OptValue(kgo.RequiredAcks).(kgo.Acks); acks != kgo.AllISRAcks() {
+		return errors.New("kafka: refusing producer acks other than all (use AllowWeakDurability to permit)")
+	}
+	if off, _ := cl.OptValue(kgo.DisableIdempotentWrite).(bool); off {
+		return errors.New("kafka: refusing non-idempotent producer (use AllowWeakDurability to permit)")
+	}
+	if on, _ := cl.OptValue(kgo.AllowIdempotentProduceCancellation).(bool); on {
+		return errors.New("kafka: refusing idempotent produce cancellation (use AllowWeakDurability to permit)")
+	}
+	return nil
+}
+
+func (d *Driver) producer() (*kgo.Client, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.started || d.closed {
+		return nil, ErrNotStarted
+	}
+	return d.prod, nil
+}
+
+// Publish implements driver.Broker: it produces every message and returns
+// when all are acknowledged by the in-sync replicas, or with the first error.
+// When ctx ends first it returns ctx's error; records already handed to the
+// client may still be written (a confirmed publish that reports failure is a
+// possible duplicate, never a loss).
+func (d *Driver) Publish(ctx context.Context, topic string, msgs []*driver.Message) error {
+	cl, err := d.producer()
+	if err != nil {
+		return err
+	}
+	return produce(ctx, cl, topic, msgs)
+}
+
+// produceWait collects the promises of one Publish.
+type produceWait struct {
+	left atomic.Int64
+	done chan struct{}
+	mu   sync.Mutex
+	err  error
+}
+
+func (w *produceWait) promise(r *kgo.Record, err error) {
+	if err != nil {
+		w.mu.Lock()
+		if w.err == nil {
+			w.err = fmt.Errorf("produce to %s: %w", r.Topic, err)
+		}
+		w.mu.Unlock()
+	}
+	if w.left.Add(-1) == 0 {
+		close(w.done)
+	}
+}
+
+func produce(ctx context.Context, cl *kgo.Client, topic string, msgs []*driver.Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	w := &produceWait{done: make(chan struct{})}
+	w.left.Store(int64(len(msgs)))
+	recs := make([]kgo.Record, len(msgs))
+	for i, m := range msgs {
+		r := &recs[i]
+		r.Topic = topic
+		if m.Key != "" {
+			r.Key = []byte(m.Key)
+		}
+		r.Value = m.Payload
+		n := len(m.Headers)
+		elide := m.Key != "" && m.Headers[partitionKeyHeader] == m.Key
+		if elide {
+			n-- // carried by the record key
+		}
+		if n > 0 {
+			r.Headers = make([]kgo.RecordHeader, 0, n)
+			for k, v := range m.Headers {
+				if !elide || k != partitionKeyHeader {
+					r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
+				}
+			}
+		}
+		cl.Produce(ctx, r, w.promise)
+	}
+	select {
+	case <-w.done:
+		return w.err
+	case <-ctx.Done():
+		// Produce returns early (and promises fail) only where it is safe;
+		// the caller must not take an unconfirmed publish for a success.
+		select {
+		case <-w.done:
+			return w.err
+		default:
+		}
+		return fmt.Errorf("kafka: publish to %s not confirmed: %w", topic, ctx.Err())
+	}
+}
+
+// Errors implements driver.Broker: asynchronous client failures (lost broker
+// connections, group session errors, failed commits, fetch errors). Sends
+// never block; when nobody reads, errors beyond the buffer are dropped.
+func (d *Driver) Errors() <-chan error { return d.rep.ch }
+
+// Close implements driver.Broker: it closes every subscription (committing
+// what was settled, leaving unsettled messages for redelivery), then the
+// producer, then the Errors channel.
+func (d *Driver) Close(ctx context.Context) error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	subs := make([]*subscription, 0, len(d.subs))
+	for s := range d.subs {
+		subs = append(subs, s)
+	}
+	prod := d.prod
+	d.mu.Unlock()
+
+	var errs []error
+	for _, s := range subs {
+		if err := s.Close(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if prod != nil {
+		prod.Close()
+	}
+	d.rep.close()
+	return errors.Join(errs...)
+}
+
+func (d *Driver) forget(s *subscription) {
+	d.mu.Lock()
+	delete(d.subs, s)
+	d.mu.Unlock()
+}
+
+// reporter feeds Errors() without ever blocking a client goroutine.
+type reporter struct {
+	ch chan error
+
+	mu      sync.Mutex
+	closed  bool
+	failing map[string]bool // broker address -> its last dial failed
+}
+
+func newReporter() *reporter {
+	return &reporter{ch: make(chan error, 64), failing: map[string]bool{}}
+}
+
+func (r *reporter) report(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return
+	}
+	select {
+	case r.ch <- err:
+	default:
+	}
+}
+
+func (r *reporter) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.closed {
+		r.closed = true
+		close(r.ch)
+	}
+}
+
+func (r *reporter) hooks() kgo.Hook { return hooks{r} }
+
+type hooks struct{ r *reporter }
+
+// OnBrokerConnect reports a broker becoming unreachable once, not every
+// retry, and forgets it when a connection succeeds again.
+func (h hooks) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+	addr := net.JoinHostPort(meta.Host, fmt.Sprint(meta.Port))
+	h.r.mu.Lock()
+	was := h.r.failing[addr]
+	if err == nil {
+		delete(h.r.failing, addr)
+	} else {
+		h.r.failing[addr] = true
+	}
+	h.r.mu.Unlock()
+	if err != nil && !was {
+		h.r.report(fmt.Errorf("kafka: connect to broker %s: %w", addr, err))
+	}
+}
+
+// OnGroupManageError reports a failed group session (the client rejoins).
+func (h hooks) OnGroupManageError(err error) {
+	if !errors.Is(err, context.Canceled) && !errors.Is(err, kgo.ErrClientClosed) {
+		h.r.report(fmt.Errorf("kafka: consumer group: %w", err))
+	}
+}
+
+// kgoLogger forwards franz-go's log lines to slog.
+type kgoLogger struct{ l *slog.Logger }
+
+func (k kgoLogger) Level() kgo.LogLevel {
+	ctx := context.Background()
+	switch {
+	case k.l.Enabled(ctx, slog.LevelDebug):
+		return kgo.LogLevelDebug
+	case k.l.Enabled(ctx, slog.LevelInfo):
+		return kgo.LogLevelInfo
+	case k.l.Enabled(ctx, slog.LevelWarn):
+		return kgo.LogLevelWarn
+	case k.l.Enabled(ctx, slog.LevelError):
+		return kgo.LogLevelError
+	}
+	return kgo.LogLevelNone
+}
+
+func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	l := slog.LevelDebug
+	switch level {
+	case kgo.LogLevelError:
+		l = slog.LevelError
+	case kgo.LogLevelWarn:
+		l = slog.LevelWarn
+	case kgo.LogLevelInfo:
+		l = slog.LevelInfo
+	}
+	k.l.Log(context.Background(), l, "kafka client: "+msg, keyvals...)
+}

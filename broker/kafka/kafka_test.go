@@ -1,0 +1,405 @@
+package kafka_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/msgx/msgx/broker/brokertest"
+	"github.com/msgx/msgx/broker/driver"
+	"github.com/msgx/msgx/broker/kafka"
+)
+
+// partitions per test topic: several, so load balancing and out-of-order
+// completion across partitions are real.
+const partitions = 4
+
+// cluster is an in-process kfake cluster whose brokers are reached only
+// through cuttable TCP proxies. kfake advertises its own listen addresses in
+// metadata, so the drivers' dialer maps every broker address to its proxy:
+// no driver connection can bypass a proxy, and cutting all proxies is a real
+// outage.
+type cluster struct {
+	kf      *kfake.Cluster
+	adm     *kadm.Client
+	admCl   *kgo.Client
+	proxies map[string]*brokertest.Proxy // broker address -> its proxy
+	logger  *slog.Logger
+}
+
+func newCluster(t testing.TB) *cluster {
+	t.Helper()
+	kf, err := kfake.NewCluster(kfake.NumBrokers(3))
+	if err != nil {
+		t.Fatalf("kfake: %v", err)
+	}
+	c := &cluster{kf: kf, proxies: map[string]*brokertest.Proxy{}, logger: testLogger()}
+	for _, addr := range kf.ListenAddrs() {
+		p, err := brokertest.NewProxy(addr)
+		if err != nil {
+			t.Fatalf("proxy: %v", err)
+		}
+		c.proxies[addr] = p
+	}
+	// The harness's own admin client talks to the brokers directly: an outage
+	// is between the drivers and the cluster.
+	c.admCl, err = kgo.NewClient(kgo.SeedBrokers(kf.ListenAddrs()...))
+	if err != nil {
+		t.Fatalf("admin client: %v", err)
+	}
+	c.adm = kadm.NewClient(c.admCl)
+	t.Cleanup(func() {
+		c.admCl.Close()
+		for _, p := range c.proxies {
+			_ = p.Close()
+		}
+		kf.Close()
+	})
+	return c
+}
+
+// testLogger logs warnings and errors; MSGX_KAFKA_TEST_LOG=debug|info shows
+// the clients' group and connection activity when a case needs explaining.
+func testLogger() *slog.Logger {
+	level := slog.LevelWarn
+	_ = level.UnmarshalText([]byte(os.Getenv("MSGX_KAFKA_TEST_LOG")))
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+func (c *cluster) dial(ctx context.Context, network, host string) (net.Conn, error) {
+	p, ok := c.proxies[host]
+	if !ok {
+		return nil, fmt.Errorf("test dialer: no proxy for broker %s", host)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, network, p.Addr())
+}
+
+func (c *cluster) driver(opts ...kafka.Option) *kafka.Driver {
+	return kafka.New(append([]kafka.Option{
+		kafka.SeedBrokers(c.kf.ListenAddrs()...),
+		kafka.WithDialer(c.dial),
+		kafka.WithLogger(c.logger),
+	}, opts...)...)
+}
+
+func (c *cluster) createTopic(ctx context.Context, name string, parts int32) error {
+	resp, err := c.adm.CreateTopic(ctx, parts, -1, nil, name)
+	if err != nil {
+		return err
+	}
+	return resp.Err
+}
+
+type harness struct {
+	c       *cluster
+	refused string
+}
+
+func (h *harness) Name() string { return "kafka" }
+
+func (h *harness) NewDriver(context.Context) (driver.Broker, error) { return h.c.driver(), nil }
+
+func (h *harness) UnreachableDriver(context.Context) (driver.Broker, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		return nil, err
+	}
+	return kafka.New(kafka.SeedBrokers(addr), kafka.WithStartTimeout(5*time.Second), kafka.WithLogger(h.c.logger)), nil
+}
+
+func (h *harness) Outage(context.Context) (func(), error) {
+	for _, p := range h.c.proxies {
+		p.Cut()
+	}
+	return func() {
+		for _, p := range h.c.proxies {
+			p.Restore()
+		}
+	}, nil
+}
+
+// RefusedTopic is a topic that is never created; auto-creation is off, so a
+// publish to it fails after the producer's unknown-topic retries.
+func (h *harness) RefusedTopic() string { return h.refused }
+
+func (h *harness) CreateTopic(ctx context.Context, name string) error {
+	return h.c.createTopic(ctx, name, partitions)
+}
+
+func randomSuffix() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func TestConformance(t *testing.T) {
+	c := newCluster(t)
+	brokertest.Run(t, &harness{c: c, refused: "refused-" + randomSuffix()}, brokertest.Options{})
+}
+
+func TestStartRefusesWeakDurability(t *testing.T) {
+	c := newCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for name, opt := range map[string]kgo.Opt{
+		"no idempotence": kgo.DisableIdempotentWrite(),
+		"cancellation":   kgo.AllowIdempotentProduceCancellation(),
+	} {
+		d := c.driver(kafka.WithClientOptions(opt))
+		if err := d.Start(ctx); err == nil {
+			_ = d.Close(ctx)
+			t.Errorf("%s: Start accepted a weakened producer", name)
+		}
+	}
+	d := c.driver(kafka.WithClientOptions(kgo.DisableIdempotentWrite(), kgo.RequiredAcks(kgo.LeaderAck())), kafka.AllowWeakDurability())
+	if err := d.Start(ctx); err != nil {
+		t.Fatalf("Start with AllowWeakDurability: %v", err)
+	}
+	_ = d.Close(ctx)
+}
+
+func TestPublishToMissingTopicFailsInBoundedTime(t *testing.T) {
+	c := newCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	d := c.driver()
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close(ctx)
+	start := time.Now()
+	err := d.Publish(ctx, "missing-"+randomSuffix(), []*driver.Message{{Payload: []byte("x")}})
+	if err == nil {
+		t.Fatal("publish to a missing topic succeeded")
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("publish to a missing topic only failed by the caller's deadline: %v", err)
+	}
+	t.Logf("failed after %v: %v", time.Since(start), err)
+}
+
+// revokeFixture is a topic with two records per partition (payload
+// p<partition>-<offset>), a member A holding all of them, and the options
+// for a second member B.
+type revokeFixture struct {
+	c     *cluster
+	topic string
+	spec  driver.SubscriptionSpec
+	pr    *kgo.Client
+	held  map[string]driver.Delivery
+	opts  []kafka.Option
+}
+
+func newRevokeFixture(t *testing.T, ctx context.Context, revokeTimeout time.Duration) *revokeFixture {
+	t.Helper()
+	c := newCluster(t)
+	f := &revokeFixture{c: c, topic: "revoke-" + randomSuffix(), held: map[string]driver.Delivery{}}
+	if err := c.createTopic(ctx, f.topic, partitions); err != nil {
+		t.Fatal(err)
+	}
+	pr, err := kgo.NewClient(kgo.SeedBrokers(c.kf.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pr.Close)
+	f.pr = pr
+	f.produce(t, ctx, 0)
+	f.produce(t, ctx, 1)
+	f.opts = []kafka.Option{
+		kafka.WithCommitInterval(50 * time.Millisecond),
+		kafka.WithRevokeTimeout(revokeTimeout),
+		kafka.WithClientOptions(kgo.HeartbeatInterval(200 * time.Millisecond)),
+	}
+	f.spec = driver.SubscriptionSpec{Topic: f.topic, Group: "g-" + randomSuffix(), DeadLetterTopic: f.topic + ".dlq", Prefetch: 16}
+	da := c.driver(f.opts...)
+	if err := da.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = da.Close(context.Background()) })
+	subA, err := da.Subscribe(ctx, f.spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for len(f.held) < 2*partitions {
+		ds, err := subA.Receive(ctx, 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range ds {
+			f.held[string(d.Message().Payload)] = d
+		}
+	}
+	return f
+}
+
+// produce writes record p<partition>-<seq> to every partition.
+func (f *revokeFixture) produce(t *testing.T, ctx context.Context, seq int) {
+	t.Helper()
+	for p := int32(0); p < partitions; p++ {
+		r := &kgo.Record{Topic: f.topic, Partition: p, Value: []byte(fmt.Sprintf("p%d-%d", p, seq))}
+		if err := f.pr.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// waitCommitted waits until every partition's committed offset is at.
+func (f *revokeFixture) waitCommitted(t *testing.T, ctx context.Context, at int64) {
+	t.Helper()
+	for {
+		offs, err := f.c.adm.FetchOffsets(ctx, f.spec.Group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		offs.Each(func(o kadm.OffsetResponse) {
+			if o.Topic == f.topic && o.At == at {
+				n++
+			}
+		})
+		if n == partitions {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("offset %d never committed on every partition: %v", at, offs)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// joinB starts member B and returns a function receiving (and acking) until
+// it holds n distinct payloads.
+func (f *revokeFixture) joinB(t *testing.T, ctx context.Context) func(n int) map[string]bool {
+	t.Helper()
+	db := f.c.driver(f.opts...)
+	if err := db.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close(context.Background()) })
+	subB, err := db.Subscribe(ctx, f.spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	return func(n int) map[string]bool {
+		for len(got) < n {
+			ds, err := subB.Receive(ctx, 16)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range ds {
+				got[string(d.Message().Payload)] = true
+				if err := d.Ack(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		return got
+	}
+}
+
+// TestRevokeCommitsOnlyWhatWasSettled: a member holding unsettled deliveries
+// loses half its partitions to a new member. The revoke waits for them (here
+// only briefly), commits the settled prefix and forgets the partitions: the
+// late settlements fail with ErrRevoked, and the new owner resumes exactly at
+// the unfinished messages, never after them and never before the settled ones.
+func TestRevokeCommitsOnlyWhatWasSettled(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	f := newRevokeFixture(t, ctx, 300*time.Millisecond)
+	for p := 0; p < partitions; p++ {
+		if err := f.held[fmt.Sprintf("p%d-0", p)].Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.waitCommitted(t, ctx, 1)
+
+	// B joins: a cooperative rebalance moves half the partitions to it.
+	gotB := f.joinB(t, ctx)(partitions / 2)
+	for id := range gotB {
+		if id[len(id)-1] != '1' {
+			t.Errorf("new owner received %s, which was settled and committed before the rebalance", id)
+		}
+	}
+	revoked := 0
+	for p := 0; p < partitions; p++ {
+		id := fmt.Sprintf("p%d-1", p)
+		err := f.held[id].Ack(ctx)
+		switch {
+		case errors.Is(err, kafka.ErrRevoked):
+			revoked++
+			if !gotB[id] {
+				t.Errorf("%s: settlement refused as revoked, but the new owner did not get it", id)
+			}
+		case err != nil:
+			t.Errorf("%s: ack: %v", id, err)
+		case gotB[id]:
+			t.Errorf("%s: acked on the old owner although its partition moved", id)
+		}
+	}
+	if revoked != partitions/2 {
+		t.Errorf("%d settlements refused as revoked, want %d", revoked, partitions/2)
+	}
+}
+
+// TestRevokeWaitsForInFlight: deliveries settled while a rebalance waits for
+// them are committed before the partitions move, so the new owner does not
+// see them again.
+func TestRevokeWaitsForInFlight(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	f := newRevokeFixture(t, ctx, 20*time.Second)
+	recvB := f.joinB(t, ctx)
+	// The first cooperative round takes the moving partitions from A without
+	// giving them to B yet; A's revoke is then waiting for its deliveries.
+	for {
+		gs, err := f.c.adm.DescribeGroups(ctx, f.spec.Group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := gs[f.spec.Group]
+		n := len(g.AssignedPartitions()[f.topic])
+		if g.State == "Stable" && len(g.Members) == 2 && n == partitions/2 {
+			break
+		}
+		if len(g.Members) == 2 && n == partitions {
+			t.Error("the partitions moved without waiting for their in-flight deliveries")
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("rebalance never reached the revoking round: %+v", g)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	for _, d := range f.held {
+		if err := d.Ack(ctx); err != nil {
+			t.Errorf("ack during revoke: %v", err)
+		}
+	}
+	f.waitCommitted(t, ctx, 2)
+	f.produce(t, ctx, 2)
+	gotB := recvB(partitions / 2)
+	for id := range gotB {
+		if id[len(id)-1] != '2' {
+			t.Errorf("new owner received %s, which was settled during the revoke", id)
+		}
+	}
+}

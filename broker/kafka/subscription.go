@@ -1,0 +1,545 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/msgx/msgx/broker/driver"
+)
+
+// partState is this consumer's view of one owned partition.
+type partState struct {
+	id        int32
+	t         tracker
+	inflight  int   // handed to the port and not settled
+	committed int64 // last committed position, -1 before the first commit
+	last      int64 // offset of the newest record registered
+	live      bool  // false once revoked or lost: settlements no longer count
+	revoking  bool  // a rebalance is waiting for its in-flight deliveries
+}
+
+// subscription is one consumer group member: a franz-go client of its own.
+//
+// Rebalances are blocked from the moment a poll returns until its records
+// are registered in the partition trackers (BlockRebalanceOnPoll), so the
+// trackers only ever hold records of partitions this member owns. On revoke
+// the member stops handing out buffered records of the revoked partitions,
+// waits (bounded) for the handlers of those already handed out, commits the
+// settled prefix and forgets the partitions; later settlements of their
+// deliveries fail with ErrRevoked and commit nothing.
+type subscription struct {
+	d    *Driver
+	spec driver.SubscriptionSpec
+	cl   *kgo.Client
+
+	// commitMu serialises commits with revocation, so no commit for a
+	// partition can land after the revoke that gave it away.
+	commitMu sync.Mutex
+
+	mu       sync.Mutex
+	parts    map[int32]*partState
+	buf      []*delivery // registered, not yet handed out
+	bufHead  int
+	inflight int // handed out, unsettled, on live partitions
+	prefetch int
+	closing  bool
+	room     chan struct{} // a settlement freed prefetch room
+	drained  chan struct{} // a revoking partition drained, or closing
+
+	stop     chan struct{}
+	loopDone chan struct{}
+	closeErr error
+	once     sync.Once
+}
+
+// Subscribe implements driver.Broker: it creates the group member and returns
+// at once; partitions are assigned asynchronously.
+func (d *Driver) Subscribe(ctx context.Context, spec driver.SubscriptionSpec) (driver.Subscription, error) {
+	if _, err := d.producer(); err != nil {
+		return nil, err
+	}
+	if spec.Topic == "" || spec.Group == "" {
+		return nil, errors.New("kafka: subscription needs a topic and a group")
+	}
+	if spec.Expiry > 0 {
+		return nil, errors.New("kafka: subscription expiry is not supported")
+	}
+	s := &subscription{
+		d:        d,
+		spec:     spec,
+		parts:    map[int32]*partState{},
+		prefetch: max(spec.Prefetch, 1),
+		room:     make(chan struct{}, 1),
+		drained:  make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+		loopDone: make(chan struct{}),
+	}
+	opts := append([]kgo.Opt{
+		// A new group starts from the oldest retained record, so a group's
+		// first subscription sees what was published before it.
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(d.cfg.fetchMaxWait),
+	}, d.baseOpts()...)
+	opts = append(opts,
+		kgo.ConsumerGroup(spec.Group),
+		kgo.ConsumeTopics(spec.Topic),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsRevoked(s.onRevoked),
+		kgo.OnPartitionsLost(s.onLost),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: new consumer: %w", err)
+	}
+	s.cl = cl
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		cl.Close()
+		return nil, ErrNotStarted
+	}
+	d.subs[s] = struct{}{}
+	d.mu.Unlock()
+	go s.commitLoop()
+	return s, nil
+}
+
+// Receive implements driver.Subscription. It hands out records already
+// registered, and otherwise polls the client for at most the free prefetch
+// room.
+func (s *subscription) Receive(ctx context.Context, n int) ([]driver.Delivery, error) {
+	n = max(n, 1)
+	for {
+		s.mu.Lock()
+		if s.closing {
+			s.mu.Unlock()
+			return nil, driver.ErrClosed
+		}
+		if s.bufHead < len(s.buf) {
+			out := s.takeLocked(n)
+			s.mu.Unlock()
+			return out, nil
+		}
+		room := s.prefetch - s.inflight
+		s.mu.Unlock()
+		if room <= 0 {
+			select {
+			case <-s.room:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		fetches := s.cl.PollRecords(ctx, room)
+		err := s.register(fetches)
+		s.cl.AllowRebalance()
+		if err != nil {
+			return nil, err
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// takeLocked hands out up to n registered deliveries.
+func (s *subscription) takeLocked(n int) []driver.Delivery {
+	k := min(n, len(s.buf)-s.bufHead)
+	out := make([]driver.Delivery, k)
+	for i := range out {
+		d := s.buf[s.bufHead]
+		s.buf[s.bufHead] = nil
+		s.bufHead++
+		d.p.inflight++
+		out[i] = d
+	}
+	s.inflight += k
+	if s.bufHead == len(s.buf) {
+		s.buf, s.bufHead = s.buf[:0], 0
+	}
+	return out
+}
+
+// register turns polled records into deliveries and adds them to their
+// partitions' trackers. It runs before AllowRebalance, while the member still
+// owns every partition the poll returned.
+func (s *subscription) register(fetches kgo.Fetches) error {
+	var ferr error
+	fetches.EachError(func(topic string, p int32, err error) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, kgo.ErrClientClosed) {
+			return
+		}
+		ferr = errors.Join(ferr, fmt.Errorf("kafka: fetch %s[%d]: %w", topic, p, err))
+	})
+	n := fetches.NumRecords()
+	if n == 0 {
+		return ferr
+	}
+	if ferr != nil {
+		// Records came too: deliver them and report the error on the side.
+		s.d.rep.report(ferr)
+	}
+	ds := make([]delivery, n)
+	i := 0
+	fetches.EachRecord(func(r *kgo.Record) {
+		d := &ds[i]
+		i++
+		d.s = s
+		d.offset, d.epoch = r.Offset, r.LeaderEpoch
+		d.msg.Key = string(r.Key)
+		d.msg.Payload = r.Value
+		if n := len(r.Headers); n > 0 || d.msg.Key != "" {
+			d.msg.Headers = make(map[string]string, n+1)
+			if d.msg.Key != "" {
+				d.msg.Headers[partitionKeyHeader] = d.msg.Key
+			}
+			for _, h := range r.Headers {
+				d.msg.Headers[h.Key] = string(h.Value)
+			}
+		}
+		d.partition = r.Partition
+	})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return nil // never handed out nor tracked: redelivered after Close
+	}
+	for i := range ds {
+		d := &ds[i]
+		p := s.parts[d.partition]
+		if p != nil && d.offset <= p.last {
+			// The client rewound the partition (a reset after log truncation):
+			// start a fresh tracker; the old one's deliveries no longer count.
+			s.retireLocked(p)
+			p = nil
+		}
+		if p == nil {
+			p = &partState{id: d.partition, committed: -1, live: true}
+			s.parts[d.partition] = p
+		}
+		d.p = p
+		p.last = d.offset
+		p.t.add(&d.entry)
+		s.buf = append(s.buf, d)
+	}
+	return nil
+}
+
+// retireLocked forgets p without committing: its buffered records are
+// dropped and its deliveries' settlements fail with ErrRevoked.
+func (s *subscription) retireLocked(p *partState) {
+	kept := s.buf[:s.bufHead]
+	for _, d := range s.buf[s.bufHead:] {
+		if d.p != p {
+			kept = append(kept, d)
+		}
+	}
+	clear(s.buf[len(kept):])
+	s.buf = kept
+	p.live = false
+	s.inflight -= p.inflight
+	delete(s.parts, p.id)
+}
+
+// settle marks d done in its partition's tracker.
+func (s *subscription) settle(d *delivery) error {
+	s.mu.Lock()
+	p := d.p
+	if !p.live {
+		s.mu.Unlock()
+		return ErrRevoked
+	}
+	if d.done {
+		s.mu.Unlock()
+		return errors.New("kafka: delivery already settled")
+	}
+	p.t.settle(&d.entry)
+	p.inflight--
+	s.inflight--
+	if p.revoking && p.inflight == 0 {
+		signal(s.drained)
+	}
+	s.mu.Unlock()
+	signal(s.room)
+	return nil
+}
+
+func (s *subscription) owns(d *delivery) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return d.p.live && !d.done
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// commitLoop commits settled offsets every commit interval.
+func (s *subscription) commitLoop() {
+	defer close(s.loopDone)
+	if s.d.cfg.commitInterval <= 0 {
+		<-s.stop
+		return
+	}
+	t := time.NewTicker(s.d.cfg.commitInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		s.commitMu.Lock()
+		s.mu.Lock()
+		offs, parts := s.positionsLocked(s.liveLocked(), false)
+		s.mu.Unlock()
+		err := s.commit(offs, parts)
+		s.commitMu.Unlock()
+		if err != nil {
+			s.d.rep.report(err)
+		}
+	}
+}
+
+func (s *subscription) liveLocked() []*partState {
+	ps := make([]*partState, 0, len(s.parts))
+	for _, p := range s.parts {
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+// positionsLocked collects the committable positions of ps that moved since
+// their last commit; with forget it also retires the partitions, so that no
+// later settlement changes what is committed for them.
+func (s *subscription) positionsLocked(ps []*partState, forget bool) (map[string]map[int32]kgo.EpochOffset, []committedAt) {
+	var offs map[string]map[int32]kgo.EpochOffset
+	var at []committedAt
+	for _, p := range ps {
+		if pos, ok := p.t.position(); ok && pos.Offset > p.committed {
+			if offs == nil {
+				offs = map[string]map[int32]kgo.EpochOffset{s.spec.Topic: {}}
+			}
+			offs[s.spec.Topic][p.id] = pos
+			at = append(at, committedAt{p, pos.Offset})
+		}
+		if forget {
+			p.live = false
+			s.inflight -= p.inflight
+			delete(s.parts, p.id)
+		}
+	}
+	return offs, at
+}
+
+type committedAt struct {
+	p      *partState
+	offset int64
+}
+
+// commit commits offs synchronously; the caller holds commitMu.
+func (s *subscription) commit(offs map[string]map[int32]kgo.EpochOffset, at []committedAt) error {
+	if len(offs) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.d.cfg.commitTimeout)
+	defer cancel()
+	var cerr error
+	s.cl.CommitOffsetsSync(ctx, offs, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		if err != nil {
+			cerr = err
+			return
+		}
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if e := kerr.ErrorForCode(p.ErrorCode); e != nil {
+					cerr = errors.Join(cerr, fmt.Errorf("partition %d: %w", p.Partition, e))
+				}
+			}
+		}
+	})
+	if cerr != nil {
+		return fmt.Errorf("kafka: commit offsets of %s for group %s: %w", s.spec.Topic, s.spec.Group, cerr)
+	}
+	s.mu.Lock()
+	for _, c := range at {
+		c.p.committed = max(c.p.committed, c.offset)
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// onRevoked runs when a rebalance takes partitions away (and when the member
+// leaves). Polls are blocked meanwhile, so nothing new is registered.
+func (s *subscription) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	s.release(revoked[s.spec.Topic], true)
+}
+
+// onLost runs when the group session failed: the partitions may already be
+// someone else's, so nothing is committed for them.
+func (s *subscription) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	s.release(lost[s.spec.Topic], false)
+}
+
+func (s *subscription) release(ids []int32, commit bool) {
+	if len(ids) == 0 {
+		return
+	}
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+
+	s.mu.Lock()
+	ps := make([]*partState, 0, len(ids))
+	gone := map[int32]bool{}
+	for _, id := range ids {
+		if p := s.parts[id]; p != nil {
+			ps = append(ps, p)
+			gone[id] = true
+		}
+	}
+	if len(ps) == 0 {
+		s.mu.Unlock()
+		return
+	}
+	// Undelivered records of those partitions go back to the broker: the
+	// new owner resumes from the committed position, which is before them.
+	kept := s.buf[:s.bufHead]
+	for _, d := range s.buf[s.bufHead:] {
+		if !gone[d.partition] {
+			kept = append(kept, d)
+		}
+	}
+	clear(s.buf[len(kept):])
+	s.buf = kept
+	if commit {
+		for _, p := range ps {
+			if p.inflight > 0 {
+				p.revoking = true
+			}
+		}
+	}
+	s.mu.Unlock()
+
+	if commit {
+		s.awaitDrain(ps)
+	}
+
+	s.mu.Lock()
+	offs, at := s.positionsLocked(ps, true)
+	for _, p := range ps {
+		p.revoking = false
+	}
+	s.mu.Unlock()
+	signal(s.room)
+	if commit {
+		if err := s.commit(offs, at); err != nil {
+			s.d.rep.report(err)
+		}
+	}
+}
+
+// awaitDrain waits until the in-flight deliveries of ps are settled, the
+// subscription closes or the revoke timeout passes.
+func (s *subscription) awaitDrain(ps []*partState) {
+	deadline := time.NewTimer(s.d.cfg.revokeTimeout)
+	defer deadline.Stop()
+	for {
+		s.mu.Lock()
+		busy := false
+		for _, p := range ps {
+			busy = busy || p.inflight > 0
+		}
+		closing := s.closing
+		s.mu.Unlock()
+		if !busy || closing {
+			return
+		}
+		select {
+		case <-s.drained:
+		case <-deadline.C:
+			s.d.cfg.logger.Warn("kafka: revoking partitions with unsettled deliveries; they will be redelivered",
+				"topic", s.spec.Topic, "group", s.spec.Group)
+			return
+		}
+	}
+}
+
+// Close implements driver.Subscription: it stops handing out deliveries,
+// commits the settled prefix of every partition and leaves the group.
+// Unsettled deliveries are redelivered to the group.
+func (s *subscription) Close(ctx context.Context) error {
+	s.once.Do(func() {
+		s.mu.Lock()
+		s.closing = true
+		s.mu.Unlock()
+		signal(s.drained)
+		signal(s.room)
+		close(s.stop)
+		<-s.loopDone
+
+		s.commitMu.Lock()
+		s.mu.Lock()
+		offs, at := s.positionsLocked(s.liveLocked(), true)
+		s.buf, s.bufHead = nil, 0
+		s.mu.Unlock()
+		s.closeErr = s.commit(offs, at)
+		s.commitMu.Unlock()
+
+		// Leaving the group runs onRevoked, which finds nothing left.
+		s.cl.CloseAllowingRebalance()
+		s.d.forget(s)
+	})
+	return s.closeErr
+}
+
+// delivery is one record handed to the port.
+type delivery struct {
+	entry
+	s         *subscription
+	p         *partState
+	partition int32
+	msg       driver.Message
+}
+
+func (d *delivery) Message() *driver.Message { return &d.msg }
+
+// Ack implements driver.Delivery.
+func (d *delivery) Ack(context.Context) error { return d.s.settle(d) }
+
+// Requeue implements driver.Delivery: Kafka has no per-message nack, so the
+// message (with the port's updated headers) is re-published to the same
+// topic and key, confirmed, and then the original is settled. The delay is
+// carried by the port's not-before header.
+func (d *delivery) Requeue(ctx context.Context, msg *driver.Message, _ time.Duration) error {
+	if !d.s.owns(d) {
+		return ErrRevoked
+	}
+	if err := d.s.d.Publish(ctx, d.s.spec.Topic, []*driver.Message{msg}); err != nil {
+		return fmt.Errorf("kafka: requeue: %w", err)
+	}
+	return d.s.settle(d)
+}
+
+// DeadLetter implements driver.Delivery: a confirmed publish to the
+// dead-letter topic, then the original is settled. If the publish fails
+// nothing is settled.
+func (d *delivery) DeadLetter(ctx context.Context, msg *driver.Message) error {
+	if !d.s.owns(d) {
+		return ErrRevoked
+	}
+	if err := d.s.d.Publish(ctx, d.s.spec.DeadLetterTopic, []*driver.Message{msg}); err != nil {
+		return fmt.Errorf("kafka: dead-letter to %s: %w", d.s.spec.DeadLetterTopic, err)
+	}
+	return d.s.settle(d)
+}
