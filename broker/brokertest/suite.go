@@ -250,16 +250,19 @@ func newCollector(result func(d *broker.Delivery) error) *collector {
 }
 
 func (c *collector) handle(ctx context.Context, d *broker.Delivery) error {
+	// The result runs before waiters are woken, so whatever it records is
+	// visible to the condition they check.
+	var err error
+	if c.result != nil {
+		err = c.result(d)
+	}
 	c.mu.Lock()
 	c.seen[d.Header(broker.HeaderEventID)]++
 	c.order = append(c.order, d)
 	close(c.cond)
 	c.cond = make(chan struct{})
 	c.mu.Unlock()
-	if c.result != nil {
-		return c.result(d)
-	}
-	return nil
+	return err
 }
 
 func (c *collector) count(id string) int {
