@@ -203,15 +203,16 @@ func (b *Broker) send(ctx context.Context, topic string, delay time.Duration, ms
 	if delay > 0 {
 		notBefore = notBeforeHeader(b.opts.clock.Now().Add(delay))
 	}
+	mirror := !b.caps.NativeKey
 	for i, m := range msgs {
 		w := (*driver.Message)(m)
-		if (m.Key != "" && m.Headers[HeaderPartitionKey] == "") || notBefore != "" {
+		if (mirror && m.Key != "" && m.Headers[HeaderPartitionKey] == "") || notBefore != "" {
 			// Copy so the caller's message is left as it was.
 			h := make(map[string]string, len(m.Headers)+2)
 			for k, v := range m.Headers {
 				h[k] = v
 			}
-			if m.Key != "" && h[HeaderPartitionKey] == "" {
+			if mirror && m.Key != "" && h[HeaderPartitionKey] == "" {
 				h[HeaderPartitionKey] = m.Key
 			}
 			if notBefore != "" {

@@ -132,16 +132,16 @@ func (b *Broker) listen(ctx context.Context, sub Subscription, h Handler, bh Bat
 	// Listener lifetimes are not bound to the ctx that created them: Stop ends them.
 	l.recvCtx, l.stopRecv = context.WithCancel(context.WithoutCancel(ctx))
 	l.handlerCtx, l.cancelH = context.WithCancel(context.WithoutCancel(ctx))
-	workers := sub.Concurrency
-	if bh != nil {
-		workers = 1
-	}
-	l.work = make([]chan []*Delivery, workers)
-	l.anyW = make(chan []*Delivery)
-	for i := range l.work {
-		l.work[i] = make(chan []*Delivery, 1)
-		l.loop.Add(1)
-		go l.worker(l.work[i])
+	// With one handler at a time (and for batches) the receive loop runs the
+	// handler itself; otherwise each worker owns a key shard.
+	if bh == nil && sub.Concurrency > 1 {
+		l.work = make([]chan []*Delivery, sub.Concurrency)
+		l.anyW = make(chan []*Delivery)
+		for i := range l.work {
+			l.work[i] = make(chan []*Delivery, 1)
+			l.loop.Add(1)
+			go l.worker(l.work[i])
+		}
 	}
 	b.mu.Lock()
 	b.listeners[l] = struct{}{}
@@ -156,7 +156,9 @@ func (l *Listener) receive() {
 		for _, c := range l.work {
 			close(c)
 		}
-		close(l.anyW)
+		if l.anyW != nil {
+			close(l.anyW)
+		}
 		l.loop.Done()
 	}()
 	// Take whatever the adapter has buffered, up to the prefetch window: one
@@ -183,33 +185,39 @@ func (l *Listener) receive() {
 			continue
 		}
 		failures = 0
+		// One allocation for the whole receive instead of one per delivery.
+		backing := make([]Delivery, len(raw))
 		ds := make([]*Delivery, len(raw))
 		for i, r := range raw {
-			ds[i] = newDelivery(r, l.sub.Topic, l.sub.Group)
+			ds[i] = initDelivery(&backing[i], r, l.sub.Topic, l.sub.Group)
 		}
 		l.met.received.Add(float64(len(ds)))
 		if l.bh != nil {
-			if !l.dispatch(l.work[0], ds) {
-				return
-			}
+			// A batch listener has one worker: the receive loop itself.
+			l.process(ds)
 			continue
 		}
-		for _, d := range ds {
-			if !l.dispatch(l.worker4(d), []*Delivery{d}) {
+		for i, d := range ds {
+			if l.recvCtx.Err() != nil {
+				return // stopping: what has not started stays unsettled
+			}
+			if l.work == nil {
+				// One worker: run it here and save a goroutine hand-off per message.
+				l.process(ds[i : i+1])
+				continue
+			}
+			if !l.dispatch(l.workerFor(d), ds[i:i+1]) {
 				return
 			}
 		}
 	}
 }
 
-// worker4 picks the worker for a delivery: the same key always goes to the same
+// workerFor picks the worker for a delivery: the same key always goes to the same
 // worker, which keeps per-key order with concurrent handlers. An unkeyed
 // delivery goes to whichever worker is free, so it never waits behind a slow
 // handler while another worker idles.
-func (l *Listener) worker4(d *Delivery) chan []*Delivery {
-	if len(l.work) == 1 {
-		return l.work[0]
-	}
+func (l *Listener) workerFor(d *Delivery) chan []*Delivery {
 	if d.Key == "" {
 		return l.anyW
 	}

@@ -73,9 +73,10 @@ type Delivery struct {
 	settled settleOnce
 }
 
-func newDelivery(d driver.Delivery, topic, group string) *Delivery {
+// initDelivery fills out (allocated by the caller, often in bulk) from d.
+func initDelivery(out *Delivery, d driver.Delivery, topic, group string) *Delivery {
 	m := d.Message()
-	out := &Delivery{Message: Message(*m), Topic: topic, Group: group, drv: d}
+	out.Message, out.Topic, out.Group, out.drv = Message(*m), topic, group, d
 	if s := m.Headers[HeaderRedeliveryCount]; s != "" {
 		if n, err := strconv.Atoi(s); err == nil && n > 0 {
 			out.RedeliveryCount = n

@@ -44,6 +44,10 @@ type Capabilities struct {
 	NativeDeadLetter bool
 	// SubscriptionExpiry: a per-instance subscription disappears after a TTL.
 	SubscriptionExpiry bool
+	// NativeKey: the broker carries the key in a field of its own and the
+	// adapter restores the msgx-partition-key header from it on receive, so the
+	// port need not mirror the key into that header when sending.
+	NativeKey bool
 }
 
 // SubscriptionSpec says what to consume.

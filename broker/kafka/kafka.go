@@ -68,6 +68,7 @@ func (d *Driver) Capabilities() driver.Capabilities {
 	return driver.Capabilities{
 		Persistent:   true,
 		PerKeyOrder:  true,
+		NativeKey:    true,
 		OffsetCommit: true,
 		Batch:        true,
 		LoadBalance:  true,

@@ -122,6 +122,7 @@ func render(reports []brokertest.Report) []byte {
 		{"NativeDelay", func(r brokertest.Report) bool { return r.Capabilities.NativeDelay }},
 		{"NativeDeadLetter", func(r brokertest.Report) bool { return r.Capabilities.NativeDeadLetter }},
 		{"SubscriptionExpiry", func(r brokertest.Report) bool { return r.Capabilities.SubscriptionExpiry }},
+		{"NativeKey", func(r brokertest.Report) bool { return r.Capabilities.NativeKey }},
 	}
 	for _, c := range caps {
 		fmt.Fprintf(&b, "| %s |", c.name)
