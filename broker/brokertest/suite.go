@@ -253,13 +253,22 @@ func (c *collector) handle(ctx context.Context, d *broker.Delivery) error {
 	c.mu.Lock()
 	c.seen[d.Header(broker.HeaderEventID)]++
 	c.order = append(c.order, d)
+	c.notifyLocked()
+	c.mu.Unlock()
+	if c.result == nil {
+		return nil
+	}
+	err := c.result(d)
+	// Wake waiters again: their condition may read what result just recorded.
+	c.mu.Lock()
+	c.notifyLocked()
+	c.mu.Unlock()
+	return err
+}
+
+func (c *collector) notifyLocked() {
 	close(c.cond)
 	c.cond = make(chan struct{})
-	c.mu.Unlock()
-	if c.result != nil {
-		return c.result(d)
-	}
-	return nil
 }
 
 func (c *collector) count(id string) int {
