@@ -11,6 +11,8 @@ import (
 
 	"github.com/msgx/msgx/broker/driver"
 	"github.com/msgx/msgx/broker/mem"
+	"github.com/msgx/msgx/broker/pulsar"
+	"github.com/msgx/msgx/broker/pulsar/pulsarfake"
 	"github.com/msgx/msgx/internal/bench/brokerbench"
 )
 
@@ -34,6 +36,23 @@ func brokerBenchAdapters(f *brokerBenchFlags) map[string]func(ctx context.Contex
 				NewDriver: func(context.Context) (driver.Broker, error) { return mem.New(srv), nil },
 				NewRaw:    func(context.Context) (brokerbench.Raw, error) { return mem.NewBenchRaw(srv), nil },
 			}, srv.Close, nil
+		},
+		"pulsar": func(context.Context) (brokerbench.Adapter, func(), error) {
+			url, cleanup := f.url, func() {}
+			if url == "" { // no service given: an in-process fake broker
+				srv, err := pulsarfake.New()
+				if err != nil {
+					return brokerbench.Adapter{}, nil, err
+				}
+				url, cleanup = srv.URL(), func() { _ = srv.Close() }
+			}
+			return brokerbench.Adapter{
+				Name:      "pulsar",
+				NewDriver: func(context.Context) (driver.Broker, error) { return pulsar.New(url), nil },
+				NewRaw: func(context.Context) (brokerbench.Raw, error) {
+					return pulsar.NewBenchRaw(url, 2*f.cfg.Batch)
+				},
+			}, cleanup, nil
 		},
 	}
 }
