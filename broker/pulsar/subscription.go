@@ -123,10 +123,11 @@ func (s *subscription) Receive(ctx context.Context, max int) ([]driver.Delivery,
 }
 
 func (s *subscription) delivery(m pulsar.Message) *delivery {
-	props := m.Properties()
-	h := make(map[string]string, len(props)+1)
-	for k, v := range props {
-		h[k] = v
+	// The client builds a fresh property map for every message it hands out,
+	// so it becomes the delivery's header map without a copy.
+	h := m.Properties()
+	if h == nil {
+		h = make(map[string]string, 1)
 	}
 	// The broker counts redeliveries; its count replaces whatever the sender set.
 	h[broker.HeaderRedeliveryCount] = strconv.FormatUint(uint64(m.RedeliveryCount()), 10)
