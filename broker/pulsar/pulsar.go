@@ -514,11 +514,11 @@ func (d *Driver) Close(ctx context.Context) error {
 		p.Close()
 	}
 	d.retiring.Wait()
-	if started {
-		client.Close()
-	}
 	if d.monitorDone != nil {
 		<-d.monitorDone
+	}
+	if started {
+		client.Close()
 	}
 	close(d.errs)
 	return errors.Join(errs...)
