@@ -13,6 +13,8 @@ import (
 	"github.com/msgx/msgx/broker/kafka/kafkabench"
 	"github.com/msgx/msgx/broker/mem"
 	"github.com/msgx/msgx/broker/mqtt"
+	"github.com/msgx/msgx/broker/pulsar"
+	"github.com/msgx/msgx/broker/pulsar/pulsarfake"
 	"github.com/msgx/msgx/broker/rabbitmq"
 	"github.com/msgx/msgx/internal/bench/brokerbench"
 )
@@ -67,6 +69,23 @@ func brokerBenchAdapters(f *brokerBenchFlags) map[string]func(ctx context.Contex
 		},
 		"kafka": func(ctx context.Context) (brokerbench.Adapter, func(), error) {
 			return kafkabench.New(ctx, f.url) // in-process kfake unless --url names seed brokers
+		},
+		"pulsar": func(context.Context) (brokerbench.Adapter, func(), error) {
+			url, cleanup := f.url, func() {}
+			if url == "" { // no service given: an in-process fake broker
+				srv, err := pulsarfake.New()
+				if err != nil {
+					return brokerbench.Adapter{}, nil, err
+				}
+				url, cleanup = srv.URL(), func() { _ = srv.Close() }
+			}
+			return brokerbench.Adapter{
+				Name:      "pulsar",
+				NewDriver: func(context.Context) (driver.Broker, error) { return pulsar.New(url), nil },
+				NewRaw: func(context.Context) (brokerbench.Raw, error) {
+					return pulsar.NewBenchRaw(url, 2*f.cfg.Batch)
+				},
+			}, cleanup, nil
 		},
 	}
 }

@@ -1,0 +1,169 @@
+package pulsar_test
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/msgx/msgx/broker"
+	"github.com/msgx/msgx/broker/brokertest"
+	"github.com/msgx/msgx/broker/driver"
+	"github.com/msgx/msgx/broker/pulsar"
+	"github.com/msgx/msgx/broker/pulsar/pulsarfake"
+)
+
+func startFake(t *testing.T) *pulsarfake.Server {
+	t.Helper()
+	srv, err := pulsarfake.New(pulsarfake.WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	return srv
+}
+
+func startDriver(t *testing.T, url string, opts ...pulsar.Option) *pulsar.Driver {
+	t.Helper()
+	d := pulsar.New(url, append([]pulsar.Option{pulsar.WithLogger(quietLogger())}, opts...)...)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close(context.Background()) })
+	return d
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// A broker that accepts connections but never answers must not hang Start.
+func TestStartBoundedWhenBrokerSilent(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // hold it open, say nothing
+		}
+	}()
+	d := pulsar.New("pulsar://"+ln.Addr().String(), pulsar.WithLogger(quietLogger()))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := d.Start(ctx); err == nil {
+		t.Fatal("Start succeeded against a broker that never answers")
+	}
+	if elapsed := time.Since(start); elapsed > 5*time.Second {
+		t.Errorf("Start took %v with a 1s context", elapsed)
+	}
+	_ = d.Close(context.Background())
+}
+
+// After the connection is lost while no publish runs, publishing recovers: an
+// unconfirmed publish replaces the producer.
+func TestPublishRecoversAfterConnectionLoss(t *testing.T) {
+	srv := startFake(t)
+	d := startDriver(t, srv.URL(), pulsar.WithHealthInterval(0))
+	msg := []*driver.Message{{Payload: []byte("x")}}
+	if err := d.Publish(testCtx(t), "recover", msg); err != nil {
+		t.Fatal(err)
+	}
+	srv.CutConnections()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := d.Publish(ctx, "recover", msg)
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("publish never recovered after the connection was cut: %v", err)
+		}
+	}
+}
+
+// Requeue is a negative acknowledgement: the broker redelivers no earlier than
+// the requested delay and reports its own count.
+func TestRequeueDelayAndNativeCount(t *testing.T) {
+	srv := startFake(t)
+	d := startDriver(t, srv.URL())
+	ctx := testCtx(t)
+	sub, err := d.Subscribe(ctx, driver.SubscriptionSpec{Topic: "requeue", Group: "g", DeadLetterTopic: "requeue.dlq", Prefetch: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The sender's count header is not what the consumer sees: the broker counts.
+	if err := d.Publish(ctx, "requeue", []*driver.Message{{Payload: []byte("r"), Headers: map[string]string{broker.HeaderRedeliveryCount: "7"}}}); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := sub.Receive(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ds[0].Message().Headers[broker.HeaderRedeliveryCount]; got != "0" {
+		t.Fatalf("first delivery count header = %q, want 0", got)
+	}
+	const delay = 400 * time.Millisecond
+	requeued := time.Now()
+	if err := ds[0].Requeue(ctx, ds[0].Message(), delay); err != nil {
+		t.Fatal(err)
+	}
+	ds, err = sub.Receive(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if since := time.Since(requeued); since < delay {
+		t.Errorf("redelivered after %v, want no earlier than %v", since, delay)
+	}
+	if got := ds[0].Message().Headers[broker.HeaderRedeliveryCount]; got != "1" {
+		t.Errorf("redelivery count header = %q, want 1", got)
+	}
+	if err := ds[0].Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sub.Receive(ctx, 1); err != driver.ErrClosed {
+		t.Errorf("Receive after Close = %v, want ErrClosed", err)
+	}
+}
+
+// A lost broker is reported on Errors, which Close closes.
+func TestErrorsReportsLostBroker(t *testing.T) {
+	srv := startFake(t)
+	proxy, err := brokertest.NewProxy(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	srv.Advertise(proxy.Addr())
+	d := startDriver(t, "pulsar://"+proxy.Addr(), pulsar.WithHealthInterval(100*time.Millisecond))
+	proxy.Cut()
+	select {
+	case err := <-d.Errors():
+		if err == nil {
+			t.Fatal("nil error on Errors")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("lost broker not reported on Errors")
+	}
+	proxy.Restore()
+	if err := d.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for range d.Errors() { // drains, then ends because Close closed it
+	}
+}

@@ -1,0 +1,89 @@
+package pulsar
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	plog "github.com/apache/pulsar-client-go/pulsar/log"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// BenchRaw drives pulsar-client-go directly, configured as the adapter
+// configures it (no producer batching, Shared subscription from the earliest
+// message, grouped acknowledgements), as the baseline of `msgx bench broker
+// --adapter pulsar`.
+type BenchRaw struct {
+	client    pulsar.Client
+	namespace string
+	queue     int
+}
+
+// NewBenchRaw connects to serviceURL; receiverQueue is the consumer's prefetch.
+func NewBenchRaw(serviceURL string, receiverQueue int) (*BenchRaw, error) {
+	c, err := pulsar.NewClient(pulsar.ClientOptions{
+		URL:               serviceURL,
+		Logger:            plog.NewLoggerWithSlog(slog.New(minLevel{h: slog.Default().Handler(), min: slog.LevelWarn})),
+		MetricsRegisterer: prometheus.NewRegistry(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pulsar: client for %s: %w", serviceURL, err)
+	}
+	return &BenchRaw{client: c, namespace: "public/default", queue: max(receiverQueue, 1)}, nil
+}
+
+func (r *BenchRaw) topic(name string) string { return "persistent://" + r.namespace + "/" + name }
+
+// Publish sends n messages in batches of batch, waiting for every receipt of a
+// batch before the next.
+func (r *BenchRaw) Publish(ctx context.Context, topic string, payload []byte, n, batch int) error {
+	p, err := r.client.CreateProducer(pulsar.ProducerOptions{Topic: r.topic(topic), DisableBatching: true})
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	results := make(chan error, batch)
+	for sent := 0; sent < n; sent += batch {
+		k := min(batch, n-sent)
+		for range k {
+			p.SendAsync(ctx, &pulsar.ProducerMessage{Payload: payload}, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+				results <- err
+			})
+		}
+		for range k {
+			if err := <-results; err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Consume receives n messages and acknowledges each one.
+func (r *BenchRaw) Consume(ctx context.Context, topic, group string, n int) error {
+	c, err := r.client.Subscribe(pulsar.ConsumerOptions{
+		Topic: r.topic(topic), SubscriptionName: group, Type: pulsar.Shared,
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest, ReceiverQueueSize: r.queue,
+	})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	for range n {
+		m, err := c.Receive(ctx)
+		if err != nil {
+			return err
+		}
+		if err := c.Ack(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close releases the client.
+func (r *BenchRaw) Close() error {
+	r.client.Close()
+	return nil
+}

@@ -1,0 +1,204 @@
+// Package pulsarfake is an in-process Pulsar broker that speaks the Pulsar
+// binary protocol over TCP, for testing clients built on pulsar-client-go
+// without a Pulsar installation (what kfake is for Kafka).
+//
+// It models what a client needs for publish and consume: the connection
+// handshake and keep-alive, topic lookup (always answered by this server),
+// non-partitioned persistent topics that keep every message, producers with
+// send receipts, durable subscriptions (Exclusive, Shared, Failover and
+// Key_Shared) with a cursor, flow control by permits, individual and
+// cumulative acknowledgement, redelivery of unacknowledged messages (on
+// request, with a redelivery count, and whenever a consumer closes or its
+// connection drops). Batched entries are stored and delivered whole, as a
+// broker does. Everything else — persistence across restarts, partitioned
+// topics, schemas, transactions, TLS and authentication, retention and
+// backlog quotas, delayed delivery, deduplication, seek — is not modelled;
+// requests for it are logged and answered with an error.
+//
+// Tests reach two failure modes through the Server: Refuse makes the broker
+// refuse producers on a topic, and CutConnections drops every client
+// connection (a brokertest.Proxy in front works as well, with Advertise naming
+// the proxy so that clients stay on the path that can be cut).
+package pulsarfake
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+)
+
+// Server is a fake Pulsar broker listening on a loopback TCP port.
+type Server struct {
+	ln     net.Listener
+	logger *slog.Logger
+
+	mu         sync.Mutex
+	advertised string
+	topics     map[string]*topic
+	refused    map[string]bool
+	conns      map[*conn]struct{}
+	nextLedger uint64
+	nextName   uint64
+	closed     bool
+
+	wg sync.WaitGroup
+}
+
+// Option configures a Server.
+type Option func(*config)
+
+type config struct {
+	addr   string
+	logger *slog.Logger
+}
+
+// WithAddr sets the listen address (default 127.0.0.1:0, a free port).
+func WithAddr(addr string) Option { return func(c *config) { c.addr = addr } }
+
+// WithLogger sets the logger for connection events and unmodelled commands
+// (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// New starts a server.
+func New(opts ...Option) (*Server, error) {
+	cfg := config{addr: "127.0.0.1:0", logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return nil, fmt.Errorf("pulsarfake: listen: %w", err)
+	}
+	s := &Server{
+		ln:         ln,
+		logger:     cfg.logger,
+		advertised: ln.Addr().String(),
+		topics:     map[string]*topic{},
+		refused:    map[string]bool{},
+		conns:      map[*conn]struct{}{},
+	}
+	s.wg.Add(1)
+	go s.accept()
+	return s, nil
+}
+
+// Addr is the host:port the server listens on.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// URL is the service URL clients use: pulsar:// and the advertised address.
+func (s *Server) URL() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return "pulsar://" + s.advertised
+}
+
+// Advertise sets the host:port that topic lookups send clients to (default
+// Addr). Put a TCP proxy's address here so every connection goes through it.
+func (s *Server) Advertise(addr string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.advertised = addr
+}
+
+// Refuse makes the server answer producers on topic with an authorization
+// error, so that publishing to it fails. Short names are completed as clients
+// do (persistent://public/default/<name>).
+func (s *Server) Refuse(topic string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refused[TopicName(topic)] = true
+}
+
+// CutConnections closes every client connection, as a broker crash or a
+// network failure would. Clients reconnect; unacknowledged messages of their
+// consumers are redelivered.
+func (s *Server) CutConnections() {
+	s.mu.Lock()
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.close()
+	}
+}
+
+// Close stops listening, drops every connection and waits for them to end.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	err := s.ln.Close()
+	s.CutConnections()
+	s.wg.Wait()
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// TopicName completes a topic name the way Pulsar clients do: "t" is
+// persistent://public/default/t and "tenant/ns/t" is persistent://tenant/ns/t.
+func TopicName(name string) string {
+	if strings.Contains(name, "://") {
+		return name
+	}
+	if strings.Count(name, "/") == 2 {
+		return "persistent://" + name
+	}
+	return "persistent://public/default/" + name
+}
+
+func (s *Server) accept() {
+	defer s.wg.Done()
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			_ = nc.Close()
+			return
+		}
+		c := newConn(s, nc)
+		s.conns[c] = struct{}{}
+		s.wg.Add(2)
+		s.mu.Unlock()
+		go c.writeLoop()
+		go c.readLoop()
+	}
+}
+
+// dropConn forgets a closed connection: its producers go away and its
+// consumers' unacknowledged messages return to their subscriptions.
+func (s *Server) dropConn(c *conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.conns, c)
+	for _, cons := range c.consumers {
+		cons.sub.removeConsumer(cons)
+	}
+	clear(c.consumers)
+	clear(c.producers)
+}
+
+func (s *Server) topicLocked(name string) *topic {
+	t := s.topics[name]
+	if t == nil {
+		s.nextLedger++
+		t = &topic{name: name, ledger: s.nextLedger, subs: map[string]*subscription{}}
+		s.topics[name] = t
+	}
+	return t
+}
