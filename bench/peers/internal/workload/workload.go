@@ -289,9 +289,11 @@ func Run(ctx context.Context, c Config, peer Peer, w io.Writer) (err error) {
 		}
 		return func() { pprof.StopCPUProfile(); f.Close() }, nil
 	}
+	var sinkAt time.Time // when the last event reached the sink
 	waitRelay := func() error {
 		select {
 		case <-sink.all:
+			sinkAt = time.Now()
 		case <-ctx.Done():
 			return fmt.Errorf("waiting for the sink (%d of %d delivered): %w", sink.delivered.Load(), total, ctx.Err())
 		}
@@ -324,6 +326,7 @@ func Run(ctx context.Context, c Config, peer Peer, w io.Writer) (err error) {
 		if err != nil {
 			return err
 		}
+		extra = append(extra, [2]string{"sink_seconds", fmt.Sprintf("%.3f", sinkAt.Sub(start).Seconds())})
 	case "live":
 		if err := peer.Start(ctx); err != nil {
 			return fmt.Errorf("start: %w", err)
