@@ -39,8 +39,12 @@ import (
 // ErrNotStarted is returned by operations on a driver that is not connected.
 var ErrNotStarted = errors.New("nats: driver not started")
 
-// keyHeader carries driver.Message.Key; it is removed again on receive.
+// keyHeader carries driver.Message.Key when the partition-key header does not
+// already hold it; it is removed again on receive.
 const keyHeader = "msgx-key"
+
+// partitionKeyHeader is the port's mirror of the key.
+const partitionKeyHeader = "msgx-partition-key"
 
 // redeliveryHeader is the port's redelivery-count header, filled from the
 // server's delivery count on receive.
@@ -142,9 +146,9 @@ func (d *Driver) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("nats: connect %s: %w", d.o.url, err)
 	}
-	js, err := jetstream.New(nc,
-		jetstream.WithDefaultTimeout(d.o.requestTimeout),
-		jetstream.WithPublishAsyncTimeout(d.o.requestTimeout))
+	// No per-message async publish timeout (a timer each): Publish bounds its
+	// wait instead, and the client fails pending acks on reconnect.
+	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(d.o.requestTimeout))
 	if err != nil {
 		nc.Close()
 		return fmt.Errorf("nats: jetstream: %w", err)
@@ -223,6 +227,11 @@ func (d *Driver) Publish(ctx context.Context, topic string, msgs []*driver.Messa
 		}
 		return nil
 	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d.o.requestTimeout)
+		defer cancel()
+	}
 	futures := make([]jetstream.PubAckFuture, 0, min(len(msgs), d.o.publishWindow))
 	// Windows keep the client's outstanding async publishes bounded for big batches.
 	for start := 0; start < len(msgs); start += d.o.publishWindow {
@@ -254,7 +263,10 @@ func toNATS(subj string, m *driver.Message) *natsio.Msg {
 		for k, v := range m.Headers {
 			nm.Header[k] = []string{v}
 		}
-		if m.Key != "" {
+		// The port mirrors the key in the partition-key header; the key travels
+		// in a header of its own only when it differs, since every header byte
+		// is parsed by the server on each stored message.
+		if m.Key != m.Headers[partitionKeyHeader] {
 			nm.Header[keyHeader] = []string{m.Key}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -309,5 +310,60 @@ func TestWorkQueueRetention(t *testing.T) {
 		t.Error("a second group on a work-queue topic was accepted")
 	} else if !strings.Contains(err.Error(), "consumer") {
 		t.Errorf("second group error = %v", err)
+	}
+}
+
+// The key travels in the partition-key header the port adds, or in a header
+// of its own when it differs; either way it comes back as the key, and the
+// headers come back as they were sent.
+func TestKeyMapping(t *testing.T) {
+	h := newHarness(t)
+	d := startDriver(t, h)
+	topic := "keys-" + randHex(t)
+	sub, err := d.Subscribe(ctxFor(t, 10*time.Second), driver.SubscriptionSpec{Topic: topic, Group: "g", Prefetch: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close(context.Background())
+	const pk = "msgx-partition-key"
+	cases := []*driver.Message{
+		{Key: "k1", Headers: map[string]string{pk: "k1", "id": "0"}},
+		{Key: "a", Headers: map[string]string{pk: "b", "id": "1"}},
+		{Key: "", Headers: map[string]string{pk: "x", "id": "2"}},
+		{Key: "z", Headers: map[string]string{"id": "3"}},
+		{Key: "", Headers: map[string]string{"id": "4"}},
+	}
+	if err := d.Publish(ctxFor(t, 10*time.Second), topic, cases); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]*driver.Message{}
+	for len(got) < len(cases) {
+		ds, err := sub.Receive(ctxFor(t, 10*time.Second), 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, dl := range ds {
+			got[dl.Message().Headers["id"]] = dl.Message()
+			if err := dl.Ack(ctxFor(t, 10*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for i, want := range cases {
+		m := got[strconv.Itoa(i)]
+		if m.Key != want.Key {
+			t.Errorf("message %d: key %q, want %q", i, m.Key, want.Key)
+		}
+		for k, v := range want.Headers {
+			if m.Headers[k] != v {
+				t.Errorf("message %d: header %s = %q, want %q", i, k, m.Headers[k], v)
+			}
+		}
+		if _, ok := m.Headers["msgx-key"]; ok {
+			t.Errorf("message %d: internal key header leaked: %v", i, m.Headers)
+		}
+		if len(m.Headers) != len(want.Headers)+1 { // + the redelivery count
+			t.Errorf("message %d: headers %v, want %v plus the redelivery count", i, m.Headers, want.Headers)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,13 +14,6 @@ import (
 
 	"github.com/msgx/msgx/broker/driver"
 )
-
-// entry is one message pulled from the server and not yet settled.
-type entry struct {
-	m       jetstream.Msg
-	got     time.Time // when it arrived: MaxHold counts from here
-	touched time.Time // last arrival or in-progress ack
-}
 
 // subscription pulls from one consumer. It keeps the messages it holds from
 // the server (buffered + handed out unsettled + requested in open pulls) within
@@ -35,10 +29,10 @@ type subscription struct {
 	wg     sync.WaitGroup
 
 	mu        sync.Mutex
-	buf       []*entry            // arrived, not yet handed out
-	held      map[*entry]struct{} // handed out, unsettled
-	requested int                 // asked for by open pulls, not arrived
-	pulls     int                 // open pulls
+	buf       []*delivery            // arrived, not yet handed out
+	held      map[*delivery]struct{} // handed out, unsettled
+	requested int                    // asked for by open pulls, not arrived
+	pulls     int                    // open pulls
 	closed    bool
 	ready     chan struct{} // cap 1: a Receive may find messages
 	wake      chan struct{} // cap 1: the puller may have room
@@ -50,7 +44,7 @@ func newSubscription(d *Driver, cons jetstream.Consumer, spec driver.Subscriptio
 	return &subscription{
 		d: d, cons: cons, spec: spec, prefetch: max(spec.Prefetch, 1),
 		ctx: ctx, cancel: cancel,
-		held:     map[*entry]struct{}{},
+		held:     map[*delivery]struct{}{},
 		ready:    make(chan struct{}, 1),
 		wake:     make(chan struct{}, 1),
 		closedCh: make(chan struct{}),
@@ -76,7 +70,6 @@ func signal(c chan struct{}) {
 // pull in big batches.
 func (s *subscription) puller() {
 	defer s.wg.Done()
-	threshold := max(1, s.prefetch/2)
 	failures := 0
 	for {
 		s.mu.Lock()
@@ -85,7 +78,7 @@ func (s *subscription) puller() {
 			return
 		}
 		room := s.prefetch - len(s.buf) - len(s.held) - s.requested
-		need := room >= threshold || (room > 0 && s.pulls == 0)
+		need := s.needPull()
 		if !need && s.pulls == 0 && s.spec.Expiry > 0 {
 			// An expiring consumer counts as inactive without an open pull, so
 			// one is kept open even when the prefetch is full.
@@ -171,7 +164,7 @@ func (s *subscription) drain(batch jetstream.MessageBatch, n int) {
 			_ = m.Nak()
 			continue
 		}
-		s.buf = append(s.buf, &entry{m: m, got: now, touched: now})
+		s.buf = append(s.buf, &delivery{s: s, m: m, got: now, touched: now})
 		s.mu.Unlock()
 		signal(s.ready)
 	}
@@ -274,20 +267,22 @@ func (s *subscription) Receive(ctx context.Context, limit int) ([]driver.Deliver
 		if n := min(len(s.buf), limit); n > 0 {
 			taken := s.buf[:n]
 			out := make([]driver.Delivery, n)
-			for i, e := range taken {
-				s.held[e] = struct{}{}
-				out[i] = &delivery{s: s, e: e}
+			for i, d := range taken {
+				s.held[d] = struct{}{}
+				out[i] = d
 			}
-			rest := copy(s.buf, s.buf[n:])
-			clear(s.buf[rest:])
-			s.buf = s.buf[:rest]
-			more := rest > 0
+			// Reslicing instead of copying the rest down keeps Receive O(n);
+			// append moves the live entries to a new array when it runs out.
+			clear(taken)
+			s.buf = s.buf[n:]
+			more := len(s.buf) > 0
 			s.mu.Unlock()
 			if more {
 				signal(s.ready)
 			}
 			for _, d := range out {
-				d.(*delivery).msg = toDriver(d.(*delivery).e.m)
+				d := d.(*delivery)
+				d.msg = toDriver(d.m)
 			}
 			return out, nil
 		}
@@ -304,31 +299,78 @@ func (s *subscription) Receive(ctx context.Context, limit int) ([]driver.Deliver
 func toDriver(m jetstream.Msg) *driver.Message {
 	h := m.Headers()
 	out := &driver.Message{Payload: m.Data(), Headers: make(map[string]string, len(h)+1)}
+	key, explicit := "", false
 	for k, v := range h {
 		if len(v) == 0 {
 			continue
 		}
 		if k == keyHeader {
-			out.Key = v[0]
+			key, explicit = v[0], true
 			continue
 		}
 		out.Headers[k] = v[0]
 	}
+	if !explicit {
+		key = out.Headers[partitionKeyHeader]
+	}
+	out.Key = key
 	// The server counts deliveries, including those after a lost or expired
 	// one; that native count is the redelivery count the port acts on.
-	if md, err := m.Metadata(); err == nil && md.NumDelivered > 0 {
-		out.Headers[redeliveryHeader] = strconv.FormatUint(md.NumDelivered-1, 10)
+	if n, ok := numDelivered(m); ok && n > 0 {
+		out.Headers[redeliveryHeader] = strconv.FormatUint(n-1, 10)
 	}
 	return out
 }
 
+// numDelivered reads the delivery count from the ack subject
+// ($JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<dseq>.<ts>.<pending>, or
+// the form with domain and account hash before the stream) without the
+// allocations of a full Metadata parse.
+func numDelivered(m jetstream.Msg) (uint64, bool) {
+	reply := m.Reply()
+	idx := -1
+	switch strings.Count(reply, ".") + 1 {
+	case 9:
+		idx = 4
+	case 11, 12:
+		idx = 6
+	}
+	if idx >= 0 && strings.HasPrefix(reply, "$JS.ACK.") {
+		tok := reply
+		for range idx {
+			tok = tok[strings.IndexByte(tok, '.')+1:]
+		}
+		if end := strings.IndexByte(tok, '.'); end >= 0 {
+			tok = tok[:end]
+		}
+		if n, err := strconv.ParseUint(tok, 10, 64); err == nil {
+			return n, true
+		}
+	}
+	md, err := m.Metadata()
+	if err != nil {
+		return 0, false
+	}
+	return md.NumDelivered, true
+}
+
 // release ends the driver's hold on a delivery (no more in-progress acks) and
 // frees its place in the prefetch.
-func (s *subscription) release(e *entry) {
+func (s *subscription) release(d *delivery) {
 	s.mu.Lock()
-	delete(s.held, e)
+	delete(s.held, d)
+	wake := s.needPull()
 	s.mu.Unlock()
-	signal(s.wake)
+	// Waking the puller only when it would pull saves a goroutine switch per message.
+	if wake {
+		signal(s.wake)
+	}
+}
+
+// needPull reports whether the puller would send a pull now. s.mu is held.
+func (s *subscription) needPull() bool {
+	room := s.prefetch - len(s.buf) - len(s.held) - s.requested
+	return room >= max(1, s.prefetch/2) || (room > 0 && s.pulls == 0)
 }
 
 // Close implements driver.Subscription. Handed-out deliveries are not settled:
@@ -344,34 +386,37 @@ func (s *subscription) Close(context.Context) error {
 	s.closed = true
 	buf := s.buf
 	s.buf = nil
-	s.held = map[*entry]struct{}{}
+	s.held = map[*delivery]struct{}{}
 	close(s.closedCh)
 	s.mu.Unlock()
 	s.cancel()
-	for _, e := range buf {
-		_ = e.m.Nak()
+	for _, d := range buf {
+		_ = d.m.Nak()
 	}
 	s.wg.Wait()
 	s.d.forget(s)
 	return nil
 }
 
+// delivery is one message pulled from the server and not yet settled.
 type delivery struct {
-	s   *subscription
-	e   *entry
-	msg *driver.Message
+	s       *subscription
+	m       jetstream.Msg
+	msg     *driver.Message // set when handed out
+	got     time.Time       // when it arrived: MaxHold counts from here
+	touched time.Time       // last arrival or in-progress ack (under s.mu)
 }
 
 func (d *delivery) Message() *driver.Message { return d.msg }
 
 // Ack implements driver.Delivery.
 func (d *delivery) Ack(ctx context.Context) error {
-	defer d.s.release(d.e)
+	defer d.s.release(d)
 	var err error
 	if d.s.d.o.ackSync {
-		err = d.e.m.DoubleAck(ctx)
+		err = d.m.DoubleAck(ctx)
 	} else {
-		err = d.e.m.Ack()
+		err = d.m.Ack()
 	}
 	if err != nil {
 		return fmt.Errorf("nats: ack: %w", err)
@@ -383,12 +428,12 @@ func (d *delivery) Ack(ctx context.Context) error {
 // the stored message after delay and counts the delivery, so msg (the port's
 // re-publishable copy) is not needed.
 func (d *delivery) Requeue(_ context.Context, _ *driver.Message, delay time.Duration) error {
-	defer d.s.release(d.e)
+	defer d.s.release(d)
 	var err error
 	if delay > 0 {
-		err = d.e.m.NakWithDelay(delay)
+		err = d.m.NakWithDelay(delay)
 	} else {
-		err = d.e.m.Nak()
+		err = d.m.Nak()
 	}
 	if err != nil {
 		return fmt.Errorf("nats: nak: %w", err)
@@ -401,11 +446,11 @@ func (d *delivery) Requeue(_ context.Context, _ *driver.Message, delay time.Dura
 // the publish fails nothing is settled and the original is redelivered after
 // the ack wait.
 func (d *delivery) DeadLetter(ctx context.Context, msg *driver.Message) error {
-	defer d.s.release(d.e)
+	defer d.s.release(d)
 	if err := d.s.d.Publish(ctx, d.s.spec.DeadLetterTopic, []*driver.Message{msg}); err != nil {
 		return fmt.Errorf("nats: dead letter to %q: %w", d.s.spec.DeadLetterTopic, err)
 	}
-	if err := d.e.m.Term(); err != nil {
+	if err := d.m.Term(); err != nil {
 		return fmt.Errorf("nats: term after dead letter: %w", err)
 	}
 	return nil

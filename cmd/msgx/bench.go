@@ -13,6 +13,7 @@ import (
 	"github.com/msgx/msgx/broker/kafka/kafkabench"
 	"github.com/msgx/msgx/broker/mem"
 	"github.com/msgx/msgx/broker/mqtt"
+	natsbroker "github.com/msgx/msgx/broker/nats"
 	"github.com/msgx/msgx/broker/rabbitmq"
 	"github.com/msgx/msgx/internal/bench/brokerbench"
 )
@@ -67,6 +68,9 @@ func brokerBenchAdapters(f *brokerBenchFlags) map[string]func(ctx context.Contex
 		},
 		"kafka": func(ctx context.Context) (brokerbench.Adapter, func(), error) {
 			return kafkabench.New(ctx, f.url) // in-process kfake unless --url names seed brokers
+		},
+		"nats": func(ctx context.Context) (brokerbench.Adapter, func(), error) {
+			return natsbroker.BenchAdapter(ctx, f.url, 2*f.cfg.Batch)
 		},
 	}
 }
