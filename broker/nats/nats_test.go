@@ -367,3 +367,36 @@ func TestKeyMapping(t *testing.T) {
 		}
 	}
 }
+
+// A lost connection and the failed reconnect attempts that follow are
+// reported on Errors, which Close closes.
+func TestErrorsReportConnectionLoss(t *testing.T) {
+	h := newHarness(t)
+	// A proxy of its own: closing it makes every reconnect dial fail.
+	proxy, err := brokertest.NewProxy(serverAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := natsbroker.New(append([]natsbroker.Option{natsbroker.WithURL("nats://" + proxy.Addr())}, h.opts...)...)
+	if err := d.Start(ctxFor(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	_ = proxy.Close()
+	want := []string{"disconnected", "reconnect failed"}
+	timeout := time.After(15 * time.Second)
+	for len(want) > 0 {
+		select {
+		case err := <-d.Errors():
+			if err != nil && strings.Contains(err.Error(), want[0]) {
+				want = want[1:]
+			}
+		case <-timeout:
+			t.Fatalf("no %q error reported", want[0])
+		}
+	}
+	if err := d.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for range d.Errors() {
+	}
+}
