@@ -400,3 +400,51 @@ func TestErrorsReportConnectionLoss(t *testing.T) {
 	for range d.Errors() {
 	}
 }
+
+// An expiring subscription whose prefetch is full has no pull open; its
+// in-progress acks keep the consumer alive for as long as the subscription is.
+func TestExpiringConsumerLivesWithFullPrefetch(t *testing.T) {
+	const expiry = time.Second
+	h := newHarness(t)
+	// A long ack wait: only the expiry makes the driver ack in progress often enough.
+	d := startDriver(t, h, natsbroker.WithAckWait(30*time.Second))
+	topic := "expiry-full-" + randHex(t)
+	spec := driver.SubscriptionSpec{Topic: topic, Group: "instance-" + randHex(t), Expiry: expiry, Prefetch: 1}
+	sub, err := d.Subscribe(ctxFor(t, 10*time.Second), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Publish(ctxFor(t, 10*time.Second), topic, []*driver.Message{{Payload: []byte("x")}}); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := sub.Receive(ctxFor(t, 10*time.Second), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Hold the only delivery for three times the expiry, checking all along.
+	for end := time.Now().Add(3 * expiry); time.Now().Before(end); <-time.After(200 * time.Millisecond) {
+		if ok, err := h.SubscriptionExists(ctxFor(t, 10*time.Second), spec); err != nil || !ok {
+			t.Fatalf("consumer gone while its subscription holds a delivery: exists=%v err=%v", ok, err)
+		}
+	}
+	if err := ds[0].Ack(ctxFor(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		ok, err := h.SubscriptionExists(ctxFor(t, 10*time.Second), spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("consumer still exists long after its subscription closed")
+		}
+		<-time.After(100 * time.Millisecond) // the server's timer decides; poll it gently
+	}
+}

@@ -78,13 +78,7 @@ func (s *subscription) puller() {
 			return
 		}
 		room := s.prefetch - len(s.buf) - len(s.held) - s.requested
-		need := s.needPull()
-		if !need && s.pulls == 0 && s.spec.Expiry > 0 {
-			// An expiring consumer counts as inactive without an open pull, so
-			// one is kept open even when the prefetch is full.
-			room, need = 1, true
-		}
-		if !need {
+		if !s.needPull() {
 			s.mu.Unlock()
 			select {
 			case <-s.wake:
@@ -201,10 +195,16 @@ func (s *subscription) recreate() {
 
 // keeper sends in-progress acks for held messages so the server does not
 // redeliver them while a handler runs (or the port's scheduler holds them),
-// and gives up on those held longer than MaxHold.
+// and gives up on those held longer than MaxHold. The acks also count as
+// activity of an expiring consumer: with the prefetch full no pull is open,
+// and a consumer without pulls or acks for its Expiry is deleted.
 func (s *subscription) keeper() {
 	defer s.wg.Done()
-	every := max(s.d.o.ackWait/3, 10*time.Millisecond)
+	every := s.d.o.ackWait / 3
+	if s.spec.Expiry > 0 {
+		every = min(every, s.spec.Expiry/3)
+	}
+	every = max(every, 10*time.Millisecond)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	var touch []jetstream.Msg
