@@ -448,3 +448,45 @@ func TestExpiringConsumerLivesWithFullPrefetch(t *testing.T) {
 		<-time.After(100 * time.Millisecond) // the server's timer decides; poll it gently
 	}
 }
+
+// A group's consumer deleted under a live subscription is recreated, and the
+// subscription goes on receiving.
+func TestDeletedConsumerIsRecreated(t *testing.T) {
+	h := newHarness(t)
+	d := startDriver(t, h)
+	topic := "recreate-" + randHex(t)
+	spec := driver.SubscriptionSpec{Topic: topic, Group: "g", Prefetch: 2}
+	sub, err := d.Subscribe(ctxFor(t, 10*time.Second), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close(context.Background())
+	stream, _ := d.StreamName(topic)
+	if err := h.admin.DeleteConsumer(ctxFor(t, 10*time.Second), stream, natsbroker.ConsumerName("g")); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ok, err := h.SubscriptionExists(ctxFor(t, 10*time.Second), spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("consumer was not recreated")
+		}
+		<-time.After(50 * time.Millisecond)
+	}
+	if err := d.Publish(ctxFor(t, 10*time.Second), topic, []*driver.Message{{Payload: []byte("after")}}); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := sub.Receive(ctxFor(t, 20*time.Second), 1)
+	if err != nil {
+		t.Fatalf("no delivery after the consumer was recreated: %v", err)
+	}
+	if string(ds[0].Message().Payload) != "after" {
+		t.Errorf("payload %q", ds[0].Message().Payload)
+	}
+}

@@ -33,6 +33,7 @@ type subscription struct {
 	held      map[*delivery]struct{} // handed out, unsettled
 	requested int                    // asked for by open pulls, not arrived
 	pulls     int                    // open pulls
+	failures  int                    // pulls failed in a row: the puller backs off
 	closed    bool
 	ready     chan struct{} // cap 1: a Receive may find messages
 	wake      chan struct{} // cap 1: the puller may have room
@@ -70,12 +71,18 @@ func signal(c chan struct{}) {
 // pull in big batches.
 func (s *subscription) puller() {
 	defer s.wg.Done()
-	failures := 0
 	for {
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
 			return
+		}
+		if failures := s.failures; failures > 0 {
+			s.mu.Unlock()
+			if !s.pause(failures) {
+				return
+			}
+			s.mu.Lock()
 		}
 		room := s.prefetch - len(s.buf) - len(s.held) - s.requested
 		if !s.needPull() {
@@ -95,18 +102,14 @@ func (s *subscription) puller() {
 			s.mu.Lock()
 			s.requested -= room
 			s.pulls--
+			s.failures++
 			s.mu.Unlock()
 			if s.ctx.Err() != nil {
 				return
 			}
-			failures++
 			s.d.report(fmt.Errorf("pull %s/%s: %w", s.spec.Topic, s.spec.Group, err))
-			if !s.pause(failures) {
-				return
-			}
 			continue
 		}
-		failures = 0
 		s.wg.Add(1)
 		go s.drain(batch, room)
 	}
@@ -129,7 +132,8 @@ type cancelBatch struct {
 	cancel context.CancelFunc
 }
 
-// pause backs off after a failed pull; false when the subscription closed.
+// pause backs off after failed pulls (a lost connection, a missing
+// consumer); false when the subscription closed.
 func (s *subscription) pause(failures int) bool {
 	wait := min(100*time.Millisecond<<min(failures-1, 6), 5*time.Second)
 	t := time.NewTimer(wait)
@@ -159,17 +163,24 @@ func (s *subscription) drain(batch jetstream.MessageBatch, n int) {
 			continue
 		}
 		s.buf = append(s.buf, &delivery{s: s, m: m, got: now, touched: now})
+		s.failures = 0
 		s.mu.Unlock()
 		signal(s.ready)
 	}
+	err := batch.Error()
+	failed := err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 	s.mu.Lock()
 	s.requested -= n - got
 	s.pulls--
+	if failed {
+		s.failures++
+	} else {
+		s.failures = 0
+	}
 	closed := s.closed
 	s.mu.Unlock()
 	signal(s.wake)
-	err := batch.Error()
-	if err == nil || closed || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if !failed || closed {
 		return
 	}
 	s.d.report(fmt.Errorf("pull %s/%s: %w", s.spec.Topic, s.spec.Group, err))
