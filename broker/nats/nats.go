@@ -11,16 +11,17 @@
 //
 // Streams are created only for topics the driver is asked to consume
 // (Subscribe), for dead-letter topics named by a subscription
-// (WithDeadLetterStreams), and by EnsureTopic. Publish never creates one: a
-// publish to a topic no stream captures fails with "no responders", so a typo
-// in a topic name is an error rather than a silently discarded message.
+// (WithDeadLetterStreams), and by EnsureTopic or EnsureGroup. Publish never
+// creates one: a publish to a topic no stream captures fails with "no
+// responders", so a typo in a topic name is an error rather than a silently
+// discarded message.
 //
 // Settlement: Ack is a JetStream ack; Requeue is a Nak with the port's delay
 // and the server's delivery count is reported as the redelivery count;
 // DeadLetter publishes to the dead-letter topic with confirmation and then
 // terminates the message. Unsettled deliveries are kept alive with in-progress
-// acks while their subscription is open and redelivered after the ack wait
-// once it is closed.
+// acks while their subscription is open (up to WithMaxHold) and redelivered
+// after the ack wait once it is closed.
 package nats
 
 import (
