@@ -450,7 +450,9 @@ func TestExpiringConsumerLivesWithFullPrefetch(t *testing.T) {
 }
 
 // A group's consumer deleted under a live subscription is recreated, and the
-// subscription goes on receiving.
+// subscription goes on receiving. Depending on whether a pull was open at the
+// deletion, the server answers it with "consumer deleted" or the next pull
+// with silence (missed heartbeats); both lead to the recreation.
 func TestDeletedConsumerIsRecreated(t *testing.T) {
 	h := newHarness(t)
 	d := startDriver(t, h)

@@ -184,17 +184,30 @@ func (s *subscription) drain(batch jetstream.MessageBatch, n int) {
 		return
 	}
 	s.d.report(fmt.Errorf("pull %s/%s: %w", s.spec.Topic, s.spec.Group, err))
-	if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) ||
-		errors.Is(err, natsio.ErrNoResponders) {
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrConsumerNotFound),
+		errors.Is(err, natsio.ErrNoResponders):
 		// The consumer (or its stream) was removed under a live subscription:
 		// recreate it so the group keeps consuming.
-		s.recreate()
+		s.recreate(false)
+	case errors.Is(err, jetstream.ErrNoHeartbeat):
+		// A lost connection, or a consumer removed while no pull was open:
+		// the server answers a pull for a missing consumer with silence.
+		s.recreate(true)
 	}
 }
 
-func (s *subscription) recreate() {
+// recreate puts the stream and the consumer back; ifGone first asks the server
+// whether the consumer still exists.
+func (s *subscription) recreate(ifGone bool) {
 	ctx, cancel := context.WithTimeout(s.ctx, s.d.o.requestTimeout)
 	defer cancel()
+	if ifGone {
+		_, err := s.cons.Info(ctx)
+		if !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return
+		}
+	}
 	if err := s.d.ensureStream(ctx, s.spec.Topic, false, true); err != nil {
 		s.d.report(fmt.Errorf("recreate stream of %s: %w", s.spec.Topic, err))
 		return
