@@ -13,6 +13,7 @@ import (
 	"github.com/msgx/msgx/broker/kafka/kafkabench"
 	"github.com/msgx/msgx/broker/mem"
 	"github.com/msgx/msgx/broker/mqtt"
+	natsbroker "github.com/msgx/msgx/broker/nats"
 	"github.com/msgx/msgx/broker/pulsar"
 	"github.com/msgx/msgx/broker/pulsar/pulsarfake"
 	"github.com/msgx/msgx/broker/rabbitmq"
@@ -86,6 +87,9 @@ func brokerBenchAdapters(f *brokerBenchFlags) map[string]func(ctx context.Contex
 					return pulsar.NewBenchRaw(url, 2*f.cfg.Batch)
 				},
 			}, cleanup, nil
+		},
+		"nats": func(ctx context.Context) (brokerbench.Adapter, func(), error) {
+			return natsbroker.BenchAdapter(ctx, f.url, 2*f.cfg.Batch)
 		},
 	}
 }
