@@ -228,7 +228,7 @@ func produce(ctx context.Context, cl *kgo.Client, topic string, msgs []*driver.M
 // Errors implements driver.Broker: asynchronous client failures (lost broker
 // connections, group session errors, failed commits, fetch errors). Sends
 // never block; when nobody reads, errors beyond the buffer are dropped.
-func (d *Driver) Errors() <-chan error { return d.rep.ch }
+func (d *Driver) Errors() <-chan error { return d.rep.C() }
 
 // Close implements driver.Broker: it closes every subscription (committing
 // what was settled, leaving unsettled messages for redelivery), then the
@@ -256,7 +256,7 @@ func (d *Driver) Close(ctx context.Context) error {
 	if prod != nil {
 		prod.Close()
 	}
-	d.rep.close()
+	d.rep.Close()
 	return errors.Join(errs...)
 }
 
@@ -266,38 +266,17 @@ func (d *Driver) forget(s *subscription) {
 	d.mu.Unlock()
 }
 
-// reporter feeds Errors() without ever blocking a client goroutine.
+// reporter feeds Errors() and remembers which brokers are failing, so that a
+// broker becoming unreachable is reported once, not on every retry.
 type reporter struct {
-	ch chan error
+	*driver.ErrorFeed
 
 	mu      sync.Mutex
-	closed  bool
 	failing map[string]bool // broker address -> its last dial failed
 }
 
 func newReporter() *reporter {
-	return &reporter{ch: make(chan error, 64), failing: map[string]bool{}}
-}
-
-func (r *reporter) report(err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		return
-	}
-	select {
-	case r.ch <- err:
-	default:
-	}
-}
-
-func (r *reporter) close() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !r.closed {
-		r.closed = true
-		close(r.ch)
-	}
+	return &reporter{ErrorFeed: driver.NewErrorFeed(64, nil), failing: map[string]bool{}}
 }
 
 func (r *reporter) hooks() kgo.Hook { return hooks{r} }
@@ -317,14 +296,14 @@ func (h hooks) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration, _ net.C
 	}
 	h.r.mu.Unlock()
 	if err != nil && !was {
-		h.r.report(fmt.Errorf("kafka: connect to broker %s: %w", addr, err))
+		h.r.Report(fmt.Errorf("kafka: connect to broker %s: %w", addr, err))
 	}
 }
 
 // OnGroupManageError reports a failed group session (the client rejoins).
 func (h hooks) OnGroupManageError(err error) {
 	if !errors.Is(err, context.Canceled) && !errors.Is(err, kgo.ErrClientClosed) {
-		h.r.report(fmt.Errorf("kafka: consumer group: %w", err))
+		h.r.Report(fmt.Errorf("kafka: consumer group: %w", err))
 	}
 }
 

@@ -185,7 +185,7 @@ func (s *subscription) register(fetches kgo.Fetches) error {
 	}
 	if ferr != nil {
 		// Records came too: deliver them and report the error on the side.
-		s.d.rep.report(ferr)
+		s.d.rep.Report(ferr)
 	}
 	ds := make([]delivery, n)
 	i := 0
@@ -307,7 +307,7 @@ func (s *subscription) commitLoop() {
 		err := s.commit(offs, parts)
 		s.commitMu.Unlock()
 		if err != nil {
-			s.d.rep.report(err)
+			s.d.rep.Report(err)
 		}
 	}
 }
@@ -444,7 +444,7 @@ func (s *subscription) release(ids []int32, commit bool) {
 	signal(s.room)
 	if commit {
 		if err := s.commit(offs, at); err != nil {
-			s.d.rep.report(err)
+			s.d.rep.Report(err)
 		}
 	}
 }

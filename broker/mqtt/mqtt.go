@@ -141,10 +141,7 @@ type Driver struct {
 	pubSess *pubSession
 	subs    map[*subscription]struct{}
 
-	errMu      sync.Mutex
-	errs       chan error
-	errsClosed bool
-	dropped    atomic.Int64
+	errs *driver.ErrorFeed
 }
 
 // New returns an unstarted driver for the broker at server ("host:port",
@@ -188,7 +185,7 @@ func New(server string, opts ...Option) (*Driver, error) {
 	return &Driver{
 		server: u, opts: o, ctx: ctx, cancel: cancel,
 		subs: map[*subscription]struct{}{},
-		errs: make(chan error, o.errorBuffer),
+		errs: driver.NewErrorFeed(o.errorBuffer, nil),
 	}, nil
 }
 
@@ -203,20 +200,11 @@ func (d *Driver) Capabilities() driver.Capabilities {
 
 // Errors implements driver.Broker: lost connections and failed reconnection
 // attempts of the publisher and of every subscription.
-func (d *Driver) Errors() <-chan error { return d.errs }
+func (d *Driver) Errors() <-chan error { return d.errs.C() }
 
 func (d *Driver) report(err error) {
 	d.opts.logger.Warn("mqtt", "err", err)
-	d.errMu.Lock()
-	defer d.errMu.Unlock()
-	if d.errsClosed {
-		return
-	}
-	select {
-	case d.errs <- err:
-	default:
-		d.dropped.Add(1) // nobody reads: never block a connection goroutine
-	}
+	d.errs.Report(err)
 }
 
 // clientConfig is the part of every connection's configuration that is the same.
@@ -414,10 +402,7 @@ func (d *Driver) Close(ctx context.Context) error {
 			errs = append(errs, ctx.Err())
 		}
 	}
-	d.errMu.Lock()
-	d.errsClosed = true
-	close(d.errs)
-	d.errMu.Unlock()
+	d.errs.Close()
 	return errors.Join(errs...)
 }
 

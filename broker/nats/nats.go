@@ -61,10 +61,7 @@ type Driver struct {
 	streams map[string]bool // streams known to exist
 	subs    map[*subscription]struct{}
 	closed  bool
-
-	errMu     sync.Mutex
-	errs      chan error
-	errClosed bool
+	errs    *driver.ErrorFeed
 }
 
 var _ driver.Broker = (*Driver)(nil)
@@ -79,7 +76,9 @@ func New(opts ...Option) *Driver {
 		o:       o,
 		streams: map[string]bool{},
 		subs:    map[*subscription]struct{}{},
-		errs:    make(chan error, o.errorsBuffer),
+		errs: driver.NewErrorFeed(o.errorsBuffer, func(err error) {
+			o.logger.Warn("nats: error channel full, dropping", "err", err)
+		}),
 	}
 }
 
@@ -164,22 +163,11 @@ func (d *Driver) Start(ctx context.Context) error {
 
 // report hands an asynchronous failure to Errors without ever blocking the
 // client's callbacks: when nobody reads, the error is logged and dropped.
-func (d *Driver) report(err error) {
-	d.errMu.Lock()
-	defer d.errMu.Unlock()
-	if d.errClosed {
-		return
-	}
-	select {
-	case d.errs <- err:
-	default:
-		d.o.logger.Warn("nats: error channel full, dropping", "err", err)
-	}
-}
+func (d *Driver) report(err error) { d.errs.Report(err) }
 
 // Errors implements driver.Broker: disconnects, failed reconnect attempts,
 // asynchronous client errors and failed pulls.
-func (d *Driver) Errors() <-chan error { return d.errs }
+func (d *Driver) Errors() <-chan error { return d.errs.C() }
 
 func (d *Driver) client() (jetstream.JetStream, error) {
 	d.mu.Lock()
@@ -431,9 +419,6 @@ func (d *Driver) Close(ctx context.Context) error {
 		}
 		nc.Close()
 	}
-	d.errMu.Lock()
-	d.errClosed = true
-	close(d.errs)
-	d.errMu.Unlock()
+	d.errs.Close()
 	return nil
 }

@@ -174,9 +174,7 @@ type Driver struct {
 	closed  bool
 	subs    map[*subscription]struct{}
 
-	errMu     sync.RWMutex
-	errs      chan error
-	errClosed bool
+	errs *driver.ErrorFeed
 }
 
 var _ driver.Broker = (*Driver)(nil)
@@ -208,7 +206,11 @@ func New(opts ...Option) *Driver {
 		cancel: cancel,
 		done:   ctx.Done(),
 		subs:   map[*subscription]struct{}{},
-		errs:   make(chan error, 64),
+		errs: driver.NewErrorFeed(64, func(err error) {
+			// Nobody drains the channel: never block the driver on it, but never
+			// lose the error silently either.
+			o.logger.Error("rabbitmq error (error channel full or closed)", "err", err)
+		}),
 	}
 	d.pub = &link{d: d, role: "publish", up: make(chan struct{})}
 	d.con = &link{d: d, role: "consume", up: make(chan struct{})}
@@ -256,23 +258,9 @@ func (d *Driver) Start(ctx context.Context) error {
 
 // Errors implements driver.Broker: connection losses, failed reconnects and
 // flow-control blocks are reported here.
-func (d *Driver) Errors() <-chan error { return d.errs }
+func (d *Driver) Errors() <-chan error { return d.errs.C() }
 
-func (d *Driver) report(err error) {
-	d.errMu.RLock()
-	defer d.errMu.RUnlock()
-	if d.errClosed {
-		d.opts.logger.Warn("rabbitmq error after close", "err", err)
-		return
-	}
-	select {
-	case d.errs <- err:
-	default:
-		// Nobody drains the channel: never block the driver on it, but never
-		// lose the error silently either.
-		d.opts.logger.Error("rabbitmq error (error channel full)", "err", err)
-	}
-}
+func (d *Driver) report(err error) { d.errs.Report(err) }
 
 // Close implements driver.Broker. Subscriptions close with their unsettled
 // deliveries unacked, so the broker redelivers them.
@@ -304,10 +292,7 @@ func (d *Driver) Close(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	d.wg.Wait()
-	d.errMu.Lock()
-	d.errClosed = true
-	close(d.errs)
-	d.errMu.Unlock()
+	d.errs.Close()
 	return errors.Join(errs...)
 }
 
