@@ -333,3 +333,15 @@ func (b *fakeBackfiller) callCount() int {
 	defer b.mu.Unlock()
 	return len(b.calls)
 }
+
+func (b *fakeBackfiller) failing() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.fail
+}
+
+func (b *fakeBackfiller) allCalls() [][]int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([][]int64(nil), b.calls...)
+}

@@ -105,7 +105,7 @@ func TestHeadDeadlineEndsRetries(t *testing.T) {
 		f.lead(f.eng)
 		f.proc.set(1, "fail:UNSUPPORTED")
 		f.enqueue(f.stream, map[int64]string{1: "a;K", 2: "b;K"})
-		f.step(f.eng)             // t0: attempt 1, retry at +1s
+		f.step(f.eng)              // t0: attempt 1, retry at +1s
 		f.clk.Advance(time.Second) // attempt 2, retry at +2s (t0+3s)
 		f.step(f.eng)
 		f.clk.Advance(2 * time.Second) // attempt 3, retry at +4s (t0+7s) — past the deadline
