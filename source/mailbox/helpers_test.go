@@ -37,7 +37,7 @@ func mysqlDSN() string {
 type env struct {
 	t     *testing.T
 	name  string
-	db    *store.DB   // the inbox's store
+	db    *store.DB // the inbox's store
 	table *mailbox.Table
 	raw   *sql.DB // the MySQL handle, for the mariadb backend
 }
