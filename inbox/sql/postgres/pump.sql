@@ -17,7 +17,9 @@ ORDER BY msg_id
 LIMIT $2
 
 -- name: Owners
-SELECT identity, msg_id FROM msgx_inbox_identity WHERE stream = $1 AND identity = ANY($2::text[])
+-- One primary-key lookup per identity, whatever plan the statistics suggest.
+SELECT u.identity, i.msg_id FROM unnest($2::text[]) AS u(identity)
+CROSS JOIN LATERAL (SELECT msg_id FROM msgx_inbox_identity WHERE stream = $1 AND identity = u.identity) AS i
 
 -- name: Owner
 SELECT msg_id FROM msgx_inbox_identity WHERE stream = $1 AND identity = $2
@@ -50,7 +52,9 @@ UPDATE msgx_inbox m SET
     processing_started_at = COALESCE(m.processing_started_at, $7),
     finished_at = $7, backfill_next_at = $8
 FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[]) AS u(id, status, reason, identity, kind)
-WHERE m.stream = $1 AND m.msg_id = u.id AND m.status IN ('PENDING', 'FAILED')
+-- Unfinished rows are the ones not finished; saying it so (rather than by
+-- status) keeps the plan on the primary key whatever the statistics say.
+WHERE m.stream = $1 AND m.msg_id = ANY($2::bigint[]) AND m.msg_id = u.id AND m.finished_at IS NULL
 
 -- name: LogError
 INSERT INTO msgx_inbox_error (stream, msg_id, attempt, error_class, reason, at) VALUES ($1, $2, $3, $4, $5, $6)

@@ -8,8 +8,7 @@ LIMIT ?4
 
 -- name: BackfillDone
 UPDATE msgx_inbox SET backfilled_at = ?3, backfill_next_at = NULL, backfill_error = NULL
-WHERE stream = ?1 AND msg_id IN (SELECT value FROM json_each(?2)) AND backfill_next_at IS NOT NULL
-  AND status IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
+WHERE stream = ?1 AND msg_id IN (SELECT value FROM json_each(?2)) AND status IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
 
 -- name: BackfillFailed
 UPDATE msgx_inbox SET backfill_attempts = backfill_attempts + 1, backfill_next_at = ?3, backfill_error = ?4
