@@ -81,6 +81,10 @@ func TestBackfillRetriesWithBackoffAndOverdueLimit(t *testing.T) {
 		if r.BackfilledAt == nil || !r.BackfilledAt.Equal(t0.Add(10*time.Minute)) || r.BackfillNextAt != nil || r.BackfillError != "" {
 			t.Fatalf("after the forced backfill: %+v", r)
 		}
+		// Retrying the mark never ran the business processing again.
+		if got := f.proc.ran(); !slices.Equal(got, []int64{1, 2}) {
+			t.Fatalf("processed %v during backfill retries", got)
+		}
 		// Message 2 was never backfilled while FAILED.
 		for _, c := range bf.allCalls() {
 			if slices.Contains(c, 2) {

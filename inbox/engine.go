@@ -222,11 +222,27 @@ func New(db *store.DB, stream string, proc Processor, opts ...Option) (*Engine, 
 	if o.owner == "" {
 		o.owner = defaultOwner()
 	}
+	// Zero or negative durations would make loops spin: fall back to defaults.
+	d := defaults()
+	for _, p := range []struct{ v, def *time.Duration }{
+		{&o.headDeadline, &d.headDeadline}, {&o.pollInterval, &d.pollInterval}, {&o.leaseTTL, &d.leaseTTL},
+		{&o.backfillEvery, &d.backfillEvery}, {&o.overdue, &d.overdue}, {&o.archiveEvery, &d.archiveEvery},
+		{&o.jobTimeout, &d.jobTimeout},
+	} {
+		if *p.v <= 0 {
+			*p.v = *p.def
+		}
+	}
 	if o.backfillBatch < 1 {
-		o.backfillBatch = 100
+		o.backfillBatch = d.backfillBatch
 	}
 	if o.archiveBatch < 1 {
-		o.archiveBatch = 500
+		o.archiveBatch = d.archiveBatch
+	}
+	for _, j := range o.jobs {
+		if j.Every <= 0 || j.Run == nil {
+			return nil, fmt.Errorf("inbox: job %q needs a period and a function", j.Name)
+		}
 	}
 	q, err := queriesFor(db.Dialect())
 	if err != nil {

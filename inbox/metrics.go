@@ -7,6 +7,7 @@ import (
 )
 
 type metrics struct {
+	headBlocked      prometheus.Gauge
 	processed        *prometheus.CounterVec
 	failures         *prometheus.CounterVec
 	batch            prometheus.Observer
@@ -40,9 +41,13 @@ func newMetrics(reg prometheus.Registerer, stream string) (*metrics, error) {
 	backfillFailures := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "msgx_inbox_backfill_failures_total", Help: "Failed backfill writes.", ConstLabels: labels,
 	})
-	m := &metrics{processed, failures, batch, batchFailures, leader, backfilled, backfillFailures}
+	headBlocked := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "msgx_inbox_head_blocked_seconds", ConstLabels: labels,
+		Help: "How long the current head has been failing (0 when it is not).",
+	})
+	m := &metrics{headBlocked, processed, failures, batch, batchFailures, leader, backfilled, backfillFailures}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{processed, failures, batch, batchFailures, leader, backfilled, backfillFailures} {
+		for _, c := range []prometheus.Collector{headBlocked, processed, failures, batch, batchFailures, leader, backfilled, backfillFailures} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("inbox: register metrics: %w", err)
 			}

@@ -87,6 +87,10 @@ func (e *Engine) step(ctx context.Context) (stepResult, error) {
 		}
 		head := rows[0]
 		e.lowMark = head.id // everything below the head is finished
+		e.m.headBlocked.Set(0)
+		if head.status == Failed && head.startedAt != nil {
+			e.m.headBlocked.Set(now.Sub(*head.startedAt).Seconds())
+		}
 		if head.status == Failed {
 			if why, dead := e.exhausted(head, now); dead {
 				res.progress = true

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/msgx/msgx/inbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -429,4 +431,53 @@ func TestPumpStaysBehindTheSourceWatermark(t *testing.T) {
 			t.Fatalf("processed %v", got)
 		}
 	})
+}
+
+func TestMetrics(t *testing.T) {
+	db := storetest.NewSQLite(t)
+	reg := prometheus.NewRegistry()
+	f := newFixture(t, db, inbox.WithRegisterer(reg))
+	f.lead(f.eng)
+	f.proc.set(3, "fail:INFRA")
+	f.enqueue(f.stream, map[int64]string{1: "a;K", 2: "garbage", 3: "c;K"})
+	f.drain(f.eng)
+	f.clk.Advance(10 * time.Second)
+	f.step(f.eng) // retry, fails again
+	f.step(f.eng) // waits
+	got := map[string]float64{}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			key := mf.GetName()
+			for _, l := range m.GetLabel() {
+				if l.GetName() != "stream" {
+					key += "/" + l.GetValue()
+				}
+			}
+			switch {
+			case m.GetCounter() != nil:
+				got[key] = m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				got[key] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	for key, want := range map[string]float64{
+		"msgx_inbox_failures_total/INFRA":     2,
+		"msgx_inbox_failures_total/MALFORMED": 1,
+		"msgx_inbox_settled_total/SUCCEEDED":  1,
+		"msgx_inbox_settled_total/DEAD":       1,
+		"msgx_inbox_settled_total/FAILED":     2,
+		"msgx_inbox_head_blocked_seconds":     10,
+	} {
+		if got[key] != want {
+			t.Errorf("%s = %v, want %v", key, got[key], want)
+		}
+	}
+	if _, err := inbox.New(db, f.stream, f.proc, inbox.WithRegisterer(reg)); err == nil {
+		t.Fatal("registering the same stream's metrics twice succeeded")
+	}
 }
