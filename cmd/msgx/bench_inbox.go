@@ -35,7 +35,7 @@ func newBenchInboxFIFOCmd() *cobra.Command {
 	cmd.Flags().IntVar(&cfg.Group, "batch", 50, "messages per pump transaction in the group variant")
 	cmd.Flags().IntVar(&cfg.ClaimBatch, "claim-batch", 50, "mailbox rows per poller scan")
 	cmd.Flags().BoolVar(&cfg.Backfill, "backfill", true, "write the processed mark back to the mailbox rows")
-	cmd.Flags().StringVar(&variants, "variants", "group,single", "variants to run, in order")
+	cmd.Flags().StringVar(&variants, "variants", "group,single", "variants to run, in order: group, single, raw (the business statements alone, a ceiling)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Minute, "give up after this long")
 	return cmd
 }

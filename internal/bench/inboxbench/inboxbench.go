@@ -51,7 +51,8 @@ type Config struct {
 	// Backfill writes the processed mark back to the mailbox rows, as in
 	// production (default true).
 	Backfill bool
-	// Variants to run, in order (default group, single).
+	// Variants to run, in order (default group, single); "raw" adds the
+	// ceiling: the same business statements without the engine.
 	Variants []string
 	Log      *slog.Logger
 	// Progress, when set, receives a line now and then.
@@ -134,24 +135,90 @@ func Run(ctx context.Context, cfg Config, out io.Writer) ([]bench.Result, error)
 	var results []bench.Result
 	for _, v := range cfg.Variants {
 		group := cfg.Group
+		run := runVariant
 		switch v {
 		case "group":
 		case "single":
 			group = 1
+		case "raw":
+			run = runRaw
 		default:
-			return results, fmt.Errorf("inboxbench: unknown variant %q (group, single)", v)
+			return results, fmt.Errorf("inboxbench: unknown variant %q (group, single, raw)", v)
 		}
-		r, err := runVariant(ctx, cfg, v, group, msgs)
+		r, err := run(ctx, cfg, v, group, msgs)
 		if err != nil {
 			return results, fmt.Errorf("inboxbench: variant %s: %w", v, err)
 		}
 		r.Print(out)
 		results = append(results, r)
 	}
-	if len(results) == 2 {
-		fmt.Fprintf(out, "RATIO workload=inbox-fifo %s/%s=%s\n", results[0].Variant, results[1].Variant, bench.Ratio(results[0], results[1]))
+	for i := 1; i < len(results); i++ {
+		fmt.Fprintf(out, "RATIO workload=inbox-fifo %s/%s=%s\n", results[0].Variant, results[i].Variant, bench.Ratio(results[0], results[i]))
 	}
 	return results, nil
+}
+
+// runRaw is the ceiling of the workload on this database at this moment: the
+// same business statements (a savepoint, the flight upsert, the outbox
+// event) for the same messages, read from the mailbox in pages of group
+// and committed once per page, with no inbox state, identity, lease, poller
+// or backfill. The engine's share of the time is the difference.
+func runRaw(ctx context.Context, cfg Config, variant string, group int, msgs [][]byte) (bench.Result, error) {
+	db, drop, err := freshSchema(ctx, cfg.DSN)
+	if err != nil {
+		return bench.Result{}, err
+	}
+	defer drop()
+	if _, err := db.Exec(ctx, createFlight); err != nil {
+		return bench.Result{}, err
+	}
+	if err := fillMailbox(ctx, db, msgs); err != nil {
+		return bench.Result{}, err
+	}
+	table, err := mailbox.NewStore(db)
+	if err != nil {
+		return bench.Result{}, err
+	}
+	proc := FlopProcessor{}
+	start := time.Now()
+	var last int64
+	done := 0
+	for done < len(msgs) {
+		rows, err := table.Scan(ctx, last, group)
+		if err != nil {
+			return bench.Result{}, err
+		}
+		if len(rows) == 0 {
+			return bench.Result{}, fmt.Errorf("raw: %d of %d rows found", done, len(msgs))
+		}
+		now := time.Now()
+		err = db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+			for _, r := range rows {
+				d, err := proc.Decode(r.Msg)
+				if err != nil {
+					return err
+				}
+				m := &inbox.Message{Stream: "raw", ID: r.ID, Payload: r.Msg, Attempt: 1, Identity: d.Identity, Kind: d.Kind, Decoded: d.Value, Now: now}
+				if err := tx.Savepoint(ctx, func(ctx context.Context) error {
+					_, err := proc.Process(ctx, tx, m)
+					return err
+				}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return bench.Result{}, err
+		}
+		last = rows[len(rows)-1].ID
+		done += len(rows)
+	}
+	elapsed := time.Since(start)
+	return bench.Result{
+		Workload: "inbox-fifo", Variant: variant, N: len(msgs), Elapsed: elapsed,
+		Extra: [][2]string{{"group", strconv.Itoa(group)}, {"store", "postgres"}, {"mailbox", "postgres-cminmsgs"}},
+	}, nil
 }
 
 func runVariant(ctx context.Context, cfg Config, variant string, group int, msgs [][]byte) (bench.Result, error) {
