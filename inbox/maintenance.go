@@ -53,6 +53,17 @@ func (e *Engine) maintain(ctx context.Context) {
 			return
 		case ids := <-e.backfillCh:
 			stop()
+			// Commits that queued up meanwhile are written together: one
+			// mailbox transaction instead of one per pump transaction.
+		drain:
+			for len(ids) < e.o.backfillBatch {
+				select {
+				case more := <-e.backfillCh:
+					ids = append(ids, more...)
+				default:
+					break drain
+				}
+			}
 			e.runBounded(ctx, "backfill", func(ctx context.Context) (bool, error) {
 				return false, e.backfillIDs(ctx, ids)
 			})
