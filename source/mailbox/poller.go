@@ -40,6 +40,7 @@ type pollerOptions struct {
 	batch          int
 	maxCommitDelay time.Duration
 	startAfter     int64
+	scans          int
 }
 
 // PollerOption configures a Poller.
@@ -58,6 +59,11 @@ func WithPollInterval(d time.Duration) PollerOption { return func(o *pollerOptio
 // WithClaimBatch sets the rows read per scan (claim-batch, default 50).
 func WithClaimBatch(n int) PollerOption { return func(o *pollerOptions) { o.batch = n } }
 
+// WithScansPerCommit sets how many claim-batch reads one poll may enqueue in
+// one transaction while the backlog has no hole (default 10): a burst costs
+// one commit per that many rows, not one per claim-batch.
+func WithScansPerCommit(n int) PollerOption { return func(o *pollerOptions) { o.scans = n } }
+
 // WithMaxCommitDelay sets how long a gap may stay open before it is declared
 // permanent (pipeline.max-commit-delay, default 60 s): the longest time a
 // writer of the mailbox may take between taking an id and committing it.
@@ -72,12 +78,15 @@ func WithStartAfter(id int64) PollerOption { return func(o *pollerOptions) { o.s
 
 // NewPoller returns a poller enqueueing rows of table into stream in db.
 func NewPoller(table Scanner, db *store.DB, stream string, opts ...PollerOption) *Poller {
-	o := pollerOptions{clock: clock.Real{}, log: slog.Default(), interval: time.Second, batch: 50, maxCommitDelay: time.Minute}
+	o := pollerOptions{clock: clock.Real{}, log: slog.Default(), interval: time.Second, batch: 50, maxCommitDelay: time.Minute, scans: 10}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	if o.batch < 1 {
 		o.batch = 1
+	}
+	if o.scans < 1 {
+		o.scans = 1
 	}
 	return &Poller{table: table, db: db, stream: stream, o: o, nudge: make(chan struct{}, 1)}
 }
@@ -102,11 +111,11 @@ type PollResult struct {
 	Skipped int64
 	// Advanced: W moved, so the pump may have new work.
 	Advanced bool
-	// More: the scan read a full batch and advanced; scan again at once.
+	// More: the last read was a full batch and W advanced; poll again at once.
 	More bool
 }
 
-// Poll runs one scan.
+// Poll reads the rows after W and enqueues the ones it may, in one transaction.
 func (p *Poller) Poll(ctx context.Context) (PollResult, error) {
 	cur, ok, err := inbox.LoadCursor(ctx, p.db, p.stream)
 	if err != nil {
@@ -120,45 +129,58 @@ func (p *Poller) Poll(ctx context.Context) (PollResult, error) {
 			return PollResult{}, err
 		}
 	}
-	rows, err := p.table.Scan(ctx, cur.Watermark, p.o.batch)
-	if err != nil {
-		return PollResult{Watermark: cur.Watermark, GapFrom: cur.GapFrom}, err
-	}
 	now := p.o.clock.Now()
 	next := inbox.Cursor{Watermark: cur.Watermark}
 	var (
 		take     []inbox.Incoming
 		declared [][2]int64
 		skipped  int64
+		full     bool
 	)
 	expected := cur.Watermark + 1
-	for _, r := range rows {
-		if r.ID < expected {
-			continue
+	// Read claim-batch rows at a time; while the backlog goes on without a
+	// hole, read on (up to scans-per-commit reads) so that one transaction
+	// enqueues them all.
+	for scan := 0; scan < p.o.scans; scan++ {
+		rows, err := p.table.Scan(ctx, expected-1, p.o.batch)
+		if err != nil {
+			return PollResult{Watermark: cur.Watermark, GapFrom: cur.GapFrom}, err
 		}
-		if r.ID > expected {
-			// expected..r.ID-1 are missing. Age the gap from when it was
-			// first seen at this position; a gap at a new position starts over.
-			if cur.GapFrom == expected && now.Sub(cur.GapSeenAt) >= p.o.maxCommitDelay {
-				declared = append(declared, [2]int64{expected, r.ID - 1})
-				skipped += r.ID - expected
-				p.o.log.Warn("mailbox: gap declared permanent; skipping it", "stream", p.stream,
-					"from", expected, "to", r.ID-1, "first_seen", cur.GapSeenAt)
-			} else {
-				next.GapFrom, next.GapSeenAt = expected, now
-				if cur.GapFrom == expected {
-					next.GapSeenAt = cur.GapSeenAt
-				}
-				break
+		full = len(rows) == p.o.batch
+		stopped := false
+		for _, r := range rows {
+			if r.ID < expected {
+				continue
 			}
+			if r.ID > expected {
+				// expected..r.ID-1 are missing. Age the gap from when it was
+				// first seen at this position; a gap at a new position starts over.
+				if cur.GapFrom == expected && now.Sub(cur.GapSeenAt) >= p.o.maxCommitDelay {
+					declared = append(declared, [2]int64{expected, r.ID - 1})
+					skipped += r.ID - expected
+					p.o.log.Warn("mailbox: gap declared permanent; skipping it", "stream", p.stream,
+						"from", expected, "to", r.ID-1, "first_seen", cur.GapSeenAt)
+				} else {
+					next.GapFrom, next.GapSeenAt = expected, now
+					if cur.GapFrom == expected {
+						next.GapSeenAt = cur.GapSeenAt
+					}
+					stopped = true
+					break
+				}
+			}
+			take = append(take, inbox.Incoming{ID: r.ID, Payload: r.Msg})
+			expected = r.ID + 1
 		}
-		take = append(take, inbox.Incoming{ID: r.ID, Payload: r.Msg})
-		expected = r.ID + 1
+		if stopped || !full {
+			full = full && !stopped
+			break
+		}
 	}
 	next.Watermark = expected - 1
 	res := PollResult{Watermark: next.Watermark, GapFrom: next.GapFrom, Skipped: skipped,
 		Advanced: next.Watermark > cur.Watermark,
-		More:     len(rows) == p.o.batch && next.Watermark > cur.Watermark}
+		More:     full && next.Watermark > cur.Watermark}
 	if next == cur {
 		return res, nil
 	}

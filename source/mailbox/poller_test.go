@@ -23,7 +23,7 @@ func TestPollerEnqueuesInIDOrderAndAdvancesTheWatermark(t *testing.T) {
 				t.Fatalf("insert %d: %d, %v", i+1, id, err)
 			}
 		}
-		p := e.poller(clock.NewFake(t0))
+		p := e.poller(clock.NewFake(t0), mailbox.WithScansPerCommit(1))
 		for _, want := range []mailbox.PollResult{
 			{Enqueued: 50, Watermark: 50, Advanced: true, More: true},
 			{Enqueued: 50, Watermark: 100, Advanced: true, More: true},
@@ -48,6 +48,30 @@ func TestPollerEnqueuesInIDOrderAndAdvancesTheWatermark(t *testing.T) {
 		}
 		if total != 0 || e.cursor().Watermark != 120 || len(e.enqueued()) != 120 {
 			t.Fatalf("rescan enqueued %d, W=%d", total, e.cursor().Watermark)
+		}
+	})
+}
+
+func TestPollerEnqueuesSeveralReadsInOneTransaction(t *testing.T) {
+	eachMailbox(t, func(t *testing.T, e *env) {
+		for i := int64(1); i <= 130; i++ {
+			if i != 111 {
+				e.put(i)
+			}
+		}
+		p := e.poller(clock.NewFake(t0), mailbox.WithScansPerCommit(2))
+		for _, want := range []mailbox.PollResult{
+			{Enqueued: 100, Watermark: 100, Advanced: true, More: true},
+			// The next reads stop at the hole at 111.
+			{Enqueued: 10, Watermark: 110, GapFrom: 111, Advanced: true},
+			{Watermark: 110, GapFrom: 111},
+		} {
+			if got := e.poll(p); got != want {
+				t.Fatalf("poll = %+v, want %+v", got, want)
+			}
+		}
+		if got := e.enqueued(); !slices.Equal(got, seq(1, 110)) {
+			t.Fatalf("enqueued %v", got)
 		}
 	})
 }

@@ -180,6 +180,7 @@ func runRaw(ctx context.Context, cfg Config, variant string, group int, msgs [][
 		return bench.Result{}, err
 	}
 	proc := FlopProcessor{}
+	cpu := startCPU(ctx, db, appName(ctx, db))
 	start := time.Now()
 	var last int64
 	done := 0
@@ -215,10 +216,12 @@ func runRaw(ctx context.Context, cfg Config, variant string, group int, msgs [][
 		done += len(rows)
 	}
 	elapsed := time.Since(start)
-	return bench.Result{
+	r := bench.Result{
 		Workload: "inbox-fifo", Variant: variant, N: len(msgs), Elapsed: elapsed,
 		Extra: [][2]string{{"group", strconv.Itoa(group)}, {"store", "postgres"}, {"mailbox", "postgres-cminmsgs"}},
-	}, nil
+	}
+	r.Extra = append(r.Extra, cpu.stop(ctx, len(msgs))...)
+	return r, nil
 }
 
 func runVariant(ctx context.Context, cfg Config, variant string, group int, msgs [][]byte) (bench.Result, error) {
@@ -265,6 +268,7 @@ func runVariant(ctx context.Context, cfg Config, variant string, group int, msgs
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stopped := make(chan error, 1)
+	cpu := startCPU(ctx, db, appName(ctx, db))
 	start := time.Now()
 	go func() { stopped <- eng.Run(rctx) }()
 	tick := time.NewTicker(5 * time.Second)
@@ -285,6 +289,7 @@ wait:
 		}
 	}
 	elapsed := time.Since(start)
+	cpuExtra := cpu.stop(ctx, n)
 	cancel()
 	if err := <-stopped; err != nil {
 		return bench.Result{}, err
@@ -292,11 +297,13 @@ wait:
 	if err := verify(ctx, db, stream, n); err != nil {
 		return bench.Result{}, err
 	}
-	return bench.Result{
+	r := bench.Result{
 		Workload: "inbox-fifo", Variant: variant, N: n, Elapsed: elapsed,
 		Extra: [][2]string{{"group", strconv.Itoa(group)}, {"store", "postgres"}, {"mailbox", "postgres-cminmsgs"},
 			{"synchronous_commit", syncCommit}, {"backfill", strconv.FormatBool(cfg.Backfill)}},
-	}, nil
+	}
+	r.Extra = append(r.Extra, cpuExtra...)
+	return r, nil
 }
 
 const createFlight = `CREATE TABLE bench_flight (
@@ -306,7 +313,8 @@ const upsertFlight = `INSERT INTO bench_flight (flid, last_msg_id, last_styp, ve
 ON CONFLICT (flid) DO UPDATE SET last_msg_id = EXCLUDED.last_msg_id, last_styp = EXCLUDED.last_styp,
 	version = bench_flight.version + 1`
 
-// freshSchema creates a schema on the server and opens a migrated store in it.
+// freshSchema creates a schema on the server and opens a migrated store in
+// it; the sessions carry the schema's name as application_name.
 func freshSchema(ctx context.Context, dsn string) (*store.DB, func(), error) {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
@@ -333,12 +341,19 @@ func freshSchema(ctx context.Context, dsn string) (*store.DB, func(), error) {
 	if strings.Contains(dsn, "?") {
 		sep = "&"
 	}
-	db, err := store.Open(ctx, dsn+sep+"search_path="+schema+"&synchronous_commit=on", store.WithMigrate())
+	db, err := store.Open(ctx, dsn+sep+"search_path="+schema+"&synchronous_commit=on&application_name="+schema, store.WithMigrate())
 	if err != nil {
 		drop()
 		return nil, nil, err
 	}
 	return db, func() { db.Close(); drop() }, nil
+}
+
+// appName is the application_name of the store's sessions.
+func appName(ctx context.Context, db *store.DB) string {
+	var name string
+	_ = db.QueryRow(ctx, "SELECT current_setting('application_name')").Scan(&name)
+	return name
 }
 
 func fillMailbox(ctx context.Context, db *store.DB, msgs [][]byte) error {
