@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
@@ -70,12 +71,24 @@ func (b *pgBackend) begin(ctx context.Context) (txBackend, error) {
 type pgTx struct {
 	tx pgx.Tx
 	sp atomic.Int64
+	// pending holds SAVEPOINT / RELEASE SAVEPOINT commands not sent yet: they
+	// travel in one pipeline with the next statement, so that a savepoint
+	// costs no round trip of its own (one per message matters to batch
+	// processing), and a savepoint inside which nothing ran costs nothing.
+	pending []string
 }
 
 // PgxTx returns the pgx transaction behind tx on PostgreSQL (nil elsewhere),
-// for pgx features such as batches.
+// for pgx features such as batches. Savepoint commands still pending are sent
+// first, so that what the caller does lands inside the open savepoints.
 func PgxTx(tx Tx) pgx.Tx {
 	if t, ok := tx.(*pgTx); ok {
+		if len(t.pending) > 0 {
+			// An error aborts the transaction, which the caller's next
+			// statement reports.
+			_, _ = t.tx.Exec(context.Background(), strings.Join(t.pending, "; "))
+			t.pending = t.pending[:0]
+		}
 		return t.tx
 	}
 	return nil
@@ -83,42 +96,133 @@ func PgxTx(tx Tx) pgx.Tx {
 
 func (t *pgTx) Dialect() Dialect { return Postgres }
 
+// withPending sends the pending savepoint commands and q in one pipeline and
+// returns the results positioned at q's.
+func (t *pgTx) withPending(ctx context.Context, q string, args []any) (pgx.BatchResults, error) {
+	b := &pgx.Batch{}
+	for _, p := range t.pending {
+		b.Queue(p)
+	}
+	t.pending = t.pending[:0]
+	b.Queue(q, args...)
+	br := t.tx.SendBatch(ctx, b)
+	for range len(b.QueuedQueries) - 1 {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return nil, fmt.Errorf("store: savepoint: %w", err)
+		}
+	}
+	return br, nil
+}
+
 func (t *pgTx) Exec(ctx context.Context, q string, args ...any) (int64, error) {
-	tag, err := t.tx.Exec(ctx, q, args...)
+	if len(t.pending) == 0 {
+		tag, err := t.tx.Exec(ctx, q, args...)
+		return tag.RowsAffected(), err
+	}
+	br, err := t.withPending(ctx, q, args)
+	if err != nil {
+		return 0, err
+	}
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
 	return tag.RowsAffected(), err
 }
 
 func (t *pgTx) Query(ctx context.Context, q string, args ...any) (Rows, error) {
-	r, err := t.tx.Query(ctx, q, args...)
+	if len(t.pending) == 0 {
+		r, err := t.tx.Query(ctx, q, args...)
+		if err != nil {
+			return nil, err
+		}
+		return pgRows{r}, nil
+	}
+	br, err := t.withPending(ctx, q, args)
 	if err != nil {
 		return nil, err
 	}
-	return pgRows{r}, nil
+	r, err := br.Query()
+	if err != nil {
+		_ = br.Close()
+		return nil, err
+	}
+	return batchRows{pgRows{r}, br}, nil
 }
 
 func (t *pgTx) QueryRow(ctx context.Context, q string, args ...any) Row {
-	return pgRow{t.tx.QueryRow(ctx, q, args...)}
+	if len(t.pending) == 0 {
+		return pgRow{t.tx.QueryRow(ctx, q, args...)}
+	}
+	br, err := t.withPending(ctx, q, args)
+	if err != nil {
+		return errRow{err}
+	}
+	return batchRow{br}
 }
 
 func (t *pgTx) Savepoint(ctx context.Context, fn func(ctx context.Context) error) error {
 	name := fmt.Sprintf("msgx_sp_%d", t.sp.Add(1))
-	if _, err := t.tx.Exec(ctx, "SAVEPOINT "+name); err != nil {
-		return fmt.Errorf("store: savepoint: %w", err)
+	cmd := "SAVEPOINT " + name
+	t.pending = append(t.pending, cmd)
+	at := len(t.pending) - 1
+	err := fn(ctx)
+	if at < len(t.pending) && t.pending[at] == cmd {
+		// Nothing was sent since: the savepoint was never needed. Names are
+		// unique in a transaction, so the entry is ours.
+		t.pending = t.pending[:at]
+		return err
 	}
-	if err := fn(ctx); err != nil {
+	if err != nil {
+		// Commands queued after the savepoint concern savepoints inside it,
+		// which the rollback removes.
+		t.pending = t.pending[:0]
 		if _, rbErr := t.tx.Exec(context.WithoutCancel(ctx), "ROLLBACK TO SAVEPOINT "+name); rbErr != nil {
 			return errors.Join(err, fmt.Errorf("store: rollback to savepoint: %w", rbErr))
 		}
 		return err
 	}
-	if _, err := t.tx.Exec(ctx, "RELEASE SAVEPOINT "+name); err != nil {
-		return fmt.Errorf("store: release savepoint: %w", err)
-	}
+	t.pending = append(t.pending, "RELEASE SAVEPOINT "+name)
 	return nil
 }
 
-func (t *pgTx) commit(ctx context.Context) error   { return t.tx.Commit(ctx) }
-func (t *pgTx) rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
+// commit drops pending releases: COMMIT releases every savepoint.
+func (t *pgTx) commit(ctx context.Context) error {
+	t.pending = nil
+	return t.tx.Commit(ctx)
+}
+
+func (t *pgTx) rollback(ctx context.Context) error {
+	t.pending = nil
+	return t.tx.Rollback(ctx)
+}
+
+// batchRows closes the pipeline that produced the rows with them.
+type batchRows struct {
+	pgRows
+	br pgx.BatchResults
+}
+
+func (r batchRows) Close() {
+	r.pgRows.Close()
+	_ = r.br.Close()
+}
+
+// batchRow is QueryRow's result read from a pipeline.
+type batchRow struct{ br pgx.BatchResults }
+
+func (r batchRow) Scan(dest ...any) error {
+	err := pgRow{r.br.QueryRow()}.Scan(dest...)
+	if cerr := r.br.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	return err
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
 
 type pgRows struct{ r pgx.Rows }
 

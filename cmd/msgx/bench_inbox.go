@@ -1,0 +1,41 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/msgx/msgx/internal/bench/inboxbench"
+)
+
+func newBenchInboxFIFOCmd() *cobra.Command {
+	var (
+		cfg      inboxbench.Config
+		variants string
+		timeout  time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "inbox-fifo",
+		Short: "Strict-FIFO inbox: SIS FLOP messages from the mailbox table to SUCCEEDED with their events, group commit beside one transaction per message",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			cfg.Variants = strings.Split(variants, ",")
+			cfg.Progress = cmd.ErrOrStderr()
+			_, err := inboxbench.Run(ctx, cfg, cmd.OutOrStdout())
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&cfg.DSN, "dsn", "postgres://root@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL server (each variant runs in a fresh schema)")
+	cmd.Flags().IntVar(&cfg.N, "n", 20000, "messages per variant")
+	cmd.Flags().IntVar(&cfg.FLIDs, "keys", 300, "distinct FLIDs")
+	cmd.Flags().IntVar(&cfg.Group, "batch", 50, "messages per pump transaction in the group variant")
+	cmd.Flags().IntVar(&cfg.ClaimBatch, "claim-batch", 50, "mailbox rows per poller scan")
+	cmd.Flags().BoolVar(&cfg.Backfill, "backfill", true, "write the processed mark back to the mailbox rows")
+	cmd.Flags().StringVar(&variants, "variants", "group,single", "variants to run, in order: group, single, raw (the business statements alone, a ceiling)")
+	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Minute, "give up after this long")
+	return cmd
+}

@@ -1,0 +1,97 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/msgx/msgx/store"
+)
+
+// Cursor is a source's watermark for a stream: every source id up to and
+// including Watermark is enqueued (or declared a permanent gap); the pump
+// never processes a message beyond it. GapFrom, when non-zero, is the first
+// missing id the source is waiting for, seen first at GapSeenAt.
+type Cursor struct {
+	Watermark int64
+	GapFrom   int64
+	GapSeenAt time.Time
+}
+
+// ErrCursorMoved means another writer advanced the cursor first; rescan.
+var ErrCursorMoved = errors.New("inbox: cursor moved concurrently")
+
+// InitCursor creates the stream's cursor at startAfter unless it exists.
+// Creating it makes the pump wait for the watermark.
+func InitCursor(ctx context.Context, q store.Querier, stream string, startAfter int64, now time.Time) error {
+	qs, err := queriesFor(q.Dialect())
+	if err != nil {
+		return err
+	}
+	if _, err := q.Exec(ctx, qs.Get("CursorInit"), stream, startAfter, now); err != nil {
+		return fmt.Errorf("inbox: init cursor %s: %w", stream, err)
+	}
+	return nil
+}
+
+// LoadCursor reads the stream's cursor; ok is false when there is none.
+func LoadCursor(ctx context.Context, q store.Querier, stream string) (c Cursor, ok bool, err error) {
+	qs, err := queriesFor(q.Dialect())
+	if err != nil {
+		return c, false, err
+	}
+	var gap *int64
+	var seen *time.Time
+	err = q.QueryRow(ctx, qs.Get("CursorGet"), stream).Scan(&c.Watermark, &gap, &seen)
+	if errors.Is(err, store.ErrNoRows) {
+		return c, false, nil
+	}
+	if err != nil {
+		return c, false, fmt.Errorf("inbox: load cursor %s: %w", stream, err)
+	}
+	if gap != nil {
+		c.GapFrom = *gap
+	}
+	if seen != nil {
+		c.GapSeenAt = *seen
+	}
+	return c, true, nil
+}
+
+// SetCursor moves the cursor from prev to next in tx (compare-and-set on the
+// watermark); ErrCursorMoved when prev is stale.
+func SetCursor(ctx context.Context, tx store.Tx, stream string, prev, next Cursor, now time.Time) error {
+	qs, err := queriesFor(tx.Dialect())
+	if err != nil {
+		return err
+	}
+	var gap any
+	var seen *time.Time
+	if next.GapFrom != 0 {
+		gap = next.GapFrom
+		t := next.GapSeenAt
+		seen = &t
+	}
+	n, err := tx.Exec(ctx, qs.Get("CursorSet"), stream, prev.Watermark, next.Watermark, gap, seen, now)
+	if err != nil {
+		return fmt.Errorf("inbox: set cursor %s: %w", stream, err)
+	}
+	if n == 0 {
+		return ErrCursorMoved
+	}
+	return nil
+}
+
+// RecordGap records source ids from..to as a permanent gap: they were never
+// seen within the commit delay and are skipped.
+func RecordGap(ctx context.Context, tx store.Tx, stream string, from, to int64, firstSeen, declared time.Time) error {
+	qs, err := queriesFor(tx.Dialect())
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, qs.Get("GapRecord"), stream, from, to, firstSeen, declared); err != nil {
+		return fmt.Errorf("inbox: record gap %s %d-%d: %w", stream, from, to, err)
+	}
+	return nil
+}

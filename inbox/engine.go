@@ -1,0 +1,482 @@
+package inbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/msgx/msgx/internal/backoff"
+	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/store"
+)
+
+// Source feeds a stream (a mailbox poller, ...). The engine runs its sources
+// only while it holds the stream's lease; Run returns when ctx ends and calls
+// wake after enqueueing so the pump does not wait for its poll interval.
+type Source interface {
+	Run(ctx context.Context, wake func()) error
+}
+
+// Backfiller writes the processed mark of terminal messages back to where
+// they came from (the mailbox row). It must be idempotent.
+type Backfiller interface {
+	Backfill(ctx context.Context, ids []int64, at time.Time) error
+}
+
+// Job is a maintenance job run on the engine's maintenance goroutine while it
+// holds the lease. Run must be bounded (a batch, not a backlog); returning
+// more=true runs it again soon.
+type Job struct {
+	Name  string
+	Every time.Duration
+	Run   func(ctx context.Context) (more bool, err error)
+}
+
+// Committed describes one committed pump transaction.
+type Committed struct {
+	Stream string
+	// IDs are the messages that reached a terminal status, in order.
+	IDs []int64
+	// Failed is the message recorded FAILED/DEAD at the end of the batch, or 0.
+	Failed int64
+}
+
+type options struct {
+	clock        clock.Clock
+	log          *slog.Logger
+	reg          prometheus.Registerer
+	groupSize    int
+	maxAttempts  int
+	backoff      backoff.Policy
+	headDeadline time.Duration
+	pollInterval time.Duration
+	leaseTTL     time.Duration
+	owner        string
+	sources      []Source
+	jobs         []Job
+	onCommit     func(Committed)
+	parkHook     func(until time.Time)
+
+	backfiller      Backfiller
+	shadow          bool
+	backfillEvery   time.Duration
+	backfillBackoff backoff.Policy
+	overdue         time.Duration
+	backfillBatch   int
+
+	archiveAfter time.Duration
+	archiveEvery time.Duration
+	archiveBatch int
+	jobTimeout   time.Duration
+}
+
+// Option configures an Engine.
+type Option func(*options)
+
+// WithClock sets the clock every scheduling decision reads (default: wall clock).
+func WithClock(c clock.Clock) Option { return func(o *options) { o.clock = c } }
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithRegisterer registers the engine's metrics (default: none).
+func WithRegisterer(r prometheus.Registerer) Option { return func(o *options) { o.reg = r } }
+
+// WithGroupSize sets how many consecutive ready messages one transaction may
+// process (default 50; 1 = one transaction per message). Each message runs in
+// its own savepoint; on PostgreSQL, keep it at or below 64 so the
+// subtransactions of a batch stay in the backend's subtransaction cache.
+func WithGroupSize(n int) Option { return func(o *options) { o.groupSize = n } }
+
+// WithMaxAttempts sets the attempts after which a failing head goes
+// DEAD(EXHAUSTED) (default 5).
+func WithMaxAttempts(n int) Option { return func(o *options) { o.maxAttempts = n } }
+
+// WithBackoff sets the retry delays (default 1, 2, 4, 8, 16 s, capped at 60 s).
+func WithBackoff(p backoff.Policy) Option { return func(o *options) { o.backoff = p } }
+
+// WithHeadDeadline sets how long a message may hold the head from its first
+// attempt before it goes DEAD(EXHAUSTED) (default 10 min).
+func WithHeadDeadline(d time.Duration) Option { return func(o *options) { o.headDeadline = d } }
+
+// WithPollInterval sets how long an idle pump waits before looking again
+// when no source wakes it (default 1 s).
+func WithPollInterval(d time.Duration) Option { return func(o *options) { o.pollInterval = d } }
+
+// WithLease sets the stream lease's time to live (default 30 s); it is renewed
+// every third of it, and a standby tries to take it as often.
+func WithLease(ttl time.Duration) Option { return func(o *options) { o.leaseTTL = ttl } }
+
+// WithOwner names this process in the lease (default host-pid-random).
+func WithOwner(name string) Option { return func(o *options) { o.owner = name } }
+
+// WithSource adds a source run while this engine holds the lease.
+func WithSource(s Source) Option { return func(o *options) { o.sources = append(o.sources, s) } }
+
+// WithJob adds a maintenance job.
+func WithJob(j Job) Option { return func(o *options) { o.jobs = append(o.jobs, j) } }
+
+// WithOnCommit calls f after every committed pump transaction (for
+// instrumentation; it runs on the pump goroutine, so keep it short).
+func WithOnCommit(f func(Committed)) Option { return func(o *options) { o.onCommit = f } }
+
+// WithBackfill registers the backfill intent at every terminal commit and
+// writes the processed mark with b: once right after the commit, then by a
+// sweep with backoff (default: no backfill).
+func WithBackfill(b Backfiller) Option { return func(o *options) { o.backfiller = b } }
+
+// WithShadow runs the stream in shadow mode: no backfill intent, no writes to
+// the source.
+func WithShadow(on bool) Option { return func(o *options) { o.shadow = on } }
+
+// WithBackfillSweep sets the sweep period (default 30 s), the retry delays
+// (default 30 s doubling to 15 min), the overdue limit R after which a
+// message's mark is written regardless of its backoff (default 1 h, counted
+// from its receipt), and the batch size (default 100).
+func WithBackfillSweep(every time.Duration, retry backoff.Policy, overdue time.Duration, batch int) Option {
+	return func(o *options) {
+		o.backfillEvery, o.backfillBackoff, o.overdue, o.backfillBatch = every, retry, overdue, batch
+	}
+}
+
+// WithArchive moves terminal messages finished longer than after ago (and
+// backfilled) to the archive table, batch rows per transaction, every period
+// (default: off). Identities stay bound, so a later duplicate is still caught.
+func WithArchive(after, every time.Duration, batch int) Option {
+	return func(o *options) { o.archiveAfter, o.archiveEvery, o.archiveBatch = after, every, batch }
+}
+
+func defaults() options {
+	return options{
+		clock:           clock.Real{},
+		log:             slog.Default(),
+		groupSize:       50,
+		maxAttempts:     5,
+		backoff:         backoff.Policy{MaxAttempts: 5, Initial: time.Second, Max: time.Minute, Multiplier: 2},
+		headDeadline:    10 * time.Minute,
+		pollInterval:    time.Second,
+		leaseTTL:        30 * time.Second,
+		backfillEvery:   30 * time.Second,
+		backfillBackoff: backoff.Policy{Initial: 30 * time.Second, Max: 15 * time.Minute, Multiplier: 2},
+		overdue:         time.Hour,
+		backfillBatch:   100,
+		archiveEvery:    time.Hour,
+		archiveBatch:    500,
+		jobTimeout:      2 * time.Minute,
+	}
+}
+
+// Engine pumps one stream.
+type Engine struct {
+	db     *store.DB
+	q      store.Queries
+	stream string
+	proc   Processor
+	o      options
+	clk    clock.Clock
+	log    *slog.Logger
+	lease  lease
+	m      *metrics
+
+	wake       chan struct{}
+	backfillCh chan []int64
+	leader     atomic.Bool
+	running    atomic.Bool
+	// isolate counts messages still to be processed one per transaction after
+	// a group transaction failed as a whole (e.g. at commit), so that the
+	// failure is charged to the message that causes it.
+	isolate int
+	// lowMark: every message below it is finished (pump goroutine only).
+	lowMark    int64
+	fullScanAt time.Time
+	rescan     atomic.Bool
+}
+
+// New returns an engine for stream. Call Run to start it.
+func New(db *store.DB, stream string, proc Processor, opts ...Option) (*Engine, error) {
+	if stream == "" {
+		return nil, errors.New("inbox: empty stream name")
+	}
+	if proc == nil {
+		return nil, errors.New("inbox: nil processor")
+	}
+	o := defaults()
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.groupSize < 1 {
+		o.groupSize = 1
+	}
+	if o.maxAttempts < 1 {
+		o.maxAttempts = 1
+	}
+	if o.owner == "" {
+		o.owner = defaultOwner()
+	}
+	// Zero or negative durations would make loops spin: fall back to defaults.
+	d := defaults()
+	for _, p := range []struct{ v, def *time.Duration }{
+		{&o.headDeadline, &d.headDeadline}, {&o.pollInterval, &d.pollInterval}, {&o.leaseTTL, &d.leaseTTL},
+		{&o.backfillEvery, &d.backfillEvery}, {&o.overdue, &d.overdue}, {&o.archiveEvery, &d.archiveEvery},
+		{&o.jobTimeout, &d.jobTimeout},
+	} {
+		if *p.v <= 0 {
+			*p.v = *p.def
+		}
+	}
+	if o.backfillBatch < 1 {
+		o.backfillBatch = d.backfillBatch
+	}
+	if o.archiveBatch < 1 {
+		o.archiveBatch = d.archiveBatch
+	}
+	for _, j := range o.jobs {
+		if j.Every <= 0 || j.Run == nil {
+			return nil, fmt.Errorf("inbox: job %q needs a period and a function", j.Name)
+		}
+	}
+	q, err := queriesFor(db.Dialect())
+	if err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(o.reg, stream)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{
+		db: db, q: q, stream: stream, proc: proc, o: o, clk: o.clock,
+		log:        o.log.With("stream", stream),
+		lease:      lease{db: db, q: q, name: "inbox:" + stream, owner: o.owner, ttl: o.leaseTTL},
+		m:          m,
+		wake:       make(chan struct{}, 1),
+		backfillCh: make(chan []int64, 64),
+	}
+	return e, nil
+}
+
+func defaultOwner() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// Stream is the stream this engine pumps.
+func (e *Engine) Stream() string { return e.stream }
+
+// DB is the engine's store.
+func (e *Engine) DB() *store.DB { return e.db }
+
+// Clock is the engine's clock.
+func (e *Engine) Clock() clock.Clock { return e.clk }
+
+// IsLeader reports whether this engine holds the stream lease right now.
+func (e *Engine) IsLeader() bool { return e.leader.Load() }
+
+// Wake makes an idle pump look for work now.
+func (e *Engine) Wake() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Enqueue stores messages as PENDING in their own transaction and wakes the
+// pump. Messages already known are left alone.
+func (e *Engine) Enqueue(ctx context.Context, msgs ...Incoming) (int, error) {
+	var n int
+	err := e.db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+		var err error
+		n, err = Enqueue(ctx, tx, e.stream, e.clk.Now(), msgs...)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	e.Wake()
+	return n, nil
+}
+
+// Run pumps the stream until ctx ends, then returns nil after every goroutine
+// it started has exited. While another process holds the stream's lease it
+// waits as a hot standby and takes over when that lease is released or
+// expires.
+func (e *Engine) Run(ctx context.Context) error {
+	if !e.running.CompareAndSwap(false, true) {
+		return errors.New("inbox: engine already running")
+	}
+	defer e.running.Store(false)
+	standbyLogged := false
+	for {
+		ok, err := e.lease.acquire(ctx, e.clk.Now())
+		if ctx.Err() != nil {
+			return nil
+		}
+		switch {
+		case err != nil:
+			e.log.Warn("inbox: lease acquisition failed", "err", err)
+		case ok:
+			standbyLogged = false
+			e.lead(ctx)
+			if ctx.Err() != nil {
+				return nil
+			}
+		case !standbyLogged:
+			e.log.Info("inbox: another process pumps the stream; standing by", "lease", e.lease.name)
+			standbyLogged = true
+		}
+		if !e.sleep(ctx, e.o.leaseTTL/3, nil) {
+			return nil
+		}
+	}
+}
+
+// lead runs the pump, the sources, the maintenance jobs and the lease renewal
+// until ctx ends or the lease is lost.
+func (e *Engine) lead(ctx context.Context) {
+	e.log.Info("inbox: stream lease acquired; pumping", "owner", e.o.owner)
+	e.leader.Store(true)
+	e.m.leader.Set(1)
+	defer func() {
+		e.leader.Store(false)
+		e.m.leader.Set(0)
+	}()
+	lctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	wg.Go(func() { e.renew(lctx, cancel) })
+	wg.Go(func() { e.maintain(lctx) })
+	for _, s := range e.o.sources {
+		wg.Go(func() {
+			if err := s.Run(lctx, e.Wake); err != nil && lctx.Err() == nil {
+				e.log.Error("inbox: source stopped; giving up the stream", "err", err)
+				cancel(err)
+			}
+		})
+	}
+	err := e.pumpLoop(lctx)
+	cancel(err)
+	wg.Wait()
+	cause := context.Cause(lctx)
+	if errors.Is(cause, ErrLeaseLost) {
+		e.log.Warn("inbox: stream lease lost; standing by")
+		return
+	}
+	// Give the lease up so a standby takes over at once.
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer rcancel()
+	if err := e.lease.release(rctx); err != nil {
+		e.log.Warn("inbox: lease release failed", "err", err)
+	}
+}
+
+// renew keeps the lease alive; it cancels the leader context when the lease
+// is lost or could not be renewed before it expired.
+func (e *Engine) renew(ctx context.Context, cancel context.CancelCauseFunc) {
+	expires := e.clk.Now().Add(e.o.leaseTTL)
+	for {
+		if !e.sleep(ctx, e.o.leaseTTL/3, nil) {
+			return
+		}
+		now := e.clk.Now()
+		err := e.lease.renew(ctx, now)
+		switch {
+		case err == nil:
+			expires = now.Add(e.o.leaseTTL)
+		case errors.Is(err, ErrLeaseLost):
+			cancel(ErrLeaseLost)
+			return
+		case ctx.Err() != nil:
+			return
+		default:
+			e.log.Warn("inbox: lease renewal failed", "err", err)
+			if !now.Before(expires) {
+				cancel(ErrLeaseLost)
+				return
+			}
+		}
+	}
+}
+
+// pumpLoop runs pump steps until ctx ends or the lease is lost. Errors of a
+// step are logged and waited out here; the failure of a message is recorded
+// where it is processed, never here.
+func (e *Engine) pumpLoop(ctx context.Context) error {
+	failures := 0
+	for {
+		res, err := e.step(ctx)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if errors.Is(err, ErrLeaseLost) {
+			return err
+		}
+		if err != nil {
+			failures++
+			delay := e.o.backoff.Delay(failures)
+			if delay <= 0 {
+				delay = e.o.pollInterval
+			}
+			e.log.Error("inbox: pump step failed", "err", err, "retry_in", delay)
+			if !e.sleep(ctx, delay, nil) {
+				return ctx.Err()
+			}
+			continue
+		}
+		failures = 0
+		switch {
+		case res.progress:
+			continue
+		case !res.wakeAt.IsZero():
+			e.park(ctx, res.wakeAt)
+		default:
+			e.park(ctx, e.clk.Now().Add(e.o.pollInterval))
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}
+
+// park waits until the given time, a wake-up or the end of ctx.
+func (e *Engine) park(ctx context.Context, until time.Time) {
+	d := until.Sub(e.clk.Now())
+	if d <= 0 {
+		return
+	}
+	t := e.clk.NewTimer(d)
+	defer t.Stop()
+	if e.o.parkHook != nil {
+		e.o.parkHook(until)
+	}
+	select {
+	case <-ctx.Done():
+	case <-e.wake:
+	case <-t.C():
+	}
+}
+
+// sleep waits d on the engine clock; it reports false when ctx ended.
+func (e *Engine) sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := e.clk.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-wake:
+	case <-t.C():
+	}
+	return true
+}

@@ -1,0 +1,196 @@
+// Package inbox is the processing state of received messages (PROC_STATE)
+// and the strict-FIFO pump that drives them through a Processor.
+//
+// Each message of a stream is one row keyed by its transport id (for the
+// mailbox source, the mailbox id). The pump always works on the head — the
+// smallest unfinished (PENDING or FAILED) message — so a failing head blocks
+// the stream until it succeeds or goes DEAD; terminal messages (SUCCEEDED,
+// SKIPPED, DEAD) never block. The engine owns statuses, business-identity
+// binding, retries with backoff, dead-lettering, the backfill intent and
+// replay in one place; a Processor only decodes a payload and performs the
+// business writes of one message in the transaction it is given.
+//
+// Consecutive ready messages are processed in one transaction (group commit),
+// each inside its own savepoint: a failing message rolls back alone, is
+// recorded, and ends the batch at itself. One process pumps a stream at a
+// time, under a lease that a hot standby takes over when it expires.
+package inbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/msgx/msgx/store"
+)
+
+// Status is the processing status of a message.
+type Status string
+
+// Statuses. SUCCEEDED, SKIPPED and DEAD are terminal and never block the
+// stream; PENDING and FAILED are unfinished and hold the head.
+const (
+	Pending   Status = "PENDING"
+	Failed    Status = "FAILED"
+	Succeeded Status = "SUCCEEDED"
+	Skipped   Status = "SKIPPED"
+	Dead      Status = "DEAD"
+)
+
+// Terminal reports whether s is a final status.
+func (s Status) Terminal() bool { return s == Succeeded || s == Skipped || s == Dead }
+
+// Class classifies a processing failure.
+type Class string
+
+// Failure classes. MALFORMED and PROTOCOL go DEAD at once; the others are
+// retried with backoff until the attempts or the head deadline run out, which
+// makes the message DEAD with class EXHAUSTED.
+const (
+	// Malformed: the payload is not a message at all (not parsable, missing).
+	Malformed Class = "MALFORMED"
+	// Protocol: a well-formed message the protocol rejects as a whole.
+	Protocol Class = "PROTOCOL"
+	// CodecError: the decoder cannot handle it yet; a codec fix makes it replayable.
+	CodecError Class = "CODEC_ERROR"
+	// Unsupported: no processor (or capability) for it yet.
+	Unsupported Class = "UNSUPPORTED"
+	// Infra: infrastructure or execution failure (the default for unclassified errors).
+	Infra Class = "INFRA"
+	// Exhausted: retried too often or held the head too long.
+	Exhausted Class = "EXHAUSTED"
+)
+
+// Retryable reports whether a failure of class c is retried with backoff.
+func (c Class) Retryable() bool {
+	return c == CodecError || c == Unsupported || c == Infra
+}
+
+// Replayable reports whether messages that failed with class c may be replayed.
+func (c Class) Replayable() bool { return c.Retryable() || c == Exhausted }
+
+// Failure is a classified processing error. Processors return one with Fail;
+// any other error is INFRA.
+type Failure struct {
+	Class Class
+	Err   error
+}
+
+func (f *Failure) Error() string { return string(f.Class) + ": " + f.Err.Error() }
+func (f *Failure) Unwrap() error { return f.Err }
+
+// Fail classifies err. A nil err gets a generic text.
+func Fail(class Class, err error) error {
+	if err == nil {
+		err = errors.New(string(class))
+	}
+	return &Failure{Class: class, Err: err}
+}
+
+// Failf is Fail with a formatted error.
+func Failf(class Class, format string, args ...any) error {
+	return &Failure{Class: class, Err: fmt.Errorf(format, args...)}
+}
+
+// ClassOf returns the class of err: the class of a wrapped Failure, or INFRA.
+func ClassOf(err error) Class {
+	var f *Failure
+	if errors.As(err, &f) && f.Class != "" {
+		return f.Class
+	}
+	return Infra
+}
+
+// Decoded is what a Processor extracts from a payload before processing.
+type Decoded struct {
+	// Identity is the business identity (e.g. SNDR|TYPE|STYP|SEQN). The first
+	// message that decodes an identity owns it; a later one is SKIPPED as
+	// duplicate-of:<owner>. Empty means the message has no business identity.
+	Identity string
+	// Kind is the dispatch key, recorded on the row.
+	Kind string
+	// Value is the decoded message, handed to Process.
+	Value any
+}
+
+// Message is the message being processed.
+type Message struct {
+	Stream  string
+	ID      int64
+	Payload []byte
+	// Attempt counts processing attempts, this one included (1 = first).
+	Attempt int
+	// Identity is the bound business identity (kept across retries).
+	Identity string
+	Kind     string
+	Decoded  any
+	// Now is the engine clock's time for this batch.
+	Now time.Time
+}
+
+// Outcome is a successful end of processing: SUCCEEDED, or SKIPPED with a
+// reason (ignored, no-match, ...).
+type Outcome struct {
+	Status Status
+	Reason string
+}
+
+// Done is the outcome of a message that was processed.
+func Done() Outcome { return Outcome{Status: Succeeded} }
+
+// Skip is the outcome of a message deliberately not processed.
+func Skip(reason string) Outcome { return Outcome{Status: Skipped, Reason: reason} }
+
+// Processor decodes and processes the messages of a stream.
+type Processor interface {
+	// Decode parses a payload. It must not touch the database. Return a
+	// Failure of class MALFORMED (DEAD at once) or CODEC_ERROR (retried);
+	// any other error is CODEC_ERROR.
+	Decode(payload []byte) (Decoded, error)
+	// Process performs the business writes of msg in tx — state changes and
+	// outbox events (outbox.Enqueue) — and nothing outside it. The engine
+	// commits them together with the message's status and backfill intent.
+	// Errors are classified with Fail; a panic is an INFRA failure of msg.
+	Process(ctx context.Context, tx store.Tx, msg *Message) (Outcome, error)
+}
+
+// Incoming is a message handed to Enqueue by a source.
+type Incoming struct {
+	ID      int64
+	Payload []byte
+}
+
+// Enqueue stores messages as PENDING in the caller's transaction. A message
+// whose id is already known — in the inbox or in its archive — is left alone
+// (no double enqueue). It returns how many were new.
+func Enqueue(ctx context.Context, tx store.Tx, stream string, now time.Time, msgs ...Incoming) (int, error) {
+	if len(msgs) == 0 {
+		return 0, nil
+	}
+	q, err := queriesFor(tx.Dialect())
+	if err != nil {
+		return 0, err
+	}
+	if tx.Dialect() == store.Postgres {
+		ids := make([]int64, len(msgs))
+		payloads := make([][]byte, len(msgs))
+		for i, m := range msgs {
+			ids[i], payloads[i] = m.ID, m.Payload
+		}
+		n, err := tx.Exec(ctx, q.Get("Enqueue"), stream, ids, payloads, now)
+		if err != nil {
+			return 0, fmt.Errorf("inbox: enqueue: %w", err)
+		}
+		return int(n), nil
+	}
+	total := 0
+	for _, m := range msgs {
+		n, err := tx.Exec(ctx, q.Get("Enqueue"), stream, m.ID, m.Payload, now)
+		if err != nil {
+			return total, fmt.Errorf("inbox: enqueue %d: %w", m.ID, err)
+		}
+		total += int(n)
+	}
+	return total, nil
+}

@@ -1,0 +1,75 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/msgx/msgx/store"
+)
+
+// ErrLeaseLost is returned when the pump finds that another process owns the
+// stream's lease: it stops working on the stream at once.
+var ErrLeaseLost = errors.New("inbox: stream lease lost")
+
+// lease is one process's claim on a named job in msgx_lease.
+type lease struct {
+	db    *store.DB
+	q     store.Queries
+	name  string
+	owner string
+	ttl   time.Duration
+}
+
+// acquire takes the lease if it is free, expired or ours; it reports whether
+// this process now holds it.
+func (l *lease) acquire(ctx context.Context, now time.Time) (bool, error) {
+	var owner string
+	err := l.db.QueryRow(ctx, l.q.Get("LeaseAcquire"), l.name, l.owner, now.Add(l.ttl), now).Scan(&owner)
+	if errors.Is(err, store.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("inbox: acquire lease %s: %w", l.name, err)
+	}
+	return owner == l.owner, nil
+}
+
+// renew extends a held lease; ErrLeaseLost when it is no longer ours.
+func (l *lease) renew(ctx context.Context, now time.Time) error {
+	n, err := l.db.Exec(ctx, l.q.Get("LeaseRenew"), l.name, l.owner, now.Add(l.ttl))
+	if err != nil {
+		return fmt.Errorf("inbox: renew lease %s: %w", l.name, err)
+	}
+	if n == 0 {
+		return ErrLeaseLost
+	}
+	return nil
+}
+
+// release gives the lease up so a standby takes over without waiting for expiry.
+func (l *lease) release(ctx context.Context) error {
+	if _, err := l.db.Exec(ctx, l.q.Get("LeaseRelease"), l.name, l.owner); err != nil {
+		return fmt.Errorf("inbox: release lease %s: %w", l.name, err)
+	}
+	return nil
+}
+
+// fence checks, inside a pump transaction, that the lease is still ours and
+// unexpired. On PostgreSQL the row stays share-locked until the transaction
+// ends, so a takeover cannot interleave with a batch.
+func (l *lease) fence(ctx context.Context, tx store.Tx, now time.Time) error {
+	var exp time.Time
+	err := tx.QueryRow(ctx, l.q.Get("LeaseFence"), l.name, l.owner).Scan(&exp)
+	if errors.Is(err, store.ErrNoRows) {
+		return ErrLeaseLost
+	}
+	if err != nil {
+		return fmt.Errorf("inbox: check lease %s: %w", l.name, err)
+	}
+	if !now.Before(exp) {
+		return ErrLeaseLost
+	}
+	return nil
+}

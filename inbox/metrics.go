@@ -1,0 +1,64 @@
+package inbox
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type metrics struct {
+	headBlocked      prometheus.Gauge
+	processed        *prometheus.CounterVec
+	failures         *prometheus.CounterVec
+	batch            prometheus.Observer
+	batchFailures    prometheus.Counter
+	leader           prometheus.Gauge
+	backfilled       prometheus.Counter
+	backfillFailures prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer, stream string) (*metrics, error) {
+	labels := prometheus.Labels{"stream": stream}
+	processed := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "msgx_inbox_settled_total", Help: "Messages that reached a status, by status.", ConstLabels: labels,
+	}, []string{"status"})
+	failures := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "msgx_inbox_failures_total", Help: "Recorded processing failures, by class.", ConstLabels: labels,
+	}, []string{"class"})
+	batch := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "msgx_inbox_batch_messages", Help: "Messages settled per pump transaction.", ConstLabels: labels,
+		Buckets: []float64{1, 2, 5, 10, 20, 50, 100},
+	})
+	batchFailures := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "msgx_inbox_transaction_failures_total", Help: "Pump transactions that failed as a whole.", ConstLabels: labels,
+	})
+	leader := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "msgx_inbox_leader", Help: "1 while this process holds the stream lease.", ConstLabels: labels,
+	})
+	backfilled := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "msgx_inbox_backfilled_total", Help: "Processed marks written back to the source.", ConstLabels: labels,
+	})
+	backfillFailures := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "msgx_inbox_backfill_failures_total", Help: "Failed backfill writes.", ConstLabels: labels,
+	})
+	headBlocked := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "msgx_inbox_head_blocked_seconds", ConstLabels: labels,
+		Help: "How long the current head has been failing (0 when it is not).",
+	})
+	m := &metrics{headBlocked, processed, failures, batch, batchFailures, leader, backfilled, backfillFailures}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{headBlocked, processed, failures, batch, batchFailures, leader, backfilled, backfillFailures} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("inbox: register metrics: %w", err)
+			}
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) settled(s settled) {
+	m.processed.WithLabelValues(string(s.status)).Inc()
+	if s.class != "" {
+		m.failures.WithLabelValues(string(s.class)).Inc()
+	}
+}

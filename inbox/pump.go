@@ -1,0 +1,589 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/msgx/msgx/store"
+)
+
+// stepResult tells the pump loop what to do after a step.
+type stepResult struct {
+	// progress: something changed; look again at once.
+	progress bool
+	// wakeAt: the head waits until then; zero with no progress means idle.
+	wakeAt time.Time
+}
+
+// unfinished is a PENDING or FAILED row as the pump reads it.
+type unfinished struct {
+	id        int64
+	status    Status
+	attempts  int
+	nextAt    *time.Time
+	startedAt *time.Time
+	identity  string
+	class     string
+	payload   []byte
+}
+
+// work is one message of a batch.
+type work struct {
+	row      unfinished
+	dec      Decoded
+	decErr   error
+	identity string
+	// bound: the identity is already bound to this message (a retry).
+	bound bool
+}
+
+// settled is a status change made in the current transaction.
+type settled struct {
+	id     int64
+	status Status
+	class  Class
+}
+
+// takenError: the identity is bound to another message.
+type takenError struct{ owner int64 }
+
+func (t *takenError) Error() string { return "identity taken by " + strconv.FormatInt(t.owner, 10) }
+
+const maxReason = 2000
+
+// fullScanEvery bounds how long the pump reads the head from its low mark
+// before it looks from the start again, which finds messages replayed by
+// another process.
+const fullScanEvery = 10 * time.Second
+
+// step runs one pump transaction: it looks at the head and either waits,
+// declares it EXHAUSTED, or processes the ready messages from it on.
+func (e *Engine) step(ctx context.Context) (stepResult, error) {
+	now := e.clk.Now()
+	limit := e.o.groupSize
+	if e.isolate > 0 {
+		limit = 1
+	}
+	var (
+		res       stepResult
+		changes   []settled
+		attempted []unfinished
+	)
+	err := e.db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+		if err := e.lease.fence(ctx, tx, now); err != nil {
+			return err
+		}
+		if e.rescan.Swap(false) || !now.Before(e.fullScanAt) {
+			e.lowMark, e.fullScanAt = 0, now.Add(fullScanEvery)
+		}
+		rows, err := e.loadUnfinished(ctx, tx, limit, e.lowMark)
+		if err != nil || len(rows) == 0 {
+			return err
+		}
+		head := rows[0]
+		e.lowMark = head.id // everything below the head is finished
+		e.m.headBlocked.Set(0)
+		if head.status == Failed && head.startedAt != nil {
+			e.m.headBlocked.Set(now.Sub(*head.startedAt).Seconds())
+		}
+		if head.status == Failed {
+			if why, dead := e.exhausted(head, now); dead {
+				res.progress = true
+				ch, err := e.settleExhausted(ctx, tx, head, why, now)
+				changes = append(changes, ch)
+				return err
+			}
+			if head.nextAt != nil && now.Before(*head.nextAt) {
+				res.wakeAt = *head.nextAt
+				if head.startedAt != nil {
+					if dl := head.startedAt.Add(e.o.headDeadline); dl.Before(res.wakeAt) {
+						res.wakeAt = dl
+					}
+				}
+				return nil
+			}
+		}
+		attempted = e.readyPrefix(rows, now)
+		res.progress = true
+		changes, err = e.processBatch(ctx, tx, attempted, now)
+		return err
+	})
+	if err == nil {
+		if e.isolate > 0 && len(attempted) > 0 {
+			e.isolate--
+		}
+		e.afterCommit(changes)
+		return res, nil
+	}
+	if ctx.Err() != nil {
+		return stepResult{}, ctx.Err()
+	}
+	if errors.Is(err, ErrLeaseLost) || len(attempted) == 0 {
+		return stepResult{}, err
+	}
+	// The batch transaction failed as a whole (at commit, or the connection
+	// broke): nothing of it is kept.
+	e.m.batchFailures.Inc()
+	if len(attempted) > 1 {
+		e.isolate = len(attempted)
+		e.log.Warn("inbox: group transaction failed; retrying its messages one per transaction",
+			"from", attempted[0].id, "count", len(attempted), "err", err)
+		return stepResult{progress: true}, nil
+	}
+	// Alone in its transaction, the message is the one that fails: record it.
+	ch, rerr := e.recordTxFailure(ctx, attempted[0], err)
+	if rerr != nil {
+		return stepResult{}, errors.Join(err, rerr)
+	}
+	e.afterCommit([]settled{ch})
+	return stepResult{progress: true}, nil
+}
+
+func (e *Engine) loadUnfinished(ctx context.Context, tx store.Tx, limit int, from int64) ([]unfinished, error) {
+	rows, err := tx.Query(ctx, e.q.Get("Unfinished"), e.stream, limit, from)
+	if err != nil {
+		return nil, fmt.Errorf("inbox: read head: %w", err)
+	}
+	defer rows.Close()
+	var out []unfinished
+	for rows.Next() {
+		var u unfinished
+		var status string
+		if err := rows.Scan(&u.id, &status, &u.attempts, &u.nextAt, &u.startedAt, &u.identity, &u.class, &u.payload); err != nil {
+			return nil, fmt.Errorf("inbox: read head: %w", err)
+		}
+		u.status = Status(status)
+		out = append(out, u)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("inbox: read head: %w", err)
+	}
+	return out, nil
+}
+
+// exhausted reports whether a FAILED head has used its attempts or held the
+// head past its deadline.
+func (e *Engine) exhausted(u unfinished, now time.Time) (string, bool) {
+	if u.attempts >= e.o.maxAttempts {
+		return fmt.Sprintf("exhausted after %d attempts (last: %s)", u.attempts, u.class), true
+	}
+	if u.startedAt != nil && !now.Before(u.startedAt.Add(e.o.headDeadline)) {
+		return fmt.Sprintf("held the head longer than %s (last: %s)", e.o.headDeadline, u.class), true
+	}
+	return "", false
+}
+
+// readyPrefix returns the consecutive messages from the head that may run now.
+func (e *Engine) readyPrefix(rows []unfinished, now time.Time) []unfinished {
+	for i, u := range rows {
+		if u.status == Pending {
+			continue
+		}
+		if _, dead := e.exhausted(u, now); dead || (u.nextAt != nil && now.Before(*u.nextAt)) {
+			return rows[:i]
+		}
+	}
+	return rows
+}
+
+// success is a message processed in the batch; its bookkeeping (identity
+// binding and status) is written together with the others' at the end of the
+// batch, in two statements, before the commit.
+type success struct {
+	id       int64
+	status   Status
+	reason   string
+	identity string
+	kind     string
+	// bind: the identity is new and is bound to this message.
+	bind bool
+}
+
+// failure is a classified failed attempt.
+type failure struct {
+	class Class
+	cause error
+}
+
+// processBatch processes messages in order, each in its own savepoint, and
+// stops after the first that fails.
+func (e *Engine) processBatch(ctx context.Context, tx store.Tx, rows []unfinished, now time.Time) ([]settled, error) {
+	ws := make([]*work, len(rows))
+	var want []string
+	for i, u := range rows {
+		w := &work{row: u, identity: u.identity, bound: u.identity != ""}
+		if len(u.payload) == 0 {
+			w.decErr = Failf(Malformed, "empty payload")
+		} else {
+			w.dec, w.decErr = e.decode(u.payload)
+		}
+		if !w.bound && w.decErr == nil {
+			w.identity = w.dec.Identity
+			if w.identity != "" {
+				want = append(want, w.identity)
+			}
+		}
+		ws[i] = w
+	}
+	// One query finds the owners of every identity of the batch; the map then
+	// follows the bindings the batch makes. Only this stream's pump binds
+	// identities, under the lease held by this transaction.
+	owners, err := e.owners(ctx, tx, want)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		done []success
+		out  []settled
+	)
+	for _, w := range ws {
+		ok, fail, err := e.processOne(ctx, tx, w, owners, now)
+		if err != nil {
+			return nil, err
+		}
+		if ok != nil {
+			done = append(done, *ok)
+			out = append(out, settled{id: ok.id, status: ok.status})
+			continue
+		}
+		if err := e.flush(ctx, tx, done, now); err != nil {
+			return nil, err
+		}
+		done = nil
+		ch, err := e.recordFailure(ctx, tx, w, fail.class, fail.cause, owners, now)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ch)
+		if ch.status == Skipped {
+			continue // its identity turned out taken: a duplicate, not a failure
+		}
+		break
+	}
+	if err := e.flush(ctx, tx, done, now); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (e *Engine) owners(ctx context.Context, tx store.Tx, identities []string) (map[string]int64, error) {
+	owners := make(map[string]int64, len(identities))
+	if len(identities) == 0 {
+		return owners, nil
+	}
+	rows, err := tx.Query(ctx, e.q.Get("Owners"), e.stream, listArg(tx.Dialect(), identities))
+	if err != nil {
+		return nil, fmt.Errorf("inbox: read identities: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var owner int64
+		if err := rows.Scan(&id, &owner); err != nil {
+			return nil, fmt.Errorf("inbox: read identities: %w", err)
+		}
+		owners[id] = owner
+	}
+	return owners, rows.Err()
+}
+
+// processOne runs one message: a duplicate is skipped, anything else goes
+// through the processor inside a savepoint, so that a failure undoes only
+// this message's writes.
+func (e *Engine) processOne(ctx context.Context, tx store.Tx, w *work, owners map[string]int64, now time.Time) (*success, *failure, error) {
+	u := w.row
+	if w.decErr != nil {
+		return nil, &failure{class: decodeClass(w.decErr), cause: w.decErr}, nil
+	}
+	if !w.bound && w.identity != "" {
+		if owner, ok := owners[w.identity]; ok && owner != u.id {
+			return &success{id: u.id, status: Skipped, reason: duplicateOf(owner), identity: w.identity, kind: w.dec.Kind}, nil, nil
+		}
+	}
+	msg := &Message{
+		Stream: e.stream, ID: u.id, Payload: u.payload, Attempt: u.attempts + 1,
+		Identity: w.identity, Kind: w.dec.Kind, Decoded: w.dec.Value, Now: now,
+	}
+	var out Outcome
+	err := tx.Savepoint(ctx, func(ctx context.Context) error {
+		var err error
+		out, err = e.process(ctx, tx, msg)
+		if err != nil {
+			return err
+		}
+		if out.Status == "" {
+			out.Status = Succeeded
+		}
+		if out.Status != Succeeded && out.Status != Skipped {
+			return Failf(Infra, "processor returned status %q", out.Status)
+		}
+		return nil
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			// Interrupted: nothing is recorded; the transaction rolls back.
+			return nil, nil, ctx.Err()
+		}
+		return nil, &failure{class: ClassOf(err), cause: err}, nil
+	}
+	bind := !w.bound && w.identity != ""
+	if bind {
+		owners[w.identity] = u.id
+	}
+	return &success{id: u.id, status: out.Status, reason: out.Reason, identity: w.identity, kind: w.dec.Kind, bind: bind}, nil, nil
+}
+
+// flush writes the identity bindings and statuses of the successful messages.
+func (e *Engine) flush(ctx context.Context, tx store.Tx, done []success, now time.Time) error {
+	if len(done) == 0 {
+		return nil
+	}
+	backfill := e.backfillIntent(now)
+	if tx.Dialect() != store.Postgres {
+		// In process (SQLite), a statement per message costs no round trip.
+		for _, s := range done {
+			if s.bind {
+				n, err := tx.Exec(ctx, e.q.Get("Bind"), e.stream, s.identity, s.id, now)
+				if err != nil {
+					return fmt.Errorf("inbox: bind identity of %d: %w", s.id, err)
+				}
+				if n != 1 {
+					return fmt.Errorf("inbox: identity of %d was bound concurrently", s.id)
+				}
+			}
+			if err := e.settle(ctx, tx, s.id, s.status, "", s.reason, s.identity, s.kind, 1, nil, now, &now, backfill); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var (
+		bindIDs                      []int64
+		bindIdentities               []string
+		ids                          = make([]int64, len(done))
+		statuses, reasons, idents, k = make([]string, len(done)), make([]string, len(done)), make([]string, len(done)), make([]string, len(done))
+	)
+	for i, s := range done {
+		ids[i], statuses[i], reasons[i], idents[i], k[i] = s.id, string(s.status), s.reason, s.identity, s.kind
+		if s.bind {
+			bindIDs = append(bindIDs, s.id)
+			bindIdentities = append(bindIdentities, s.identity)
+		}
+	}
+	if len(bindIDs) > 0 {
+		n, err := tx.Exec(ctx, e.q.Get("BindMany"), e.stream, bindIdentities, bindIDs, now)
+		if err != nil {
+			return fmt.Errorf("inbox: bind identities: %w", err)
+		}
+		if int(n) != len(bindIDs) {
+			return fmt.Errorf("inbox: %d of %d identities were bound concurrently", len(bindIDs)-int(n), len(bindIDs))
+		}
+	}
+	n, err := tx.Exec(ctx, e.q.Get("SettleMany"), e.stream, ids, statuses, reasons, idents, k, now, backfill)
+	if err != nil {
+		return fmt.Errorf("inbox: settle %d messages: %w", len(ids), err)
+	}
+	if int(n) != len(ids) {
+		return fmt.Errorf("inbox: settled %d of %d messages", n, len(ids))
+	}
+	return nil
+}
+
+func duplicateOf(owner int64) string { return "duplicate-of:" + strconv.FormatInt(owner, 10) }
+
+// decode runs the processor's decoder; a panic is a codec failure.
+func (e *Engine) decode(p []byte) (d Decoded, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = Failf(CodecError, "decoder panic: %v", r)
+		}
+	}()
+	return e.proc.Decode(p)
+}
+
+func decodeClass(err error) Class {
+	var f *Failure
+	if errors.As(err, &f) && f.Class != "" {
+		return f.Class
+	}
+	return CodecError
+}
+
+// process runs the processor; a panic is an INFRA failure of the message.
+func (e *Engine) process(ctx context.Context, tx store.Tx, msg *Message) (out Outcome, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			e.log.Error("inbox: processor panic", "msg_id", msg.ID, "panic", r, "stack", string(debug.Stack()))
+			err = Failf(Infra, "processor panic: %v", r)
+		}
+	}()
+	return e.proc.Process(ctx, tx, msg)
+}
+
+// bind binds the message's identity to it unless it already is; takenError
+// when another message owns it.
+func (e *Engine) bind(ctx context.Context, tx store.Tx, w *work, now time.Time) error {
+	if w.bound || w.identity == "" {
+		return nil
+	}
+	n, err := tx.Exec(ctx, e.q.Get("Bind"), e.stream, w.identity, w.row.id, now)
+	if err != nil {
+		return fmt.Errorf("inbox: bind identity of %d: %w", w.row.id, err)
+	}
+	if n == 0 {
+		var owner int64
+		if err := tx.QueryRow(ctx, e.q.Get("Owner"), e.stream, w.identity).Scan(&owner); err != nil {
+			return fmt.Errorf("inbox: read identity owner: %w", err)
+		}
+		if owner != w.row.id {
+			return &takenError{owner: owner}
+		}
+	}
+	return nil
+}
+
+// recordFailure records a failed attempt where the message is held: FAILED
+// with backoff for retryable classes, DEAD otherwise. The identity is bound
+// even so, so a retry does not find itself a duplicate.
+func (e *Engine) recordFailure(ctx context.Context, tx store.Tx, w *work, class Class, cause error, owners map[string]int64, now time.Time) (settled, error) {
+	u := w.row
+	if !w.bound && w.identity != "" {
+		err := e.bind(ctx, tx, w, now)
+		var taken *takenError
+		if errors.As(err, &taken) {
+			return e.settleDuplicate(ctx, tx, w, taken.owner, now)
+		}
+		if err != nil {
+			return settled{}, err
+		}
+		owners[w.identity] = u.id
+	}
+	attempt := u.attempts + 1
+	reason := truncate(cause.Error())
+	status := Failed
+	var next, finished, backfill *time.Time
+	if class.Retryable() {
+		t := now.Add(e.o.backoff.Delay(attempt))
+		next = &t
+	} else {
+		status = Dead
+		finished = &now
+		backfill = e.backfillIntent(now)
+	}
+	if err := e.settle(ctx, tx, u.id, status, class, reason, w.identity, w.dec.Kind, 1, next, now, finished, backfill); err != nil {
+		return settled{}, err
+	}
+	if err := e.logError(ctx, tx, u.id, attempt, class, reason, now); err != nil {
+		return settled{}, err
+	}
+	e.log.Warn("inbox: message failed", "msg_id", u.id, "class", class, "attempt", attempt, "status", status,
+		"next_attempt_at", next, "err", reason)
+	return settled{id: u.id, status: status, class: class}, nil
+}
+
+// recordTxFailure records an INFRA failure of a message whose whole
+// transaction failed, in a new transaction.
+func (e *Engine) recordTxFailure(ctx context.Context, u unfinished, cause error) (settled, error) {
+	now := e.clk.Now()
+	var ch settled
+	err := e.db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+		if err := e.lease.fence(ctx, tx, now); err != nil {
+			return err
+		}
+		w := &work{row: u, identity: u.identity, bound: u.identity != ""}
+		var err error
+		ch, err = e.recordFailure(ctx, tx, w, Infra, fmt.Errorf("transaction failed: %w", cause), map[string]int64{}, now)
+		return err
+	})
+	return ch, err
+}
+
+func (e *Engine) settleDuplicate(ctx context.Context, tx store.Tx, w *work, owner int64, now time.Time) (settled, error) {
+	if err := e.settle(ctx, tx, w.row.id, Skipped, "", duplicateOf(owner), w.identity, w.dec.Kind, 1, nil, now, &now, e.backfillIntent(now)); err != nil {
+		return settled{}, err
+	}
+	return settled{id: w.row.id, status: Skipped}, nil
+}
+
+func (e *Engine) settleExhausted(ctx context.Context, tx store.Tx, u unfinished, why string, now time.Time) (settled, error) {
+	if err := e.settle(ctx, tx, u.id, Dead, Exhausted, why, "", "", 0, nil, now, &now, e.backfillIntent(now)); err != nil {
+		return settled{}, err
+	}
+	if err := e.logError(ctx, tx, u.id, u.attempts, Exhausted, why, now); err != nil {
+		return settled{}, err
+	}
+	e.log.Warn("inbox: message dead", "msg_id", u.id, "class", Exhausted, "attempts", u.attempts, "reason", why)
+	return settled{id: u.id, status: Dead, class: Exhausted}, nil
+}
+
+// settle is the one statement that moves an unfinished message on.
+func (e *Engine) settle(ctx context.Context, tx store.Tx, id int64, status Status, class Class, reason, identity, kind string,
+	attempts int, next *time.Time, started time.Time, finished, backfill *time.Time) error {
+	n, err := tx.Exec(ctx, e.q.Get("Settle"), e.stream, id, string(status), nullable(string(class)), nullable(reason),
+		nullable(identity), nullable(kind), attempts, next, started, finished, backfill)
+	if err != nil {
+		return fmt.Errorf("inbox: settle %d as %s: %w", id, status, err)
+	}
+	if n != 1 {
+		return fmt.Errorf("inbox: settle %d as %s: message is not unfinished", id, status)
+	}
+	return nil
+}
+
+func (e *Engine) logError(ctx context.Context, tx store.Tx, id int64, attempt int, class Class, reason string, now time.Time) error {
+	if _, err := tx.Exec(ctx, e.q.Get("LogError"), e.stream, id, attempt, string(class), reason, now); err != nil {
+		return fmt.Errorf("inbox: record error of %d: %w", id, err)
+	}
+	return nil
+}
+
+// backfillIntent is the due time registered with a terminal status, or nil
+// when nothing is written back.
+func (e *Engine) backfillIntent(now time.Time) *time.Time {
+	if e.o.backfiller == nil || e.o.shadow {
+		return nil
+	}
+	return &now
+}
+
+// afterCommit runs once the pump transaction committed.
+func (e *Engine) afterCommit(changes []settled) {
+	if len(changes) == 0 {
+		return
+	}
+	c := Committed{Stream: e.stream}
+	for _, ch := range changes {
+		e.m.settled(ch)
+		if ch.status.Terminal() {
+			c.IDs = append(c.IDs, ch.id)
+		}
+		if ch.status == Failed || ch.status == Dead {
+			c.Failed = ch.id
+		}
+	}
+	e.m.batch.Observe(float64(len(changes)))
+	if len(c.IDs) > 0 && e.backfillIntent(time.Time{}) != nil {
+		// Try once right away, off the pump goroutine; if the maintenance
+		// goroutine is busy the sweep finds the durable intent later.
+		select {
+		case e.backfillCh <- c.IDs:
+		default:
+		}
+	}
+	if e.o.onCommit != nil {
+		e.o.onCommit(c)
+	}
+}
+
+// truncate bounds a reason and keeps it valid text for every database.
+func truncate(s string) string {
+	if len(s) > maxReason {
+		s = s[:maxReason]
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "?"), "\x00", "?")
+}

@@ -1,0 +1,14 @@
+-- name: CursorInit
+INSERT INTO msgx_inbox_cursor (stream, watermark, updated_at) VALUES ($1, $2, $3)
+ON CONFLICT (stream) DO NOTHING
+
+-- name: CursorGet
+SELECT watermark, gap_from, gap_seen_at FROM msgx_inbox_cursor WHERE stream = $1
+
+-- name: CursorSet
+-- Compare-and-set on the watermark: a concurrent advance makes this a no-op.
+UPDATE msgx_inbox_cursor SET watermark = $3, gap_from = $4, gap_seen_at = $5, updated_at = $6
+WHERE stream = $1 AND watermark = $2
+
+-- name: GapRecord
+INSERT INTO msgx_inbox_gap (stream, from_id, to_id, first_seen_at, declared_at) VALUES ($1, $2, $3, $4, $5)

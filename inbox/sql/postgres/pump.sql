@@ -1,0 +1,69 @@
+-- name: Enqueue
+-- Transport-id dedup: a message already in the inbox or in its archive is not enqueued again.
+INSERT INTO msgx_inbox (stream, msg_id, payload, received_at)
+SELECT $1, u.id, u.payload, $4
+FROM unnest($2::bigint[], $3::bytea[]) AS u(id, payload)
+WHERE NOT EXISTS (SELECT 1 FROM msgx_inbox_hst h WHERE h.stream = $1 AND h.msg_id = u.id)
+ON CONFLICT (stream, msg_id) DO NOTHING
+
+-- name: Unfinished
+-- The head and the messages after it, never beyond the source watermark.
+-- The lower bound skips the index entries of finished messages.
+SELECT msg_id, status, attempts, next_attempt_at, processing_started_at, COALESCE(identity, ''), COALESCE(error_class, ''), payload
+FROM msgx_inbox
+WHERE stream = $1 AND status IN ('PENDING', 'FAILED') AND msg_id >= $3
+  AND msg_id <= COALESCE((SELECT watermark FROM msgx_inbox_cursor WHERE stream = $1), 9223372036854775807)
+ORDER BY msg_id
+LIMIT $2
+
+-- name: Owners
+-- One primary-key lookup per identity, whatever plan the statistics suggest.
+SELECT u.identity, i.msg_id FROM unnest($2::text[]) AS u(identity)
+CROSS JOIN LATERAL (SELECT msg_id FROM msgx_inbox_identity WHERE stream = $1 AND identity = u.identity) AS i
+
+-- name: Owner
+SELECT msg_id FROM msgx_inbox_identity WHERE stream = $1 AND identity = $2
+
+-- name: Bind
+INSERT INTO msgx_inbox_identity (stream, identity, msg_id, bound_at) VALUES ($1, $2, $3, $4)
+ON CONFLICT (stream, identity) DO NOTHING
+
+-- name: Settle
+-- Moves an unfinished message to its next status; terminal rows never change.
+UPDATE msgx_inbox SET
+    status = $3, error_class = $4, reason = $5,
+    identity = COALESCE($6, identity), kind = COALESCE($7, kind),
+    attempts = attempts + $8, next_attempt_at = $9,
+    processing_started_at = COALESCE(processing_started_at, $10),
+    finished_at = $11, backfill_next_at = $12
+WHERE stream = $1 AND msg_id = $2 AND status IN ('PENDING', 'FAILED')
+
+-- name: BindMany
+INSERT INTO msgx_inbox_identity (stream, identity, msg_id, bound_at)
+SELECT $1, u.identity, u.id, $4 FROM unnest($2::text[], $3::bigint[]) AS u(identity, id)
+ON CONFLICT (stream, identity) DO NOTHING
+
+-- name: SettleMany
+-- The successful (SUCCEEDED/SKIPPED) messages of a batch in one statement.
+UPDATE msgx_inbox m SET
+    status = u.status, error_class = NULL, reason = NULLIF(u.reason, ''),
+    identity = COALESCE(NULLIF(u.identity, ''), m.identity), kind = COALESCE(NULLIF(u.kind, ''), m.kind),
+    attempts = m.attempts + 1, next_attempt_at = NULL,
+    processing_started_at = COALESCE(m.processing_started_at, $7),
+    finished_at = $7, backfill_next_at = $8
+FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[]) AS u(id, status, reason, identity, kind)
+-- Unfinished rows are the ones not finished; saying it so (rather than by
+-- status) keeps the plan on the primary key whatever the statistics say.
+WHERE m.stream = $1 AND m.msg_id = ANY($2::bigint[]) AND m.msg_id = u.id AND m.finished_at IS NULL
+
+-- name: LogError
+INSERT INTO msgx_inbox_error (stream, msg_id, attempt, error_class, reason, at) VALUES ($1, $2, $3, $4, $5, $6)
+
+-- name: Get
+SELECT msg_id, status, COALESCE(error_class, ''), COALESCE(reason, ''), COALESCE(identity, ''), COALESCE(kind, ''),
+       attempts, next_attempt_at, processing_started_at, received_at, finished_at,
+       backfill_next_at, backfill_attempts, COALESCE(backfill_error, ''), backfilled_at
+FROM msgx_inbox WHERE stream = $1 AND msg_id = $2
+
+-- name: Counts
+SELECT status, COUNT(*) FROM msgx_inbox WHERE stream = $1 GROUP BY status

@@ -1,0 +1,49 @@
+-- name: Enqueue
+-- One message (SQLite runs in process: a statement per row is cheap).
+-- Transport-id dedup: a message already in the inbox or in its archive is not enqueued again.
+INSERT INTO msgx_inbox (stream, msg_id, payload, received_at)
+SELECT ?1, ?2, ?3, ?4
+WHERE NOT EXISTS (SELECT 1 FROM msgx_inbox_hst h WHERE h.stream = ?1 AND h.msg_id = ?2)
+ON CONFLICT (stream, msg_id) DO NOTHING
+
+-- name: Unfinished
+-- The head and the messages after it, never beyond the source watermark.
+-- The lower bound skips the index entries of finished messages.
+SELECT msg_id, status, attempts, next_attempt_at, processing_started_at, COALESCE(identity, ''), COALESCE(error_class, ''), payload
+FROM msgx_inbox
+WHERE stream = ?1 AND status IN ('PENDING', 'FAILED') AND msg_id >= ?3
+  AND msg_id <= COALESCE((SELECT watermark FROM msgx_inbox_cursor WHERE stream = ?1), 9223372036854775807)
+ORDER BY msg_id
+LIMIT ?2
+
+-- name: Owners
+SELECT identity, msg_id FROM msgx_inbox_identity WHERE stream = ?1 AND identity IN (SELECT value FROM json_each(?2))
+
+-- name: Owner
+SELECT msg_id FROM msgx_inbox_identity WHERE stream = ?1 AND identity = ?2
+
+-- name: Bind
+INSERT INTO msgx_inbox_identity (stream, identity, msg_id, bound_at) VALUES (?1, ?2, ?3, ?4)
+ON CONFLICT (stream, identity) DO NOTHING
+
+-- name: Settle
+-- Moves an unfinished message to its next status; terminal rows never change.
+UPDATE msgx_inbox SET
+    status = ?3, error_class = ?4, reason = ?5,
+    identity = COALESCE(?6, identity), kind = COALESCE(?7, kind),
+    attempts = attempts + ?8, next_attempt_at = ?9,
+    processing_started_at = COALESCE(processing_started_at, ?10),
+    finished_at = ?11, backfill_next_at = ?12
+WHERE stream = ?1 AND msg_id = ?2 AND status IN ('PENDING', 'FAILED')
+
+-- name: LogError
+INSERT INTO msgx_inbox_error (stream, msg_id, attempt, error_class, reason, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+
+-- name: Get
+SELECT msg_id, status, COALESCE(error_class, ''), COALESCE(reason, ''), COALESCE(identity, ''), COALESCE(kind, ''),
+       attempts, next_attempt_at, processing_started_at, received_at, finished_at,
+       backfill_next_at, backfill_attempts, COALESCE(backfill_error, ''), backfilled_at
+FROM msgx_inbox WHERE stream = ?1 AND msg_id = ?2
+
+-- name: Counts
+SELECT status, COUNT(*) FROM msgx_inbox WHERE stream = ?1 GROUP BY status

@@ -1,0 +1,498 @@
+// Package inboxbench measures the strict-FIFO inbox (workload inbox-fifo):
+// N SIS FLOP messages — the real fixtures, rotated with fresh SEQNs and a few
+// hundred FLIDs — are put in a mailbox table; the run is timed from the start
+// of the engine (poller + pump) until every message is SUCCEEDED with its
+// business row and its outbox event committed. It runs the pump with group
+// commit and with one transaction per message and prints a RESULT line for
+// each variant.
+package inboxbench
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/internal/bench"
+	"github.com/msgx/msgx/outbox"
+	"github.com/msgx/msgx/source/mailbox"
+	"github.com/msgx/msgx/store"
+)
+
+//go:embed testdata/FLOP_*.xml
+var fixtureFS embed.FS
+
+// Config is the workload shape.
+type Config struct {
+	// DSN is a PostgreSQL server; each variant runs in a fresh schema that is
+	// dropped afterwards.
+	DSN        string
+	N          int // messages per variant (default 20 000)
+	FLIDs      int // distinct flights (default 300)
+	Group      int // messages per pump transaction in the group variant (default 50)
+	ClaimBatch int // mailbox rows per poller scan (default 50)
+	// Backfill writes the processed mark back to the mailbox rows, as in
+	// production (default true).
+	Backfill bool
+	// Variants to run, in order (default group, single); "raw" adds the
+	// ceiling: the same business statements without the engine.
+	Variants []string
+	Log      *slog.Logger
+	// Progress, when set, receives a line now and then.
+	Progress io.Writer
+}
+
+func (c *Config) defaults() {
+	if c.DSN == "" {
+		c.DSN = "postgres://root@127.0.0.1:5432/test?sslmode=disable"
+	}
+	if c.N <= 0 {
+		c.N = 20000
+	}
+	if c.FLIDs <= 0 {
+		c.FLIDs = 300
+	}
+	if c.Group <= 0 {
+		c.Group = 50
+	}
+	if c.ClaimBatch <= 0 {
+		c.ClaimBatch = 50
+	}
+	if len(c.Variants) == 0 {
+		c.Variants = []string{"group", "single"}
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+}
+
+// Fixtures returns the embedded FLOP fixtures in name order.
+func Fixtures() ([][]byte, error) {
+	names, err := fs.Glob(fixtureFS, "testdata/FLOP_*.xml")
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(names)
+	out := make([][]byte, 0, len(names))
+	for _, n := range names {
+		b, err := fixtureFS.ReadFile(n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+var (
+	seqnRE = regexp.MustCompile(`<SEQN>[^<]*</SEQN>`)
+	flidRE = regexp.MustCompile(`<FLID>[^<]*</FLID>`)
+)
+
+// Messages returns n messages rotating the fixtures, message i with SEQN
+// base+i+1 and one of flids FLIDs.
+func Messages(n, flids int, base int64) ([][]byte, error) {
+	fx, err := Fixtures()
+	if err != nil {
+		return nil, err
+	}
+	if len(fx) == 0 {
+		return nil, errors.New("inboxbench: no fixtures")
+	}
+	out := make([][]byte, n)
+	for i := range n {
+		m := seqnRE.ReplaceAll(fx[i%len(fx)], []byte("<SEQN>"+strconv.FormatInt(base+int64(i)+1, 10)+"</SEQN>"))
+		m = flidRE.ReplaceAll(m, []byte("<FLID>"+strconv.Itoa(900000+i%flids)+"</FLID>"))
+		out[i] = m
+	}
+	return out, nil
+}
+
+// Run measures the variants and prints their RESULT lines and the ratio.
+func Run(ctx context.Context, cfg Config, out io.Writer) ([]bench.Result, error) {
+	cfg.defaults()
+	msgs, err := Messages(cfg.N, cfg.FLIDs, time.Now().Unix()*1000)
+	if err != nil {
+		return nil, err
+	}
+	var results []bench.Result
+	for _, v := range cfg.Variants {
+		group := cfg.Group
+		run := runVariant
+		switch v {
+		case "group":
+		case "single":
+			group = 1
+		case "raw":
+			run = runRaw
+		default:
+			return results, fmt.Errorf("inboxbench: unknown variant %q (group, single, raw)", v)
+		}
+		r, err := run(ctx, cfg, v, group, msgs)
+		if err != nil {
+			return results, fmt.Errorf("inboxbench: variant %s: %w", v, err)
+		}
+		r.Print(out)
+		results = append(results, r)
+	}
+	for i := 1; i < len(results); i++ {
+		fmt.Fprintf(out, "RATIO workload=inbox-fifo %s/%s=%s\n", results[0].Variant, results[i].Variant, bench.Ratio(results[0], results[i]))
+	}
+	return results, nil
+}
+
+// runRaw is the ceiling of the workload on this database at this moment: the
+// same business statements (a savepoint, the flight upsert, the outbox
+// event) for the same messages, read from the mailbox in pages of group
+// and committed once per page, with no inbox state, identity, lease, poller
+// or backfill. The engine's share of the time is the difference.
+func runRaw(ctx context.Context, cfg Config, variant string, group int, msgs [][]byte) (bench.Result, error) {
+	db, drop, err := freshSchema(ctx, cfg.DSN)
+	if err != nil {
+		return bench.Result{}, err
+	}
+	defer drop()
+	if _, err := db.Exec(ctx, createFlight); err != nil {
+		return bench.Result{}, err
+	}
+	if err := fillMailbox(ctx, db, msgs); err != nil {
+		return bench.Result{}, err
+	}
+	table, err := mailbox.NewStore(db)
+	if err != nil {
+		return bench.Result{}, err
+	}
+	proc := FlopProcessor{}
+	cpu := startCPU(ctx, db, appName(ctx, db))
+	start := time.Now()
+	var last int64
+	done := 0
+	for done < len(msgs) {
+		rows, err := table.Scan(ctx, last, group)
+		if err != nil {
+			return bench.Result{}, err
+		}
+		if len(rows) == 0 {
+			return bench.Result{}, fmt.Errorf("raw: %d of %d rows found", done, len(msgs))
+		}
+		now := time.Now()
+		err = db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+			for _, r := range rows {
+				d, err := proc.Decode(r.Msg)
+				if err != nil {
+					return err
+				}
+				m := &inbox.Message{Stream: "raw", ID: r.ID, Payload: r.Msg, Attempt: 1, Identity: d.Identity, Kind: d.Kind, Decoded: d.Value, Now: now}
+				if err := tx.Savepoint(ctx, func(ctx context.Context) error {
+					_, err := proc.Process(ctx, tx, m)
+					return err
+				}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return bench.Result{}, err
+		}
+		last = rows[len(rows)-1].ID
+		done += len(rows)
+	}
+	elapsed := time.Since(start)
+	r := bench.Result{
+		Workload: "inbox-fifo", Variant: variant, N: len(msgs), Elapsed: elapsed,
+		Extra: [][2]string{{"group", strconv.Itoa(group)}, {"store", "postgres"}, {"mailbox", "postgres-cminmsgs"}},
+	}
+	r.Extra = append(r.Extra, cpu.stop(ctx, len(msgs))...)
+	return r, nil
+}
+
+func runVariant(ctx context.Context, cfg Config, variant string, group int, msgs [][]byte) (bench.Result, error) {
+	db, drop, err := freshSchema(ctx, cfg.DSN)
+	if err != nil {
+		return bench.Result{}, err
+	}
+	defer drop()
+	var syncCommit string
+	if err := db.QueryRow(ctx, "SHOW synchronous_commit").Scan(&syncCommit); err != nil {
+		return bench.Result{}, err
+	}
+	if _, err := db.Exec(ctx, createFlight); err != nil {
+		return bench.Result{}, err
+	}
+	if err := fillMailbox(ctx, db, msgs); err != nil {
+		return bench.Result{}, err
+	}
+	table, err := mailbox.NewStore(db)
+	if err != nil {
+		return bench.Result{}, err
+	}
+	const stream = "sis"
+	n := len(msgs)
+	var done atomic.Int64
+	finished := make(chan struct{})
+	opts := []inbox.Option{
+		inbox.WithGroupSize(group),
+		inbox.WithLogger(cfg.Log),
+		inbox.WithSource(mailbox.NewPoller(table, db, stream, mailbox.WithClaimBatch(cfg.ClaimBatch), mailbox.WithPollerLogger(cfg.Log))),
+		inbox.WithOnCommit(func(c inbox.Committed) {
+			if done.Add(int64(len(c.IDs))) == int64(n) {
+				close(finished)
+			}
+		}),
+	}
+	if cfg.Backfill {
+		opts = append(opts, inbox.WithBackfill(table))
+	}
+	eng, err := inbox.New(db, stream, FlopProcessor{}, opts...)
+	if err != nil {
+		return bench.Result{}, err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopped := make(chan error, 1)
+	cpu := startCPU(ctx, db, appName(ctx, db))
+	start := time.Now()
+	go func() { stopped <- eng.Run(rctx) }()
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+wait:
+	for {
+		select {
+		case <-finished:
+			break wait
+		case <-tick.C:
+			if cfg.Progress != nil {
+				fmt.Fprintf(cfg.Progress, "inbox-fifo %s: %d/%d\n", variant, done.Load(), n)
+			}
+		case <-ctx.Done():
+			cancel()
+			<-stopped
+			return bench.Result{}, ctx.Err()
+		}
+	}
+	elapsed := time.Since(start)
+	cpuExtra := cpu.stop(ctx, n)
+	cancel()
+	if err := <-stopped; err != nil {
+		return bench.Result{}, err
+	}
+	if err := verify(ctx, db, stream, n); err != nil {
+		return bench.Result{}, err
+	}
+	r := bench.Result{
+		Workload: "inbox-fifo", Variant: variant, N: n, Elapsed: elapsed,
+		Extra: [][2]string{{"group", strconv.Itoa(group)}, {"store", "postgres"}, {"mailbox", "postgres-cminmsgs"},
+			{"synchronous_commit", syncCommit}, {"backfill", strconv.FormatBool(cfg.Backfill)}},
+	}
+	r.Extra = append(r.Extra, cpuExtra...)
+	return r, nil
+}
+
+const createFlight = `CREATE TABLE bench_flight (
+	flid TEXT PRIMARY KEY, last_msg_id BIGINT NOT NULL, last_styp TEXT NOT NULL, version BIGINT NOT NULL)`
+
+const upsertFlight = `INSERT INTO bench_flight (flid, last_msg_id, last_styp, version) VALUES ($1, $2, $3, 1)
+ON CONFLICT (flid) DO UPDATE SET last_msg_id = EXCLUDED.last_msg_id, last_styp = EXCLUDED.last_styp,
+	version = bench_flight.version + 1`
+
+// freshSchema creates a schema on the server and opens a migrated store in
+// it; the sessions carry the schema's name as application_name.
+func freshSchema(ctx context.Context, dsn string) (*store.DB, func(), error) {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := "msgx_bench_inbox_" + hex.EncodeToString(b[:])
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect %s: %w", dsn, err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		return nil, nil, err
+	}
+	drop := func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		c, err := pgx.Connect(dctx, dsn)
+		if err != nil {
+			return
+		}
+		defer c.Close(dctx)
+		_, _ = c.Exec(dctx, "DROP SCHEMA "+schema+" CASCADE")
+	}
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	db, err := store.Open(ctx, dsn+sep+"search_path="+schema+"&synchronous_commit=on&application_name="+schema, store.WithMigrate())
+	if err != nil {
+		drop()
+		return nil, nil, err
+	}
+	return db, func() { db.Close(); drop() }, nil
+}
+
+// appName is the application_name of the store's sessions.
+func appName(ctx context.Context, db *store.DB) string {
+	var name string
+	_ = db.QueryRow(ctx, "SELECT current_setting('application_name')").Scan(&name)
+	return name
+}
+
+func fillMailbox(ctx context.Context, db *store.DB, msgs [][]byte) error {
+	rows := make([][]any, len(msgs))
+	now := time.Now()
+	for i, m := range msgs {
+		rows[i] = []any{string(m), now}
+	}
+	_, err := db.Pool().CopyFrom(ctx, pgx.Identifier{"cminmsgs"}, []string{"cminmsgs_clob_msg", "cminmsgs_date_received"}, pgx.CopyFromRows(rows))
+	return err
+}
+
+// verify checks, outside the timing, that every message SUCCEEDED, that each
+// wrote its event, and that the events were written in message order.
+func verify(ctx context.Context, db *store.DB, stream string, n int) error {
+	counts, err := inbox.Counts(ctx, db, stream)
+	if err != nil {
+		return err
+	}
+	if counts[inbox.Succeeded] != n {
+		return fmt.Errorf("%d of %d messages SUCCEEDED (%v)", counts[inbox.Succeeded], n, counts)
+	}
+	rows, err := db.Query(ctx, "SELECT event_id FROM msgx_outbox ORDER BY id")
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var prev int64
+	events := 0
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		_, num, _ := strings.Cut(id, ":")
+		m, err := strconv.ParseInt(num, 10, 64)
+		if err != nil {
+			return fmt.Errorf("event id %q: %w", id, err)
+		}
+		if m <= prev {
+			return fmt.Errorf("FIFO violated: event of message %d written after message %d", m, prev)
+		}
+		prev = m
+		events++
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if events != n {
+		return fmt.Errorf("%d events for %d messages", events, n)
+	}
+	return nil
+}
+
+// FlopProcessor is the trivial processor of the workload: it reads META
+// (SNDR/TYPE/STYP/SEQN for the identity) and the FLID, upserts one flight row
+// and writes one outbox event.
+type FlopProcessor struct{}
+
+// Flop is a decoded FLOP message head.
+type Flop struct {
+	SNDR, TYPE, STYP, SEQN, FLID string
+}
+
+// Decode implements inbox.Processor.
+func (FlopProcessor) Decode(p []byte) (inbox.Decoded, error) {
+	f, err := ParseHead(p)
+	if err != nil {
+		return inbox.Decoded{}, err
+	}
+	return inbox.Decoded{
+		Identity: f.SNDR + "|" + f.TYPE + "|" + f.STYP + "|" + f.SEQN,
+		Kind:     f.TYPE + "/" + f.STYP,
+		Value:    f,
+	}, nil
+}
+
+// Process implements inbox.Processor.
+func (FlopProcessor) Process(ctx context.Context, tx store.Tx, msg *inbox.Message) (inbox.Outcome, error) {
+	f := msg.Decoded.(Flop)
+	if _, err := tx.Exec(ctx, upsertFlight, f.FLID, msg.ID, f.STYP); err != nil {
+		return inbox.Outcome{}, err
+	}
+	payload, _ := json.Marshal(map[string]any{"msg_id": msg.ID, "flid": f.FLID, "type": f.TYPE, "styp": f.STYP, "seqn": f.SEQN})
+	err := outbox.Enqueue(ctx, tx, msg.Now, outbox.Event{
+		ID: msg.Stream + ":" + strconv.FormatInt(msg.ID, 10), Target: "kafka:msg", Topic: "msg", Key: f.FLID, Payload: payload,
+	})
+	if err != nil {
+		return inbox.Outcome{}, err
+	}
+	return inbox.Done(), nil
+}
+
+// ParseHead reads META and the FLID of a FLOP message, stopping as soon as it
+// has them. Not XML or no META is MALFORMED.
+func ParseHead(p []byte) (Flop, error) {
+	var f Flop
+	d := xml.NewDecoder(bytes.NewReader(p))
+	var cur *string
+	found := 0
+	for found < 5 {
+		tok, err := d.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return f, inbox.Fail(inbox.Malformed, err)
+		}
+		switch t := tok.(type) {
+		case xml.StartElement:
+			cur = nil
+			switch t.Name.Local {
+			case "SNDR":
+				cur = &f.SNDR
+			case "TYPE":
+				cur = &f.TYPE
+			case "STYP":
+				cur = &f.STYP
+			case "SEQN":
+				cur = &f.SEQN
+			case "FLID":
+				cur = &f.FLID
+			}
+		case xml.CharData:
+			if cur != nil && *cur == "" {
+				*cur = strings.TrimSpace(string(t))
+				if *cur != "" {
+					found++
+				}
+			}
+		case xml.EndElement:
+			cur = nil
+		}
+	}
+	if f.SNDR == "" || f.TYPE == "" || f.STYP == "" || f.SEQN == "" {
+		return f, inbox.Failf(inbox.Malformed, "no META (SNDR/TYPE/STYP/SEQN)")
+	}
+	if f.FLID == "" {
+		return f, inbox.Failf(inbox.Malformed, "no FLID")
+	}
+	return f, nil
+}

@@ -1,0 +1,60 @@
+package inboxbench_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/msgx/msgx/internal/bench/inboxbench"
+	"github.com/msgx/msgx/store/storetest"
+)
+
+func TestFixturesDecode(t *testing.T) {
+	msgs, err := inboxbench.Messages(500, 7, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx, _ := inboxbench.Fixtures()
+	if len(fx) != 71 {
+		t.Fatalf("%d FLOP fixtures, want 71", len(fx))
+	}
+	seen := map[string]bool{}
+	for i, m := range msgs {
+		d, err := inboxbench.FlopProcessor{}.Decode(m)
+		if err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+		f := d.Value.(inboxbench.Flop)
+		if f.SEQN != strconv.Itoa(101+i) || f.FLID != strconv.Itoa(900000+i%7) || f.TYPE != "FLOP" || f.SNDR == "" {
+			t.Fatalf("message %d decoded as %+v", i, f)
+		}
+		if seen[d.Identity] {
+			t.Fatalf("identity %s repeats", d.Identity)
+		}
+		seen[d.Identity] = true
+	}
+	if _, err := (inboxbench.FlopProcessor{}).Decode([]byte("not xml <")); err == nil {
+		t.Fatal("garbage decoded")
+	}
+}
+
+// TestRunSmall runs both variants on a small N: the RESULT lines come out
+// and the run's own checks (all SUCCEEDED, one event each, FIFO) pass.
+func TestRunSmall(t *testing.T) {
+	n := 600
+	if s := os.Getenv("MSGX_INBOXBENCH_N"); s != "" {
+		n, _ = strconv.Atoi(s)
+	}
+	var out bytes.Buffer
+	res, err := inboxbench.Run(context.Background(), inboxbench.Config{DSN: storetest.PostgresURL(), N: n, FLIDs: 50, Backfill: true}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 2 || !strings.Contains(out.String(), "variant=group") || !strings.Contains(out.String(), "variant=single") {
+		t.Fatalf("output:\n%s", out.String())
+	}
+	t.Log("\n" + out.String())
+}

@@ -1,0 +1,190 @@
+// Package httpingress is the legacy HTTP entry point POST /cminmsgs/send: the
+// raw message body is inserted into the mailbox table, then enqueued in the
+// inbox, and the mailbox id is answered as text/plain. A 200 always means the
+// message is stored in the mailbox; the enqueue that follows is not atomic
+// with it, and the mailbox poller repairs a missing one, while business
+// identity deduplication absorbs client retries.
+package httpingress
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/source/mailbox"
+)
+
+// Path is the legacy endpoint.
+const Path = "/cminmsgs/send"
+
+// DefaultMaxBytes is the largest body accepted by default: what a MEDIUMTEXT
+// mailbox column holds.
+const DefaultMaxBytes = 16<<20 - 1
+
+// Mailbox stores a message and returns its id; *mailbox.Table implements it.
+type Mailbox interface {
+	Insert(ctx context.Context, msg []byte, received time.Time, meta mailbox.Meta) (int64, error)
+}
+
+// Enqueuer puts a stored message in the inbox; *inbox.Engine implements it.
+type Enqueuer interface {
+	Enqueue(ctx context.Context, msgs ...inbox.Incoming) (int, error)
+}
+
+type options struct {
+	enqueuer   Enqueuer
+	nudge      func()
+	maxBytes   int64
+	mediaTypes []string
+	clock      clock.Clock
+	log        *slog.Logger
+	meta       func([]byte) mailbox.Meta
+	timeout    time.Duration
+}
+
+// Option configures the handler.
+type Option func(*options)
+
+// WithEnqueuer enqueues each stored message right away (default: the poller
+// alone picks it up).
+func WithEnqueuer(e Enqueuer) Option { return func(o *options) { o.enqueuer = e } }
+
+// WithNudge is called after each stored message (e.g. the poller's Nudge).
+func WithNudge(f func()) Option { return func(o *options) { o.nudge = f } }
+
+// WithMaxBytes sets the body limit (default DefaultMaxBytes); larger bodies get 413.
+func WithMaxBytes(n int64) Option { return func(o *options) { o.maxBytes = n } }
+
+// WithMediaTypes sets the accepted Content-Types (default application/xml,
+// text/xml, text/plain); others get 415. A request without a Content-Type
+// is accepted, as legacy clients send none.
+func WithMediaTypes(types ...string) Option { return func(o *options) { o.mediaTypes = types } }
+
+// WithClock sets the clock that stamps CMINMSGS_DATE_RECEIVED.
+func WithClock(c clock.Clock) Option { return func(o *options) { o.clock = c } }
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithMeta fills the mailbox's subsystem columns from the body (default: NULL).
+func WithMeta(f func([]byte) mailbox.Meta) Option { return func(o *options) { o.meta = f } }
+
+// WithTimeout bounds the mailbox insert and the enqueue (default 10 s).
+func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
+
+// Handler serves POST /cminmsgs/send.
+type Handler struct {
+	mb Mailbox
+	o  options
+}
+
+// New returns the handler.
+func New(mb Mailbox, opts ...Option) *Handler {
+	o := options{
+		maxBytes:   DefaultMaxBytes,
+		mediaTypes: []string{"application/xml", "text/xml", "text/plain"},
+		clock:      clock.Real{},
+		log:        slog.Default(),
+		timeout:    10 * time.Second,
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return &Handler{mb: mb, o: o}
+}
+
+// Register adds the endpoint to mux.
+func (h *Handler) Register(mux *http.ServeMux) { mux.Handle(Path, h) }
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	if status, msg := h.checkMediaType(r.Header.Get("Content-Type")); status != 0 {
+		http.Error(w, msg, status)
+		return
+	}
+	if r.ContentLength > h.o.maxBytes {
+		http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.o.maxBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
+			return
+		}
+		http.Error(w, "cannot read body", http.StatusBadRequest)
+		return
+	}
+	if len(body) == 0 {
+		http.Error(w, "empty body", http.StatusBadRequest)
+		return
+	}
+	if !utf8.Valid(body) {
+		// The mailbox column is text: only UTF-8 can be stored faithfully.
+		http.Error(w, "body is not UTF-8 text", http.StatusBadRequest)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.o.timeout)
+	defer cancel()
+	var meta mailbox.Meta
+	if h.o.meta != nil {
+		meta = h.o.meta(body)
+	}
+	id, err := h.mb.Insert(ctx, body, h.o.clock.Now(), meta)
+	if err != nil {
+		h.o.log.Error("httpingress: mailbox insert failed", "err", err, "bytes", len(body))
+		http.Error(w, "mailbox unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	if h.o.enqueuer != nil {
+		// Stored is what the answer promises; a failed enqueue is repaired by the poller.
+		if _, err := h.o.enqueuer.Enqueue(ctx, inbox.Incoming{ID: id, Payload: body}); err != nil {
+			h.o.log.Warn("httpingress: enqueue failed; the mailbox poller will pick the message up", "msg_id", id, "err", err)
+		}
+	}
+	if h.o.nudge != nil {
+		h.o.nudge()
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.WriteString(w, strconv.FormatInt(id, 10))
+}
+
+// checkMediaType returns a non-zero status for an unacceptable Content-Type.
+func (h *Handler) checkMediaType(ct string) (int, string) {
+	if ct == "" {
+		return 0, ""
+	}
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return http.StatusUnsupportedMediaType, "malformed Content-Type"
+	}
+	ok := false
+	for _, t := range h.o.mediaTypes {
+		if strings.EqualFold(mt, t) {
+			ok = true
+			break
+		}
+	}
+	if !ok {
+		return http.StatusUnsupportedMediaType, "unsupported media type " + mt
+	}
+	if cs, has := params["charset"]; has && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "us-ascii") {
+		return http.StatusUnsupportedMediaType, "unsupported charset " + cs
+	}
+	return 0, ""
+}

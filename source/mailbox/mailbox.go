@@ -1,0 +1,314 @@
+// Package mailbox is the shared-table source: the legacy mailbox table
+// (cminmsgs) in the shared MySQL/MariaDB server, or a table of the same shape
+// in the engine's own store for the embedded default. It provides the poller
+// that enqueues new rows into the inbox behind a watermark, the insert used by
+// the HTTP ingress, and the backfill of the processed mark.
+package mailbox
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	// The shared mailbox is MySQL/MariaDB in production.
+	_ "github.com/go-sql-driver/mysql"
+
+	"github.com/msgx/msgx/store"
+)
+
+// MySQL is the dialect of the shared mailbox server.
+const MySQL store.Dialect = "mysql"
+
+//go:embed sql
+var sqlFS embed.FS
+
+// Row is one mailbox message as the poller reads it.
+type Row struct {
+	ID  int64
+	Msg []byte
+}
+
+// Meta fills the subsystem columns of an inserted row; zero fields are NULL.
+type Meta struct {
+	Subsystem string // CMINMSGS_SUBSYSTEM_NAME (SNDR)
+	Sequence  int64  // CMINMSGS_SUBSYSTEM_SEQUENCE (SEQN)
+	DateSent  time.Time
+	Subtype   string // CMINMSGS_SUBSYSTEM_SUBTYPE (STYP)
+	Type      string // CMINMSGS_SUBSYSTEM_TYPE (TYPE)
+}
+
+// Table is a mailbox table.
+type Table struct {
+	dialect   store.Dialect
+	name      string
+	q         store.Queries
+	sqldb     *sql.DB   // MySQL
+	st        *store.DB // a same-shape table in the store
+	processed string
+	owned     bool
+}
+
+type options struct {
+	table     string
+	processed string
+}
+
+// Option configures a Table.
+type Option func(*options)
+
+// WithTable sets the table name (default cminmsgs).
+func WithTable(name string) Option { return func(o *options) { o.table = name } }
+
+// WithProcessedValue sets the CMINMSGS_STATUS value the backfill writes
+// (mailbox.processed-value; default "PROCESSED"). Only use a value the owners
+// of the shared table accept.
+func WithProcessedValue(v string) Option { return func(o *options) { o.processed = v } }
+
+var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)
+
+func build(d store.Dialect, opts []Option) (*Table, error) {
+	o := options{table: "cminmsgs", processed: "PROCESSED"}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if !identRE.MatchString(o.table) {
+		return nil, fmt.Errorf("mailbox: invalid table name %q", o.table)
+	}
+	if o.processed == "" || len(o.processed) > 20 {
+		return nil, fmt.Errorf("mailbox: processed value %q must be 1 to 20 characters", o.processed)
+	}
+	q, err := store.LoadQueries(sqlFS, "sql", d)
+	if err != nil {
+		return nil, fmt.Errorf("mailbox: %w", err)
+	}
+	for k, v := range q {
+		q[k] = strings.ReplaceAll(v, "{{table}}", o.table)
+	}
+	return &Table{dialect: d, name: o.table, q: q, processed: o.processed}, nil
+}
+
+// OpenMySQL opens the shared mailbox on a MySQL/MariaDB server. The DSN is
+// go-sql-driver/mysql's (user@tcp(host:3306)/db?parseTime=true); parseTime is
+// added when missing, and loc decides the zone DATETIME values are written in.
+func OpenMySQL(ctx context.Context, dsn string, opts ...Option) (*Table, error) {
+	if !strings.Contains(dsn, "parseTime=") {
+		sep := "?"
+		if strings.Contains(dsn, "?") {
+			sep = "&"
+		}
+		dsn += sep + "parseTime=true"
+	}
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("mailbox: open mysql: %w", err)
+	}
+	if err := db.PingContext(ctx); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("mailbox: ping mysql: %w", err)
+	}
+	t, err := NewMySQL(db, opts...)
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	t.owned = true
+	return t, nil
+}
+
+// NewMySQL uses an open MySQL handle (opened with parseTime=true).
+func NewMySQL(db *sql.DB, opts ...Option) (*Table, error) {
+	t, err := build(MySQL, opts)
+	if err != nil {
+		return nil, err
+	}
+	t.sqldb = db
+	return t, nil
+}
+
+// NewStore uses a mailbox table of the same shape in the engine's store
+// (migration 0004 creates cminmsgs there).
+func NewStore(db *store.DB, opts ...Option) (*Table, error) {
+	t, err := build(db.Dialect(), opts)
+	if err != nil {
+		return nil, err
+	}
+	t.st = db
+	return t, nil
+}
+
+// Name is the table name.
+func (t *Table) Name() string { return t.name }
+
+// Dialect is the database family of the table.
+func (t *Table) Dialect() store.Dialect { return t.dialect }
+
+// Close closes a connection opened by OpenMySQL.
+func (t *Table) Close() error {
+	if t.owned && t.sqldb != nil {
+		return t.sqldb.Close()
+	}
+	return nil
+}
+
+// Ping checks that the mailbox is reachable.
+func (t *Table) Ping(ctx context.Context) error {
+	if t.sqldb != nil {
+		return t.sqldb.PingContext(ctx)
+	}
+	return t.st.Ping(ctx)
+}
+
+// Create creates the table if it does not exist (tests and development; the
+// shared production table belongs to its owners).
+func (t *Table) Create(ctx context.Context) error {
+	var err error
+	if t.sqldb != nil {
+		_, err = t.sqldb.ExecContext(ctx, t.q.Get("Create"))
+	} else {
+		_, err = t.st.Exec(ctx, t.q.Get("Create"))
+	}
+	if err != nil {
+		return fmt.Errorf("mailbox: create %s: %w", t.name, err)
+	}
+	return nil
+}
+
+// Scan returns up to limit rows with an id above after, in id order.
+func (t *Table) Scan(ctx context.Context, after int64, limit int) ([]Row, error) {
+	var out []Row
+	if t.sqldb != nil {
+		rows, err := t.sqldb.QueryContext(ctx, t.q.Get("Scan"), after, limit)
+		if err != nil {
+			return nil, fmt.Errorf("mailbox: scan %s: %w", t.name, err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var r Row
+			if err := rows.Scan(&r.ID, &r.Msg); err != nil {
+				return nil, fmt.Errorf("mailbox: scan %s: %w", t.name, err)
+			}
+			out = append(out, r)
+		}
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("mailbox: scan %s: %w", t.name, err)
+		}
+		return out, nil
+	}
+	rows, err := t.st.Query(ctx, t.q.Get("Scan"), after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("mailbox: scan %s: %w", t.name, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r Row
+		if err := rows.Scan(&r.ID, &r.Msg); err != nil {
+			return nil, fmt.Errorf("mailbox: scan %s: %w", t.name, err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("mailbox: scan %s: %w", t.name, err)
+	}
+	return out, nil
+}
+
+// Insert stores a message and returns its mailbox id.
+func (t *Table) Insert(ctx context.Context, msg []byte, received time.Time, meta Meta) (int64, error) {
+	args := []any{string(msg), received, nullString(meta.Subsystem), nullInt(meta.Sequence), nullTime(meta.DateSent),
+		nullString(meta.Subtype), nullString(meta.Type)}
+	if t.sqldb != nil {
+		res, err := t.sqldb.ExecContext(ctx, t.q.Get("Insert"), args...)
+		if err != nil {
+			return 0, fmt.Errorf("mailbox: insert into %s: %w", t.name, err)
+		}
+		id, err := res.LastInsertId()
+		if err != nil {
+			return 0, fmt.Errorf("mailbox: insert into %s: %w", t.name, err)
+		}
+		return id, nil
+	}
+	var id int64
+	if err := t.st.QueryRow(ctx, t.q.Get("Insert"), args...).Scan(&id); err != nil {
+		return 0, fmt.Errorf("mailbox: insert into %s: %w", t.name, err)
+	}
+	return id, nil
+}
+
+// Backfill writes the processed mark (CMINMSGS_DATE_PROCESSED and
+// CMINMSGS_STATUS) of the given rows in one transaction; it implements
+// inbox.Backfiller. Writing it twice is harmless.
+func (t *Table) Backfill(ctx context.Context, ids []int64, at time.Time) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if t.sqldb != nil {
+		tx, err := t.sqldb.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("mailbox: backfill %s: %w", t.name, err)
+		}
+		defer func() { _ = tx.Rollback() }()
+		stmt, err := tx.PrepareContext(ctx, t.q.Get("MarkProcessed"))
+		if err != nil {
+			return fmt.Errorf("mailbox: backfill %s: %w", t.name, err)
+		}
+		defer stmt.Close()
+		for _, id := range ids {
+			if _, err := stmt.ExecContext(ctx, at, t.processed, id); err != nil {
+				return fmt.Errorf("mailbox: backfill %s row %d: %w", t.name, id, err)
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("mailbox: backfill %s: %w", t.name, err)
+		}
+		return nil
+	}
+	var list any = ids
+	if t.dialect == store.SQLite {
+		b, _ := json.Marshal(ids) // []int64 always marshals
+		list = string(b)
+	}
+	if _, err := t.st.Exec(ctx, t.q.Get("MarkProcessedList"), at, t.processed, list); err != nil {
+		return fmt.Errorf("mailbox: backfill %s: %w", t.name, err)
+	}
+	return nil
+}
+
+// Drop removes the table (tests).
+func (t *Table) Drop(ctx context.Context) error {
+	var err error
+	if t.sqldb != nil {
+		_, err = t.sqldb.ExecContext(ctx, t.q.Get("Drop"))
+	} else {
+		_, err = t.st.Exec(ctx, t.q.Get("Drop"))
+	}
+	if err != nil {
+		return fmt.Errorf("mailbox: drop %s: %w", t.name, err)
+	}
+	return nil
+}
+
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func nullInt(n int64) any {
+	if n == 0 {
+		return nil
+	}
+	return n
+}
+
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
+}

@@ -1,0 +1,14 @@
+-- The embedded default's mailbox: a table of the shape of the shared legacy
+-- table (cminmsgs) in the SQLite file. Times are INTEGER Unix microseconds.
+CREATE TABLE IF NOT EXISTS cminmsgs (
+    CMINMSGS_ID                  INTEGER PRIMARY KEY AUTOINCREMENT,
+    CMINMSGS_CLOB_MSG            TEXT NOT NULL,
+    CMINMSGS_DATE_RECEIVED       INTEGER,
+    CMINMSGS_DATE_PROCESSED      INTEGER,
+    CMINMSGS_SUBSYSTEM_NAME      VARCHAR(4),
+    CMINMSGS_SUBSYSTEM_SEQUENCE  INTEGER,
+    CMINMSGS_SUBSYSTEM_DATE_SENT INTEGER,
+    CMINMSGS_SUBSYSTEM_SUBTYPE   VARCHAR(4),
+    CMINMSGS_SUBSYSTEM_TYPE      VARCHAR(4),
+    CMINMSGS_STATUS              VARCHAR(20)
+);
