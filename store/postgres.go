@@ -131,6 +131,39 @@ func (t *pgTx) Exec(ctx context.Context, q string, args ...any) (int64, error) {
 	return tag.RowsAffected(), err
 }
 
+func (t *pgTx) ExecBatch(ctx context.Context, stmts ...Stmt) error {
+	switch len(stmts) {
+	case 0:
+		return nil
+	case 1:
+		_, err := t.Exec(ctx, stmts[0].SQL, stmts[0].Args...)
+		return err
+	}
+	b := &pgx.Batch{}
+	for _, p := range t.pending {
+		b.Queue(p)
+	}
+	sent := len(t.pending)
+	t.pending = t.pending[:0]
+	for _, st := range stmts {
+		b.Queue(st.SQL, st.Args...)
+	}
+	br := t.tx.SendBatch(ctx, b)
+	var err error
+	for i := range len(b.QueuedQueries) {
+		if _, err = br.Exec(); err != nil {
+			if i < sent {
+				err = fmt.Errorf("store: savepoint: %w", err)
+			}
+			break
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 func (t *pgTx) Query(ctx context.Context, q string, args ...any) (Rows, error) {
 	if len(t.pending) == 0 {
 		r, err := t.tx.Query(ctx, q, args...)

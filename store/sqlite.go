@@ -108,6 +108,15 @@ func (t *sqliteTx) QueryRow(ctx context.Context, q string, args ...any) Row {
 	return sqliteRow{t.tx.QueryRowContext(ctx, q, convertArgs(args)...)}
 }
 
+func (t *sqliteTx) ExecBatch(ctx context.Context, stmts ...Stmt) error {
+	for _, st := range stmts {
+		if _, err := t.Exec(ctx, st.SQL, st.Args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (t *sqliteTx) Savepoint(ctx context.Context, fn func(ctx context.Context) error) error {
 	name := fmt.Sprintf("msgx_sp_%d", t.sp.Add(1))
 	if _, err := t.tx.ExecContext(ctx, "SAVEPOINT "+name); err != nil {

@@ -53,9 +53,20 @@ type Row interface {
 // ErrNoRows is returned by Row.Scan when the query selected nothing.
 var ErrNoRows = errors.New("store: no rows")
 
+// Stmt is one statement of a batch.
+type Stmt struct {
+	SQL  string
+	Args []any
+}
+
 // Tx is an open transaction.
 type Tx interface {
 	Querier
+	// ExecBatch runs statements in order, on PostgreSQL in one round trip (a
+	// pipeline), elsewhere one by one. The first failure stops the batch and is
+	// returned; what ran before it stays in the transaction, so callers that
+	// need all-or-nothing run it inside a Savepoint.
+	ExecBatch(ctx context.Context, stmts ...Stmt) error
 	// Savepoint runs fn inside a savepoint: if fn returns an error, only what fn
 	// did is rolled back and the transaction stays usable.
 	Savepoint(ctx context.Context, fn func(ctx context.Context) error) error

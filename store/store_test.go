@@ -118,3 +118,53 @@ func TestOpenRejectsUnknownDSN(t *testing.T) {
 		t.Fatal("Open accepted an unsupported DSN")
 	}
 }
+
+func TestExecBatchRunsInOrderAndStopsAtTheFirstFailure(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		ctx := context.Background()
+		ins := "INSERT INTO msgx_lease (name, owner, expires_at) VALUES ($1, $2, $3)"
+		if db.Dialect() == store.SQLite {
+			ins = "INSERT INTO msgx_lease (name, owner, expires_at) VALUES (?1, ?2, ?3)"
+		}
+		at := time.Unix(1700000000, 0)
+		err := db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+			if err := tx.ExecBatch(ctx,
+				store.Stmt{SQL: ins, Args: []any{"a", "me", at}},
+				store.Stmt{SQL: ins, Args: []any{"b", "me", at}},
+			); err != nil {
+				return err
+			}
+			// Inside a savepoint a failing batch leaves nothing of its own behind.
+			spErr := tx.Savepoint(ctx, func(ctx context.Context) error {
+				return tx.ExecBatch(ctx,
+					store.Stmt{SQL: ins, Args: []any{"c", "me", at}},
+					store.Stmt{SQL: ins, Args: []any{"a", "dup", at}},
+					store.Stmt{SQL: ins, Args: []any{"d", "me", at}},
+				)
+			})
+			if !store.IsUniqueViolation(spErr) {
+				t.Errorf("batch with a duplicate = %v, want a unique violation", spErr)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		rows, err := db.Query(ctx, "SELECT name FROM msgx_lease ORDER BY name")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var n string
+			if err := rows.Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, n)
+		}
+		rows.Close()
+		if len(names) != 2 || names[0] != "a" || names[1] != "b" {
+			t.Fatalf("rows = %v, want [a b]", names)
+		}
+	})
+}

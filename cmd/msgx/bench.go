@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -21,10 +23,33 @@ import (
 )
 
 func newBenchCmd() *cobra.Command {
+	var profile string
+	var stopProfile func()
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure a workload side by side with its peer and print RESULT lines",
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			if profile == "" {
+				return nil
+			}
+			f, err := os.Create(profile)
+			if err != nil {
+				return err
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				_ = f.Close()
+				return err
+			}
+			stopProfile = func() { pprof.StopCPUProfile(); _ = f.Close() }
+			return nil
+		},
+		PersistentPostRun: func(*cobra.Command, []string) {
+			if stopProfile != nil {
+				stopProfile()
+			}
+		},
 	}
+	cmd.PersistentFlags().StringVar(&profile, "cpuprofile", "", "write a CPU profile of this process to the file")
 	cmd.AddCommand(newBenchBrokerCmd())
 	cmd.AddCommand(newBenchInboxFIFOCmd())
 	return cmd
