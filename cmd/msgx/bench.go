@@ -161,6 +161,7 @@ func newBenchBrokerCmd() *cobra.Command {
 	cmd.Flags().IntVar(&f.cfg.Size, "size", 200, "payload bytes")
 	cmd.Flags().IntVar(&f.cfg.Batch, "batch", 100, "messages per confirmed publish")
 	cmd.Flags().IntVar(&f.cfg.Concurrency, "concurrency", 1, "port handlers at once")
+	cmd.Flags().IntVar(&f.cfg.Rounds, "rounds", 5, "alternating raw/port rounds; the median round is reported")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 10*time.Minute, "give up after this long")
 	return cmd
 }

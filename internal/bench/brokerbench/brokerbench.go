@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -45,10 +46,13 @@ type Config struct {
 	Size        int // payload bytes (default 200)
 	Batch       int // messages per confirmed publish (default 100)
 	Concurrency int // port handlers (default 1, like the raw consumer)
+	Rounds      int // alternating raw/port rounds; the median is reported (default 5)
 }
 
 // Run measures publish and consume through the port and through the raw
-// client, printing one RESULT line per variant and phase, and returns them.
+// client. It alternates the two sides for cfg.Rounds rounds on fresh topics,
+// so that drift on a shared machine hits both alike, and prints one RESULT
+// line per variant with the median round, then the ratios of the medians.
 func Run(ctx context.Context, a Adapter, cfg Config, out io.Writer) ([]bench.Result, error) {
 	if cfg.N <= 0 {
 		cfg.N = 20000
@@ -62,57 +66,75 @@ func Run(ctx context.Context, a Adapter, cfg Config, out io.Writer) ([]bench.Res
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 1
 	}
+	if cfg.Rounds <= 0 {
+		cfg.Rounds = 5
+	}
 	payload := make([]byte, cfg.Size)
 	for i := range payload {
 		payload[i] = byte('a' + i%26)
 	}
-	stamp := strconv.FormatInt(time.Now().UnixNano(), 36)
+	variants := []string{"raw-publish", "raw-consume", "port-publish", "port-consume"}
+	rounds := map[string][]time.Duration{}
+	for round := range cfg.Rounds {
+		times, err := runRound(ctx, a, cfg, payload, round)
+		if err != nil {
+			return nil, fmt.Errorf("round %d: %w", round+1, err)
+		}
+		for i, v := range variants {
+			rounds[v] = append(rounds[v], times[i])
+		}
+	}
+	results := make([]bench.Result, len(variants))
+	for i, v := range variants {
+		ds := rounds[v]
+		results[i] = bench.Result{Workload: "broker", Variant: v, N: cfg.N, Elapsed: bench.Percentile(ds, 0.5),
+			Extra: [][2]string{{"adapter", a.Name}, {"rounds", strconv.Itoa(cfg.Rounds)}, {"batch", strconv.Itoa(cfg.Batch)}, {"size", strconv.Itoa(cfg.Size)}}}
+		results[i].Print(out)
+	}
+	fmt.Fprintf(out, "RATIO adapter=%s publish_port_over_raw=%s consume_port_over_raw=%s\n", a.Name,
+		bench.Ratio(results[2], results[0]), bench.Ratio(results[3], results[1]))
+	return results, nil
+}
+
+// runRound measures the four variants once and returns their durations in
+// the order raw publish, raw consume, port publish, port consume.
+func runRound(ctx context.Context, a Adapter, cfg Config, payload []byte, round int) ([4]time.Duration, error) {
+	var times [4]time.Duration
+	stamp := strconv.FormatInt(time.Now().UnixNano(), 36) + "-" + strconv.Itoa(round)
 	rawTopic, portTopic := "bench-raw-"+stamp, "bench-port-"+stamp
 	if a.Setup != nil {
 		for _, tp := range []string{rawTopic, portTopic, portTopic + ".dlq"} {
 			if err := a.Setup(ctx, tp, "bench"); err != nil {
-				return nil, fmt.Errorf("setup %s: %w", tp, err)
+				return times, fmt.Errorf("setup %s: %w", tp, err)
 			}
 		}
 	}
-	var results []bench.Result
-	emit := func(r bench.Result) {
-		r.Workload = "broker"
-		r.Extra = append(r.Extra, [2]string{"adapter", a.Name})
-		r.Print(out)
-		results = append(results, r)
-	}
 
-	// Raw client.
 	raw, err := a.NewRaw(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("raw client: %w", err)
+		return times, fmt.Errorf("raw client: %w", err)
 	}
 	defer raw.Close()
 	start := time.Now()
 	if err := raw.Publish(ctx, rawTopic, payload, cfg.N, cfg.Batch); err != nil {
-		return nil, fmt.Errorf("raw publish: %w", err)
+		return times, fmt.Errorf("raw publish: %w", err)
 	}
-	emit(bench.Result{Variant: "raw-publish", N: cfg.N, Elapsed: time.Since(start)})
+	times[0] = time.Since(start)
 	start = time.Now()
 	if err := raw.Consume(ctx, rawTopic, "bench", cfg.N); err != nil {
-		return nil, fmt.Errorf("raw consume: %w", err)
+		return times, fmt.Errorf("raw consume: %w", err)
 	}
-	emit(bench.Result{Variant: "raw-consume", N: cfg.N, Elapsed: time.Since(start)})
+	times[1] = time.Since(start)
 
-	// Port.
 	drv, err := a.NewDriver(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("driver: %w", err)
+		return times, fmt.Errorf("driver: %w", err)
 	}
-	b := broker.New(a.Name, drv)
+	b := broker.New(a.Name, drv, broker.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err := b.Start(ctx); err != nil {
-		return nil, err
+		return times, err
 	}
 	defer b.Stop(context.WithoutCancel(ctx))
-	var got atomic.Int64
-	done := make(chan struct{})
-	sub := broker.Subscription{Topic: portTopic, Group: "bench", Concurrency: cfg.Concurrency, Prefetch: 2 * cfg.Batch}
 	msgs := make([]*broker.Message, cfg.Batch)
 	start = time.Now()
 	for sent := 0; sent < cfg.N; sent += cfg.Batch {
@@ -121,10 +143,13 @@ func Run(ctx context.Context, a Adapter, cfg Config, out io.Writer) ([]bench.Res
 			msgs[i] = &broker.Message{Key: strconv.Itoa((sent + i) % 1000), Payload: payload}
 		}
 		if err := b.SendConfirmed(ctx, portTopic, msgs[:k]...); err != nil {
-			return nil, fmt.Errorf("port publish: %w", err)
+			return times, fmt.Errorf("port publish: %w", err)
 		}
 	}
-	emit(bench.Result{Variant: "port-publish", N: cfg.N, Elapsed: time.Since(start)})
+	times[2] = time.Since(start)
+	var got atomic.Int64
+	done := make(chan struct{})
+	sub := broker.Subscription{Topic: portTopic, Group: "bench", Concurrency: cfg.Concurrency, Prefetch: 2 * cfg.Batch}
 	start = time.Now()
 	l, err := b.Listen(ctx, sub, func(context.Context, *broker.Delivery) error {
 		if got.Add(1) == int64(cfg.N) {
@@ -133,16 +158,14 @@ func Run(ctx context.Context, a Adapter, cfg Config, out io.Writer) ([]bench.Res
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("port listen: %w", err)
+		return times, fmt.Errorf("port listen: %w", err)
 	}
 	select {
 	case <-done:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("port consume: %d of %d: %w", got.Load(), cfg.N, ctx.Err())
+		return times, fmt.Errorf("port consume: %d of %d: %w", got.Load(), cfg.N, ctx.Err())
 	}
-	emit(bench.Result{Variant: "port-consume", N: cfg.N, Elapsed: time.Since(start)})
+	times[3] = time.Since(start)
 	_ = l.Stop(ctx)
-	fmt.Fprintf(out, "RATIO adapter=%s publish_port_over_raw=%s consume_port_over_raw=%s\n", a.Name,
-		bench.Ratio(results[2], results[0]), bench.Ratio(results[3], results[1]))
-	return results, nil
+	return times, nil
 }
