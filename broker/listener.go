@@ -305,6 +305,9 @@ func (l *Listener) hold(ctx context.Context, ds []*Delivery) bool {
 			latest = nb
 		}
 	}
+	if latest.IsZero() {
+		return true
+	}
 	wait := latest.Sub(l.b.opts.clock.Now())
 	if wait <= 0 {
 		return true
