@@ -1,3 +1,11 @@
 -- name: Insert
-INSERT INTO msgx_outbox (event_id, target, topic, partition_key, event_type, payload, headers, next_attempt_at, created_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)
+-- One statement for all events of a call. The one-time filter takes the
+-- transaction-scoped advisory locks of the events' keys (sorted, so two
+-- producers never wait on each other in opposite orders) before any row, and
+-- so before any id, is produced: writers of a key are serialised from id
+-- allocation to commit, which makes the ids of a key grow in commit order.
+INSERT INTO msgx_outbox (event_id, target, topic, partition_key, event_type, payload, headers, created_at, next_attempt_at)
+SELECT e.event_id, e.target, e.topic, e.partition_key, e.event_type, e.payload, e.headers::jsonb, e.created_at, $8
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::text[], $9::timestamptz[])
+     AS e(event_id, target, topic, partition_key, event_type, payload, headers, created_at)
+WHERE (SELECT count(pg_advisory_xact_lock(k)) FROM unnest($10::bigint[]) AS k) >= 0

@@ -1,0 +1,284 @@
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/msgx/msgx/store"
+)
+
+// claimed is one event a relay holds under its lease.
+type claimed struct {
+	id        int64
+	eventID   string
+	topic     string
+	key       string
+	typ       EventType
+	payload   []byte
+	headers   []byte
+	attempts  int
+	createdAt time.Time
+	// head is, for the newest event of a compacted key, the key's smallest
+	// pending id: the row whose lease marks the key as in flight.
+	head int64
+}
+
+// head is one key met by a walk over the keys of a target.
+type head struct {
+	key   string
+	id    int64 // the key's smallest pending id
+	rep   int64 // compacted walks: the key's newest pending id
+	ready bool  // claimable now (due and unleased)
+}
+
+// ops runs the relay's statements of one dialect, each under the database
+// timeout. PostgreSQL takes id lists as arrays, SQLite as JSON arrays.
+type ops struct {
+	db      *store.DB
+	q       store.Queries
+	pg      bool
+	timeout time.Duration
+}
+
+func newOps(db *store.DB, timeout time.Duration) (*ops, error) {
+	q, err := queriesFor(db.Dialect())
+	if err != nil {
+		return nil, err
+	}
+	return &ops{db: db, q: q, pg: db.Dialect() == store.Postgres, timeout: timeout}, nil
+}
+
+func (o *ops) ids(ids []int64) any {
+	if o.pg {
+		return ids
+	}
+	var b strings.Builder
+	b.Grow(len(ids) * 8)
+	b.WriteByte('[')
+	for i, id := range ids {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatInt(id, 10))
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+// jsonStrings encodes a string list for SQLite's json_each.
+func jsonStrings(s []string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// lease times are compared for equality in the database, which keeps
+// microseconds: round them there once so both sides agree.
+func leaseUntil(now time.Time, d time.Duration) time.Time {
+	return now.Add(d).Truncate(time.Microsecond)
+}
+
+func (o *ops) exec(ctx context.Context, name string, args ...any) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	n, err := o.db.Exec(ctx, o.q.Get(name), args...)
+	if err != nil {
+		return 0, fmt.Errorf("outbox: %s: %w", name, err)
+	}
+	return n, nil
+}
+
+func scanClaimed(rows store.Rows, out []*claimed) ([]*claimed, error) {
+	defer rows.Close()
+	for rows.Next() {
+		c := &claimed{}
+		var typ string
+		if err := rows.Scan(&c.id, &c.eventID, &c.topic, &c.key, &typ, &c.payload, &c.headers, &c.attempts, &c.createdAt); err != nil {
+			return out, err
+		}
+		c.typ = EventType(typ)
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+func (o *ops) claim(ctx context.Context, q store.Querier, name string, args ...any) ([]*claimed, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	rows, err := q.Query(ctx, o.q.Get(name), args...)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: %s: %w", name, err)
+	}
+	out, err := scanClaimed(rows, nil)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: %s: %w", name, err)
+	}
+	return out, nil
+}
+
+func (o *ops) claimUnordered(ctx context.Context, target string, after int64, now, lease time.Time, limit int) ([]*claimed, error) {
+	return o.claim(ctx, o.db, "ClaimUnordered", target, after, now, lease, limit)
+}
+
+func (o *ops) claimKeyless(ctx context.Context, target string, now, lease time.Time, limit int) ([]*claimed, error) {
+	return o.claim(ctx, o.db, "ClaimKeyless", target, now, lease, limit)
+}
+
+func (o *ops) claimHeads(ctx context.Context, target string, ids []int64, now, lease time.Time) ([]*claimed, error) {
+	return o.claim(ctx, o.db, "ClaimHeads", target, o.ids(ids), now, lease)
+}
+
+// walkHeads returns up to limit keys after the cursor with their heads.
+func (o *ops) walkHeads(ctx context.Context, target, after string, now time.Time, limit int) ([]head, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	rows, err := o.db.Query(ctx, o.q.Get("WalkHeads"), target, after, now, limit)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: WalkHeads: %w", err)
+	}
+	defer rows.Close()
+	out := make([]head, 0, limit)
+	for rows.Next() {
+		var h head
+		if err := rows.Scan(&h.key, &h.id, &h.ready); err != nil {
+			return nil, fmt.Errorf("outbox: WalkHeads: %w", err)
+		}
+		out = append(out, h)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("outbox: WalkHeads: %w", err)
+	}
+	return out, nil
+}
+
+// walkCompacted is walkHeads that also finds each key's newest event.
+func (o *ops) walkCompacted(ctx context.Context, target, after string, now time.Time, limit int) ([]head, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	rows, err := o.db.Query(ctx, o.q.Get("WalkCompacted"), target, after, now, limit)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: WalkCompacted: %w", err)
+	}
+	defer rows.Close()
+	out := make([]head, 0, limit)
+	for rows.Next() {
+		var h head
+		if err := rows.Scan(&h.key, &h.id, &h.rep, &h.ready); err != nil {
+			return nil, fmt.Errorf("outbox: WalkCompacted: %w", err)
+		}
+		out = append(out, h)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("outbox: WalkCompacted: %w", err)
+	}
+	return out, nil
+}
+
+// claimCompacted leases the heads that are still free together with their
+// keys' newest events, and returns the newest events (with head set).
+func (o *ops) claimCompacted(ctx context.Context, target string, heads, reps []int64, now, lease time.Time) ([]*claimed, error) {
+	headOf := make(map[int64]int64, len(reps))
+	for i, r := range reps {
+		headOf[r] = heads[i]
+	}
+	var rows []*claimed
+	if o.pg {
+		all, err := o.claim(ctx, o.db, "ClaimCompacted", target, heads, reps, now, lease)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range all {
+			if h, ok := headOf[c.id]; ok {
+				c.head = h
+				rows = append(rows, c)
+			}
+		}
+		return rows, nil
+	}
+	err := o.db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+		tctx, cancel := context.WithTimeout(ctx, o.timeout)
+		defer cancel()
+		hr, err := tx.Query(tctx, o.q.Get("LeaseHeads"), target, o.ids(heads), now, lease)
+		if err != nil {
+			return fmt.Errorf("outbox: LeaseHeads: %w", err)
+		}
+		leased := map[int64]bool{}
+		for hr.Next() {
+			var id int64
+			if err := hr.Scan(&id); err != nil {
+				hr.Close()
+				return err
+			}
+			leased[id] = true
+		}
+		hr.Close()
+		if err := hr.Err(); err != nil {
+			return err
+		}
+		var want []int64
+		for i, r := range reps {
+			if leased[heads[i]] {
+				want = append(want, r)
+			}
+		}
+		if len(want) == 0 {
+			return nil
+		}
+		all, err := o.claim(ctx, tx, "LeaseReps", target, o.ids(want), lease)
+		if err != nil {
+			return err
+		}
+		for _, c := range all {
+			c.head = headOf[c.id]
+			rows = append(rows, c)
+		}
+		return nil
+	})
+	return rows, err
+}
+
+func (o *ops) finish(ctx context.Context, name, target string, ids []int64, lease time.Time, args ...any) (int64, error) {
+	return o.exec(ctx, name, append([]any{target, o.ids(ids), lease}, args...)...)
+}
+
+// coverSent finishes the newest events of compacted keys with status (SENT or
+// DEAD) and marks the older pending events of their keys COVERED; it returns
+// how many were covered.
+func (o *ops) coverSent(ctx context.Context, target string, reps []int64, lease, now time.Time, status string, errText *string) (int64, error) {
+	if o.pg {
+		return o.finish(ctx, "CoverSent", target, reps, lease, now, status, errText)
+	}
+	var covered int64
+	err := o.db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+		tctx, cancel := context.WithTimeout(ctx, o.timeout)
+		defer cancel()
+		n, err := tx.Exec(tctx, o.q.Get("CoverSent"), target, o.ids(reps), lease, now)
+		if err != nil {
+			return fmt.Errorf("outbox: CoverSent: %w", err)
+		}
+		covered = n
+		if _, err := tx.Exec(tctx, o.q.Get("FinishReps"), target, o.ids(reps), lease, now, status, errText); err != nil {
+			return fmt.Errorf("outbox: FinishReps: %w", err)
+		}
+		return nil
+	})
+	return covered, err
+}
+
+func (o *ops) oldestPending(ctx context.Context, target string) (time.Time, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	var t time.Time
+	err := o.db.QueryRow(ctx, o.q.Get("OldestPending"), target).Scan(&t)
+	if errors.Is(err, store.ErrNoRows) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("outbox: OldestPending: %w", err)
+	}
+	return t, true, nil
+}
