@@ -37,13 +37,18 @@ type Record struct {
 	LastError     string
 	CreatedAt     time.Time
 	NextAttemptAt time.Time
-	DoneAt        *time.Time // when it left PENDING
+	// DoneAt is when the event was sent, covered or went dead.
+	DoneAt *time.Time
+	// CoveredBy is, for a COVERED event, the row id of the newer event of its
+	// key that was sent (or went dead) for it.
+	CoveredBy *int64
 }
 
 // ErrNotFound is returned by Get for an unknown event id.
 var ErrNotFound = errors.New("outbox: no such event")
 
-// Get returns the record of an event.
+// Get returns the record of an event, pending, dead or finished (until
+// retention removes the record of a finished one).
 func Get(ctx context.Context, q store.Querier, eventID string) (Record, error) {
 	qs, err := queriesFor(q.Dialect())
 	if err != nil {
@@ -52,7 +57,7 @@ func Get(ctx context.Context, q store.Querier, eventID string) (Record, error) {
 	var r Record
 	var typ, status string
 	err = q.QueryRow(ctx, qs.Get("Get"), eventID).Scan(&r.EventID, &r.Seq, &r.Target, &r.Topic, &r.Key, &typ, &status,
-		&r.Attempts, &r.LastError, &r.CreatedAt, &r.NextAttemptAt, &r.DoneAt)
+		&r.Attempts, &r.LastError, &r.CreatedAt, &r.NextAttemptAt, &r.DoneAt, &r.CoveredBy)
 	if errors.Is(err, store.ErrNoRows) {
 		return Record{}, fmt.Errorf("%w: %s", ErrNotFound, eventID)
 	}

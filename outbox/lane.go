@@ -309,7 +309,7 @@ func (l *lane) finish(ctx context.Context, evs []*claimed, res []outcome, errs [
 	}
 	published := len(sentIDs) + len(sentReps)
 	if len(sentIDs) > 0 {
-		n, err := o.finish(ctx, "MarkSent", target, sentIDs, lease, now)
+		n, err := o.markSent(ctx, target, sentIDs, lease, now)
 		all = append(all, err)
 		if err == nil && int(n) < len(sentIDs) {
 			l.log.Warn("outbox lease lost before the sent events were marked; another relay will send them again",
@@ -317,7 +317,7 @@ func (l *lane) finish(ctx context.Context, evs []*claimed, res []outcome, errs [
 		}
 	}
 	if len(sentReps) > 0 {
-		n, err := o.coverSent(ctx, target, sentReps, lease, now, "SENT", nil)
+		n, err := o.coverSent(ctx, target, sentReps, lease, now, false, "")
 		all = append(all, err)
 		st.Covered += int(n)
 		l.met.covered.Add(float64(n))
@@ -334,12 +334,11 @@ func (l *lane) finish(ctx context.Context, evs []*claimed, res []outcome, errs [
 	for _, i := range failed {
 		e := evs[i]
 		if res[i] == dead {
-			status := "DEAD"
 			reason := errs[i].Error()
 			var err error
 			if e.head != 0 {
 				var n int64
-				n, err = o.coverSent(ctx, target, []int64{e.id}, lease, now, status, &reason)
+				n, err = o.coverSent(ctx, target, []int64{e.id}, lease, now, true, reason)
 				st.Covered += int(n)
 				l.met.covered.Add(float64(n))
 			} else {

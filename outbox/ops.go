@@ -245,28 +245,89 @@ func (o *ops) finish(ctx context.Context, name, target string, ids []int64, leas
 	return o.exec(ctx, name, append([]any{target, o.ids(ids), lease}, args...)...)
 }
 
-// coverSent finishes the newest events of compacted keys with status (SENT or
-// DEAD) and marks the older pending events of their keys COVERED; it returns
-// how many were covered.
-func (o *ops) coverSent(ctx context.Context, target string, reps []int64, lease, now time.Time, status string, errText *string) (int64, error) {
+// markSent moves sent events to msgx_outbox_sent; it returns how many it
+// moved (fewer when a lease was lost).
+func (o *ops) markSent(ctx context.Context, target string, ids []int64, lease, now time.Time) (int64, error) {
 	if o.pg {
-		return o.finish(ctx, "CoverSent", target, reps, lease, now, status, errText)
+		return o.finish(ctx, "MarkSent", target, ids, lease, now)
+	}
+	var n int64
+	err := o.inTx(ctx, func(ctx context.Context, tx store.Tx) error {
+		var err error
+		if n, err = o.txExec(ctx, tx, "SentInsert", target, o.ids(ids), lease, now); err != nil {
+			return err
+		}
+		_, err = o.txExec(ctx, tx, "SentDelete", target, o.ids(ids), lease)
+		return err
+	})
+	return n, err
+}
+
+// coverSent finishes the newest events of compacted keys: SENT, or DEAD when
+// dead is set (with reason), and records the older pending events of their
+// keys as COVERED by them. It returns how many were covered.
+func (o *ops) coverSent(ctx context.Context, target string, reps []int64, lease, now time.Time, dead bool, reason string) (int64, error) {
+	if o.pg {
+		name, args := "CoverSent", []any{now}
+		if dead {
+			name, args = "CoverDead", []any{now, reason}
+		}
+		ctx, cancel := context.WithTimeout(ctx, o.timeout)
+		defer cancel()
+		rows, err := o.db.Query(ctx, o.q.Get(name), append([]any{target, o.ids(reps), lease}, args...)...)
+		if err != nil {
+			return 0, fmt.Errorf("outbox: %s: %w", name, err)
+		}
+		defer rows.Close()
+		var covered int64
+		for rows.Next() {
+			var status string
+			if err := rows.Scan(&status); err != nil {
+				return 0, fmt.Errorf("outbox: %s: %w", name, err)
+			}
+			if status == "COVERED" {
+				covered++
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return 0, fmt.Errorf("outbox: %s: %w", name, err)
+		}
+		return covered, nil
 	}
 	var covered int64
-	err := o.db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
-		tctx, cancel := context.WithTimeout(ctx, o.timeout)
-		defer cancel()
-		n, err := tx.Exec(tctx, o.q.Get("CoverSent"), target, o.ids(reps), lease, now)
-		if err != nil {
-			return fmt.Errorf("outbox: CoverSent: %w", err)
+	err := o.inTx(ctx, func(ctx context.Context, tx store.Tx) error {
+		var err error
+		if covered, err = o.txExec(ctx, tx, "CoverInsert", target, o.ids(reps), lease, now); err != nil {
+			return err
 		}
-		covered = n
-		if _, err := tx.Exec(tctx, o.q.Get("FinishReps"), target, o.ids(reps), lease, now, status, errText); err != nil {
-			return fmt.Errorf("outbox: FinishReps: %w", err)
+		if _, err := o.txExec(ctx, tx, "CoverDelete", target, o.ids(reps), lease); err != nil {
+			return err
 		}
-		return nil
+		if dead {
+			_, err = o.txExec(ctx, tx, "MarkDead", target, o.ids(reps), lease, now, reason)
+			return err
+		}
+		if _, err := o.txExec(ctx, tx, "SentInsert", target, o.ids(reps), lease, now); err != nil {
+			return err
+		}
+		_, err = o.txExec(ctx, tx, "SentDelete", target, o.ids(reps), lease)
+		return err
 	})
 	return covered, err
+}
+
+func (o *ops) inTx(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	return o.db.InTx(ctx, fn)
+}
+
+func (o *ops) txExec(ctx context.Context, tx store.Tx, name string, args ...any) (int64, error) {
+	n, err := tx.Exec(ctx, o.q.Get(name), args...)
+	if err != nil {
+		return 0, fmt.Errorf("outbox: %s: %w", name, err)
+	}
+	return n, nil
 }
 
 func (o *ops) oldestPending(ctx context.Context, target string) (time.Time, bool, error) {

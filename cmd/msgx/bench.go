@@ -20,6 +20,7 @@ func newBenchCmd() *cobra.Command {
 		Short: "Measure a workload side by side with its peer and print RESULT lines",
 	}
 	cmd.AddCommand(newBenchBrokerCmd())
+	cmd.AddCommand(outboxBenchCmds()...)
 	return cmd
 }
 

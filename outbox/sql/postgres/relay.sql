@@ -1,9 +1,10 @@
 -- name: ClaimUnordered
 -- Due, unleased rows of a target in id order from after $2, locked with SKIP
 -- LOCKED so that concurrent relays take disjoint rows; the lease is set and
--- the attempt counted in the same statement (one transaction).
+-- the attempt counted in the same statement (one transaction). The update
+-- finds the locked rows by ctid (a lock does not move a row).
 WITH c AS (
-    SELECT id FROM msgx_outbox
+    SELECT ctid, id FROM msgx_outbox
     WHERE target = $1 AND status = 'PENDING' AND id > $2
       AND next_attempt_at <= $3 AND (locked_until IS NULL OR locked_until <= $3)
     ORDER BY id
@@ -12,14 +13,14 @@ WITH c AS (
 )
 UPDATE msgx_outbox o SET locked_until = $4, attempts = o.attempts + 1
 FROM c
-WHERE o.target = $1 AND o.status = 'PENDING' AND o.id = c.id
+WHERE o.ctid = c.ctid AND o.id = c.id AND o.status = 'PENDING'
 RETURNING o.id, o.event_id, o.topic, o.partition_key, o.event_type, o.payload, o.headers, o.attempts, o.created_at
 
 -- name: ClaimKeyless
 -- Events without a key carry no order: ordered lanes claim them like the
 -- unordered lane does.
 WITH c AS (
-    SELECT id FROM msgx_outbox
+    SELECT ctid, id FROM msgx_outbox
     WHERE target = $1 AND status = 'PENDING' AND partition_key = ''
       AND next_attempt_at <= $2 AND (locked_until IS NULL OR locked_until <= $2)
     ORDER BY partition_key, id
@@ -28,7 +29,7 @@ WITH c AS (
 )
 UPDATE msgx_outbox o SET locked_until = $3, attempts = o.attempts + 1
 FROM c
-WHERE o.target = $1 AND o.status = 'PENDING' AND o.id = c.id
+WHERE o.ctid = c.ctid AND o.id = c.id AND o.status = 'PENDING'
 RETURNING o.id, o.event_id, o.topic, o.partition_key, o.event_type, o.payload, o.headers, o.attempts, o.created_at
 
 -- name: WalkHeads
@@ -53,14 +54,14 @@ FROM walk LIMIT $4
 -- Claims the given heads if they are still pending, due and unleased (checked
 -- again on the locked row version).
 WITH c AS (
-    SELECT id FROM msgx_outbox
+    SELECT ctid, id FROM msgx_outbox
     WHERE target = $1 AND status = 'PENDING' AND id = ANY($2::bigint[])
       AND next_attempt_at <= $3 AND (locked_until IS NULL OR locked_until <= $3)
     FOR UPDATE SKIP LOCKED
 )
 UPDATE msgx_outbox o SET locked_until = $4, attempts = o.attempts + 1
 FROM c
-WHERE o.target = $1 AND o.status = 'PENDING' AND o.id = c.id
+WHERE o.ctid = c.ctid AND o.id = c.id AND o.status = 'PENDING'
 RETURNING o.id, o.event_id, o.topic, o.partition_key, o.event_type, o.payload, o.headers, o.attempts, o.created_at
 
 -- name: WalkCompacted
@@ -86,8 +87,9 @@ FROM keys CROSS JOIN LATERAL (
     ORDER BY partition_key DESC, id DESC LIMIT 1) r
 
 -- name: ClaimCompacted
--- Locks the heads ($2) of the keys, the key's claim marker, and leases them
--- with the newest events ($3, pairwise); the attempt is counted on the newest.
+-- Locks the heads ($2) of the keys, whose lease marks the key as in flight,
+-- and leases them with the newest events ($3, pairwise); the attempt is
+-- counted on the newest.
 WITH l AS (
     SELECT id FROM msgx_outbox
     WHERE target = $1 AND status = 'PENDING' AND id = ANY($2::bigint[])
@@ -104,17 +106,23 @@ WHERE o.target = $1 AND o.status = 'PENDING'
 RETURNING o.id, o.event_id, o.topic, o.partition_key, o.event_type, o.payload, o.headers, o.attempts, o.created_at
 
 -- name: MarkSent
--- Every finishing update is fenced by the lease ($3): a relay whose lease ran
--- out changes nothing that another relay has claimed since.
-UPDATE msgx_outbox SET status = 'SENT', done_at = $4, locked_until = NULL
-WHERE target = $1 AND status = 'PENDING' AND id = ANY($2::bigint[]) AND locked_until = $3
+-- A sent event moves to msgx_outbox_sent. Every finishing statement is
+-- fenced by the lease ($3): a relay whose lease ran out changes nothing that
+-- another relay has claimed since.
+WITH d AS (
+    DELETE FROM msgx_outbox
+    WHERE target = $1 AND status = 'PENDING' AND id = ANY($2::bigint[]) AND locked_until = $3
+    RETURNING event_id, id, target, topic, partition_key, event_type, attempts, last_error, created_at
+)
+INSERT INTO msgx_outbox_sent (event_id, id, target, topic, partition_key, event_type, status, attempts, last_error, created_at, done_at)
+SELECT event_id, id, target, topic, partition_key, event_type, 'SENT', attempts, last_error, created_at, $4::timestamptz FROM d
 
 -- name: MarkRetry
 UPDATE msgx_outbox SET next_attempt_at = $4, locked_until = NULL, last_error = $5
 WHERE target = $1 AND status = 'PENDING' AND id = ANY($2::bigint[]) AND locked_until = $3
 
 -- name: MarkDead
-UPDATE msgx_outbox SET status = 'DEAD', done_at = $4, locked_until = NULL, last_error = $5
+UPDATE msgx_outbox SET status = 'DEAD', dead_at = $4, locked_until = NULL, last_error = $5
 WHERE target = $1 AND status = 'PENDING' AND id = ANY($2::bigint[]) AND locked_until = $3
 
 -- name: ClearLease
@@ -123,28 +131,49 @@ UPDATE msgx_outbox SET locked_until = NULL
 WHERE target = $1 AND status = 'PENDING' AND id = ANY($2::bigint[]) AND locked_until = $3
 
 -- name: Release
--- Gives claims back without counting the attempt (shutdown).
+-- Gives claims back without counting the attempt (the relay is stopping).
 UPDATE msgx_outbox SET locked_until = NULL, attempts = GREATEST(attempts - 1, 0)
 WHERE target = $1 AND status = 'PENDING' AND id = ANY($2::bigint[]) AND locked_until = $3
 
 -- name: CoverSent
--- Compacted lane: the sent newest events ($2) become SENT (or DEAD, $5) and
--- the older pending events of their keys COVERED by them.
+-- Compacted lane: the sent newest events ($2) become SENT and the older
+-- pending events of their keys COVERED by them. Returns the statuses written.
 WITH rep AS (
-    UPDATE msgx_outbox SET status = $5, done_at = $4, locked_until = NULL, last_error = COALESCE($6, last_error)
+    DELETE FROM msgx_outbox
+    WHERE target = $1 AND status = 'PENDING' AND id = ANY($2::bigint[]) AND locked_until = $3
+    RETURNING event_id, id, target, topic, partition_key, event_type, attempts, last_error, created_at
+), cov AS (
+    DELETE FROM msgx_outbox o USING rep
+    WHERE o.target = $1 AND o.status = 'PENDING' AND o.partition_key = rep.partition_key AND o.id < rep.id
+    RETURNING o.event_id, o.id, o.target, o.topic, o.partition_key, o.event_type, o.attempts, o.last_error, o.created_at, rep.id AS covered_by
+)
+INSERT INTO msgx_outbox_sent (event_id, id, target, topic, partition_key, event_type, status, attempts, last_error, created_at, done_at, covered_by)
+SELECT event_id, id, target, topic, partition_key, event_type, 'SENT', attempts, last_error, created_at, $4::timestamptz, NULL::bigint FROM rep
+UNION ALL
+SELECT event_id, id, target, topic, partition_key, event_type, 'COVERED', attempts, last_error, created_at, $4::timestamptz, covered_by FROM cov
+RETURNING status
+
+-- name: CoverDead
+-- Compacted lane: newest events ($2) that exhausted their attempts become
+-- DEAD; they stand for the older pending events of their keys, which become
+-- COVERED by them (replaying the dead one sends the key's newest state).
+WITH rep AS (
+    UPDATE msgx_outbox SET status = 'DEAD', dead_at = $4, locked_until = NULL, last_error = $5
     WHERE target = $1 AND status = 'PENDING' AND id = ANY($2::bigint[]) AND locked_until = $3
     RETURNING id, partition_key
+), cov AS (
+    DELETE FROM msgx_outbox o USING rep
+    WHERE o.target = $1 AND o.status = 'PENDING' AND o.partition_key = rep.partition_key AND o.id < rep.id
+    RETURNING o.event_id, o.id, o.target, o.topic, o.partition_key, o.event_type, o.attempts, o.last_error, o.created_at, rep.id AS covered_by
 )
-UPDATE msgx_outbox o SET status = 'COVERED', covered_by = rep.id, done_at = $4, locked_until = NULL
-FROM rep
-WHERE o.target = $1 AND o.status = 'PENDING' AND o.partition_key = rep.partition_key AND o.id < rep.id
+INSERT INTO msgx_outbox_sent (event_id, id, target, topic, partition_key, event_type, status, attempts, last_error, created_at, done_at, covered_by)
+SELECT event_id, id, target, topic, partition_key, event_type, 'COVERED', attempts, last_error, created_at, $4::timestamptz, covered_by FROM cov
+RETURNING status
 
 -- name: OldestPending
 SELECT created_at FROM msgx_outbox WHERE target = $1 AND status = 'PENDING' ORDER BY id LIMIT 1
 
 -- name: DeleteDone
-DELETE FROM msgx_outbox WHERE event_id IN (
-    SELECT event_id FROM msgx_outbox
-    WHERE status IN ('SENT', 'COVERED') AND done_at < $1
-    ORDER BY done_at LIMIT $2
-    FOR UPDATE SKIP LOCKED)
+-- Retention: finished records older than $1, a chunk at a time.
+DELETE FROM msgx_outbox_sent WHERE ctid = ANY(ARRAY(
+    SELECT ctid FROM msgx_outbox_sent WHERE done_at < $1 ORDER BY done_at LIMIT $2))

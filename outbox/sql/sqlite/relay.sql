@@ -76,8 +76,15 @@ UPDATE msgx_outbox SET locked_until = ?3, attempts = attempts + 1
 WHERE target = ?1 AND status = 'PENDING' AND id IN (SELECT value FROM json_each(?2))
 RETURNING id, event_id, topic, partition_key, event_type, payload, headers, attempts, created_at
 
--- name: MarkSent
-UPDATE msgx_outbox SET status = 'SENT', done_at = ?4, locked_until = NULL
+-- name: SentInsert
+-- MarkSent, first half: the record of the sent events.
+INSERT INTO msgx_outbox_sent (event_id, id, target, topic, partition_key, event_type, status, attempts, last_error, created_at, done_at)
+SELECT event_id, id, target, topic, partition_key, event_type, 'SENT', attempts, last_error, created_at, ?4 FROM msgx_outbox
+WHERE target = ?1 AND status = 'PENDING' AND id IN (SELECT value FROM json_each(?2)) AND locked_until = ?3
+
+-- name: SentDelete
+-- MarkSent, second half.
+DELETE FROM msgx_outbox
 WHERE target = ?1 AND status = 'PENDING' AND id IN (SELECT value FROM json_each(?2)) AND locked_until = ?3
 
 -- name: MarkRetry
@@ -85,7 +92,7 @@ UPDATE msgx_outbox SET next_attempt_at = ?4, locked_until = NULL, last_error = ?
 WHERE target = ?1 AND status = 'PENDING' AND id IN (SELECT value FROM json_each(?2)) AND locked_until = ?3
 
 -- name: MarkDead
-UPDATE msgx_outbox SET status = 'DEAD', done_at = ?4, locked_until = NULL, last_error = ?5
+UPDATE msgx_outbox SET status = 'DEAD', dead_at = ?4, locked_until = NULL, last_error = ?5
 WHERE target = ?1 AND status = 'PENDING' AND id IN (SELECT value FROM json_each(?2)) AND locked_until = ?3
 
 -- name: ClearLease
@@ -96,24 +103,28 @@ WHERE target = ?1 AND status = 'PENDING' AND id IN (SELECT value FROM json_each(
 UPDATE msgx_outbox SET locked_until = NULL, attempts = MAX(attempts - 1, 0)
 WHERE target = ?1 AND status = 'PENDING' AND id IN (SELECT value FROM json_each(?2)) AND locked_until = ?3
 
--- name: CoverSent
--- The older pending events of the keys are covered first (they are told apart
--- from the newest by id), then the newest events themselves are finished.
-UPDATE msgx_outbox SET status = 'COVERED', covered_by = r.id, done_at = ?4, locked_until = NULL
-FROM (SELECT id, partition_key FROM msgx_outbox
+-- name: CoverInsert
+-- The older pending events of the keys of the newest events ?2 are recorded
+-- as COVERED by them (then deleted by CoverDelete), before the newest events
+-- themselves are finished.
+INSERT INTO msgx_outbox_sent (event_id, id, target, topic, partition_key, event_type, status, attempts, last_error, created_at, done_at, covered_by)
+SELECT o.event_id, o.id, o.target, o.topic, o.partition_key, o.event_type, 'COVERED', o.attempts, o.last_error, o.created_at, ?4, r.id
+FROM msgx_outbox o
+JOIN (SELECT id, partition_key FROM msgx_outbox
       WHERE target = ?1 AND status = 'PENDING' AND id IN (SELECT value FROM json_each(?2)) AND locked_until = ?3) AS r
-WHERE msgx_outbox.target = ?1 AND msgx_outbox.status = 'PENDING'
-  AND msgx_outbox.partition_key = r.partition_key AND msgx_outbox.id < r.id
+  ON o.partition_key = r.partition_key AND o.id < r.id
+WHERE o.target = ?1 AND o.status = 'PENDING'
 
--- name: FinishReps
-UPDATE msgx_outbox SET status = ?5, done_at = ?4, locked_until = NULL, last_error = COALESCE(?6, last_error)
-WHERE target = ?1 AND status = 'PENDING' AND id IN (SELECT value FROM json_each(?2)) AND locked_until = ?3
+-- name: CoverDelete
+DELETE FROM msgx_outbox
+WHERE target = ?1 AND status = 'PENDING' AND EXISTS (
+    SELECT 1 FROM msgx_outbox r
+    WHERE r.target = ?1 AND r.status = 'PENDING' AND r.id IN (SELECT value FROM json_each(?2)) AND r.locked_until = ?3
+      AND r.partition_key = msgx_outbox.partition_key AND msgx_outbox.id < r.id)
 
 -- name: OldestPending
 SELECT created_at FROM msgx_outbox WHERE target = ?1 AND status = 'PENDING' ORDER BY id LIMIT 1
 
 -- name: DeleteDone
-DELETE FROM msgx_outbox WHERE id IN (
-    SELECT id FROM msgx_outbox
-    WHERE status IN ('SENT', 'COVERED') AND done_at < ?1
-    ORDER BY done_at LIMIT ?2)
+DELETE FROM msgx_outbox_sent WHERE rowid IN (
+    SELECT rowid FROM msgx_outbox_sent WHERE done_at < ?1 ORDER BY done_at LIMIT ?2)
