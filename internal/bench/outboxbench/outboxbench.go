@@ -41,14 +41,20 @@ func newSchema(ctx context.Context, dsn, prefix string) (*schema, error) {
 	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{name}.Sanitize()); err != nil {
 		return nil, fmt.Errorf("create schema: %w", err)
 	}
+	return &schema{name: name, dsn: withParam(dsn, "search_path", name), base: dsn}, nil
+}
+
+// withParam sets a query parameter of a DSN (pgx passes unknown ones to the
+// server as session settings).
+func withParam(dsn, key, value string) string {
 	u, err := url.Parse(dsn)
 	if err != nil {
-		return nil, err
+		return dsn
 	}
 	q := u.Query()
-	q.Set("search_path", name)
+	q.Set(key, value)
 	u.RawQuery = q.Encode()
-	return &schema{name: name, dsn: u.String(), base: dsn}, nil
+	return u.String()
 }
 
 // drop removes the schema and everything in it.
@@ -66,7 +72,11 @@ func (s *schema) drop() error {
 
 // open opens the schema as a migrated store with room for conns connections.
 func (s *schema) open(ctx context.Context, conns int32) (*store.DB, error) {
-	return store.Open(ctx, s.dsn, store.WithMigrate(), store.WithMaxConns(conns),
+	return openDSN(ctx, s.dsn, conns)
+}
+
+func openDSN(ctx context.Context, dsn string, conns int32) (*store.DB, error) {
+	return store.Open(ctx, dsn, store.WithMigrate(), store.WithMaxConns(conns),
 		store.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 }
 

@@ -227,8 +227,10 @@ func RunRelay(ctx context.Context, cfg RelayConfig, out io.Writer) (bench.Result
 	rctx, stopRelays := context.WithCancel(ctx)
 	defer stopRelays()
 	var relays errgroup.Group
+	app := "msgx-bench-relay-" + run
+	relayDSN := withParam(sc.dsn, "application_name", app)
 	for i := range cfg.Relays {
-		rdb, err := sc.open(ctx, int32(cfg.Workers+2))
+		rdb, err := openDSN(ctx, relayDSN, int32(cfg.Workers+2))
 		if err != nil {
 			return bench.Result{}, err
 		}
@@ -242,6 +244,7 @@ func RunRelay(ctx context.Context, cfg RelayConfig, out io.Writer) (bench.Result
 		relays.Go(func() error { return r.Run(rctx) })
 	}
 	start := time.Now()
+	cpu0 := processCPU()
 
 	var live errgroup.Group
 	if cfg.Mode == "live" {
@@ -306,6 +309,8 @@ func RunRelay(ctx context.Context, cfg RelayConfig, out io.Writer) (bench.Result
 		time.Sleep(2 * time.Millisecond)
 	}
 	elapsed := time.Since(start)
+	cpu := processCPU() - cpu0
+	dbCPU, dbOK := backendCPU(ctx, db, app)
 	stopRelays()
 	if err := relays.Wait(); err != nil && !errors.Is(err, context.Canceled) {
 		return bench.Result{}, err
@@ -322,6 +327,10 @@ func RunRelay(ctx context.Context, cfg RelayConfig, out io.Writer) (bench.Result
 	}
 	if cfg.Dead > 0 || cfg.Sent > 0 {
 		res.Extra = append(res.Extra, [2]string{"dead_rows", strconv.Itoa(cfg.Dead)}, [2]string{"sent_rows", strconv.Itoa(cfg.Sent)})
+	}
+	res.Extra = append(res.Extra, [2]string{"cpu_us_per_event", fmt.Sprintf("%.1f", float64(cpu.Microseconds())/float64(cfg.N))})
+	if dbOK {
+		res.Extra = append(res.Extra, [2]string{"db_cpu_us_per_event", fmt.Sprintf("%.1f", float64(dbCPU.Microseconds())/float64(cfg.N))})
 	}
 	if cfg.Mode == "live" {
 		for id, at := range s.arrived {
