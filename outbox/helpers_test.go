@@ -89,6 +89,7 @@ func newRelay(t testing.TB, db *store.DB, clk clock.Clock, opts ...outbox.Option
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(r.Close)
 	return r
 }
 

@@ -32,10 +32,11 @@ func (s *Stats) add(o Stats) {
 }
 
 type lane struct {
-	r   *Relay
-	cfg laneConfig
-	log *slog.Logger
-	met laneMetrics
+	r     *Relay
+	cfg   laneConfig
+	log   *slog.Logger
+	met   laneMetrics
+	floor floor // unordered lanes on PostgreSQL
 }
 
 // walkState is one worker's position in the key space of its target: a pass
@@ -66,24 +67,40 @@ type cycleResult struct {
 	st         Stats
 }
 
-// cycle runs one claim-publish-finish round.
-func (l *lane) cycle(ctx context.Context, w *walkState) (cycleResult, error) {
+// cycle runs one claim-publish-finish round. flush makes the unordered lane
+// claim from its first pending id (no floor).
+func (l *lane) cycle(ctx context.Context, w *walkState, flush bool) (cycleResult, error) {
 	switch l.cfg.kind {
 	case PerKey:
 		return l.cyclePerKey(ctx, w)
 	case Compacted:
 		return l.cycleCompacted(ctx, w)
 	default:
-		return l.cycleUnordered(ctx)
+		return l.cycleUnordered(ctx, flush)
 	}
 }
 
-func (l *lane) cycleUnordered(ctx context.Context) (cycleResult, error) {
+func (l *lane) cycleUnordered(ctx context.Context, flush bool) (cycleResult, error) {
 	now := l.r.cfg.clock.Now()
 	lease := leaseUntil(now, l.r.cfg.lease)
-	evs, err := l.r.ops.claimUnordered(ctx, l.cfg.target, 0, now, lease, l.cfg.batch)
-	if err != nil || len(evs) == 0 {
-		return cycleResult{idle: err == nil}, err
+	var after, wm int64
+	if l.r.wm != nil && !flush {
+		wm = l.r.wm.current(ctx, l.r.ops, now)
+		after = l.floor.start(now)
+	}
+	evs, err := l.r.ops.claimUnordered(ctx, l.cfg.target, after, now, lease, l.cfg.batch)
+	if err != nil {
+		return cycleResult{}, err
+	}
+	if l.r.wm != nil && !flush {
+		var last int64
+		for _, e := range evs {
+			last = max(last, e.id)
+		}
+		l.floor.advance(wm, last, len(evs) == l.cfg.batch)
+	}
+	if len(evs) == 0 {
+		return cycleResult{idle: true}, nil
 	}
 	st, err := l.deliver(ctx, evs, lease)
 	return cycleResult{more: len(evs) == l.cfg.batch, st: st}, err

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/msgx/msgx/store"
 )
 
@@ -36,21 +39,81 @@ type head struct {
 	ready bool  // claimable now (due and unleased)
 }
 
+// querier is what ops runs statements on: the relay's own pgx pool on
+// PostgreSQL, the store on SQLite.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (int64, error)
+	Query(ctx context.Context, sql string, args ...any) (store.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) store.Row
+}
+
+// pgPool adapts a pgx pool (pgx.Rows and pgx.Row already have the shape of
+// store.Rows and store.Row).
+type pgPool struct{ p *pgxpool.Pool }
+
+func (p pgPool) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	tag, err := p.p.Exec(ctx, sql, args...)
+	return tag.RowsAffected(), err
+}
+
+func (p pgPool) Query(ctx context.Context, sql string, args ...any) (store.Rows, error) {
+	return p.p.Query(ctx, sql, args...)
+}
+
+func (p pgPool) QueryRow(ctx context.Context, sql string, args ...any) store.Row {
+	return p.p.QueryRow(ctx, sql, args...)
+}
+
 // ops runs the relay's statements of one dialect, each under the database
 // timeout. PostgreSQL takes id lists as arrays, SQLite as JSON arrays.
 type ops struct {
 	db      *store.DB
+	run     querier
+	pool    *pgxpool.Pool // PostgreSQL: the relay's own pool
 	q       store.Queries
 	pg      bool
 	timeout time.Duration
 }
 
-func newOps(db *store.DB, timeout time.Duration) (*ops, error) {
+// newOps prepares the statements of db's dialect. On PostgreSQL the relay
+// gets its own small pool (with the store pool's connection settings) so that
+// its bookkeeping can commit asynchronously without touching the business
+// transactions of the store pool: losing the last relay commits in a database
+// crash only makes events be sent again, which at-least-once allows.
+func newOps(db *store.DB, timeout time.Duration, conns int32, syncCommit bool) (*ops, error) {
 	q, err := queriesFor(db.Dialect())
 	if err != nil {
 		return nil, err
 	}
-	return &ops{db: db, q: q, pg: db.Dialect() == store.Postgres, timeout: timeout}, nil
+	o := &ops{db: db, run: db, q: q, pg: db.Dialect() == store.Postgres, timeout: timeout}
+	if o.pg {
+		cfg := db.Pool().Config()
+		cfg.MaxConns = conns
+		cfg.MinConns = 0
+		if !syncCommit {
+			cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+		}
+		cfg.ConnConfig.RuntimeParams["application_name"] = appName(cfg.ConnConfig.RuntimeParams["application_name"])
+		p, err := pgxpool.NewWithConfig(context.Background(), cfg)
+		if err != nil {
+			return nil, fmt.Errorf("outbox: relay pool: %w", err)
+		}
+		o.pool, o.run = p, pgPool{p}
+	}
+	return o, nil
+}
+
+func appName(base string) string {
+	if base == "" {
+		return "msgx-outbox-relay"
+	}
+	return base
+}
+
+func (o *ops) close() {
+	if o.pool != nil {
+		o.pool.Close()
+	}
 }
 
 func (o *ops) ids(ids []int64) any {
@@ -85,7 +148,7 @@ func leaseUntil(now time.Time, d time.Duration) time.Time {
 func (o *ops) exec(ctx context.Context, name string, args ...any) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	n, err := o.db.Exec(ctx, o.q.Get(name), args...)
+	n, err := o.run.Exec(ctx, o.q.Get(name), args...)
 	if err != nil {
 		return 0, fmt.Errorf("outbox: %s: %w", name, err)
 	}
@@ -106,7 +169,7 @@ func scanClaimed(rows store.Rows, out []*claimed) ([]*claimed, error) {
 	return out, rows.Err()
 }
 
-func (o *ops) claim(ctx context.Context, q store.Querier, name string, args ...any) ([]*claimed, error) {
+func (o *ops) claim(ctx context.Context, q querier, name string, args ...any) ([]*claimed, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	rows, err := q.Query(ctx, o.q.Get(name), args...)
@@ -121,22 +184,22 @@ func (o *ops) claim(ctx context.Context, q store.Querier, name string, args ...a
 }
 
 func (o *ops) claimUnordered(ctx context.Context, target string, after int64, now, lease time.Time, limit int) ([]*claimed, error) {
-	return o.claim(ctx, o.db, "ClaimUnordered", target, after, now, lease, limit)
+	return o.claim(ctx, o.run, "ClaimUnordered", target, after, now, lease, limit)
 }
 
 func (o *ops) claimKeyless(ctx context.Context, target string, now, lease time.Time, limit int) ([]*claimed, error) {
-	return o.claim(ctx, o.db, "ClaimKeyless", target, now, lease, limit)
+	return o.claim(ctx, o.run, "ClaimKeyless", target, now, lease, limit)
 }
 
 func (o *ops) claimHeads(ctx context.Context, target string, ids []int64, now, lease time.Time) ([]*claimed, error) {
-	return o.claim(ctx, o.db, "ClaimHeads", target, o.ids(ids), now, lease)
+	return o.claim(ctx, o.run, "ClaimHeads", target, o.ids(ids), now, lease)
 }
 
 // walkHeads returns up to limit keys after the cursor with their heads.
 func (o *ops) walkHeads(ctx context.Context, target, after string, now time.Time, limit int) ([]head, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	rows, err := o.db.Query(ctx, o.q.Get("WalkHeads"), target, after, now, limit)
+	rows, err := o.run.Query(ctx, o.q.Get("WalkHeads"), target, after, now, limit)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: WalkHeads: %w", err)
 	}
@@ -159,7 +222,7 @@ func (o *ops) walkHeads(ctx context.Context, target, after string, now time.Time
 func (o *ops) walkCompacted(ctx context.Context, target, after string, now time.Time, limit int) ([]head, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	rows, err := o.db.Query(ctx, o.q.Get("WalkCompacted"), target, after, now, limit)
+	rows, err := o.run.Query(ctx, o.q.Get("WalkCompacted"), target, after, now, limit)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: WalkCompacted: %w", err)
 	}
@@ -187,7 +250,7 @@ func (o *ops) claimCompacted(ctx context.Context, target string, heads, reps []i
 	}
 	var rows []*claimed
 	if o.pg {
-		all, err := o.claim(ctx, o.db, "ClaimCompacted", target, heads, reps, now, lease)
+		all, err := o.claim(ctx, o.run, "ClaimCompacted", target, heads, reps, now, lease)
 		if err != nil {
 			return nil, err
 		}
@@ -274,7 +337,7 @@ func (o *ops) coverSent(ctx context.Context, target string, reps []int64, lease,
 		}
 		ctx, cancel := context.WithTimeout(ctx, o.timeout)
 		defer cancel()
-		rows, err := o.db.Query(ctx, o.q.Get(name), append([]any{target, o.ids(reps), lease}, args...)...)
+		rows, err := o.run.Query(ctx, o.q.Get(name), append([]any{target, o.ids(reps), lease}, args...)...)
 		if err != nil {
 			return 0, fmt.Errorf("outbox: %s: %w", name, err)
 		}
@@ -334,8 +397,8 @@ func (o *ops) oldestPending(ctx context.Context, target string) (time.Time, bool
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	var t time.Time
-	err := o.db.QueryRow(ctx, o.q.Get("OldestPending"), target).Scan(&t)
-	if errors.Is(err, store.ErrNoRows) {
+	err := o.run.QueryRow(ctx, o.q.Get("OldestPending"), target).Scan(&t)
+	if errors.Is(err, store.ErrNoRows) || errors.Is(err, pgx.ErrNoRows) {
 		return time.Time{}, false, nil
 	}
 	if err != nil {

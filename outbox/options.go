@@ -117,6 +117,7 @@ type config struct {
 	retention       time.Duration
 	cleanupInterval time.Duration
 	lagInterval     time.Duration
+	syncCommit      bool
 }
 
 // Option configures a Relay.
@@ -177,6 +178,14 @@ func WithCleanupInterval(d time.Duration) Option { return func(c *config) { c.cl
 // WithLagInterval sets how often Run measures the lag (age of the oldest
 // pending event) of each target (default 10 s).
 func WithLagInterval(d time.Duration) Option { return func(c *config) { c.lagInterval = d } }
+
+// WithSynchronousCommit makes the relay's own bookkeeping (claims, sent
+// marks) wait for the WAL flush on PostgreSQL. By default it does not: the
+// relay's pool commits with synchronous_commit off, since losing its last
+// commits in a database crash only gives claims back or makes events be sent
+// again, both allowed by at-least-once delivery. Enqueue (the business
+// transaction) is not affected either way.
+func WithSynchronousCommit(on bool) Option { return func(c *config) { c.syncCommit = on } }
 
 func newConfig(opts []Option) (config, error) {
 	c := config{

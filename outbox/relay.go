@@ -23,6 +23,7 @@ type Relay struct {
 	db      *store.DB
 	ops     *ops
 	met     *metrics
+	wm      *watermark // PostgreSQL: where unordered claims may start
 	lanes   []*lane
 	running atomic.Bool
 }
@@ -34,11 +35,18 @@ func NewRelay(db *store.DB, opts ...Option) (*Relay, error) {
 	if err != nil {
 		return nil, err
 	}
-	o, err := newOps(db, cfg.dbTimeout)
+	conns := int32(2) // maintenance and a spare
+	for _, l := range cfg.lanes {
+		conns += int32(l.workers)
+	}
+	o, err := newOps(db, cfg.dbTimeout, conns, cfg.syncCommit)
 	if err != nil {
 		return nil, err
 	}
 	r := &Relay{cfg: cfg, db: db, ops: o, met: newMetrics(cfg.registerer)}
+	if o.pg {
+		r.wm = &watermark{}
+	}
 	for _, lc := range cfg.lanes {
 		r.lanes = append(r.lanes, &lane{
 			r:   r,
@@ -49,6 +57,10 @@ func NewRelay(db *store.DB, opts ...Option) (*Relay, error) {
 	}
 	return r, nil
 }
+
+// Close releases the relay's own database connections (PostgreSQL). Call it
+// when Run has returned and no Flush is running.
+func (r *Relay) Close() { r.ops.close() }
 
 // Run relays until ctx ends: each lane runs its workers, and a maintenance
 // loop measures the lag and deletes expired rows. Claims in flight when ctx
@@ -79,7 +91,7 @@ func (r *Relay) work(ctx context.Context, l *lane) {
 	var w walkState
 	failures := 0
 	for ctx.Err() == nil {
-		res, err := l.cycle(ctx, &w)
+		res, err := l.cycle(ctx, &w, false)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -121,7 +133,7 @@ func (r *Relay) Flush(ctx context.Context) (Stats, error) {
 	for _, l := range r.lanes {
 		var w walkState
 		for {
-			res, err := l.cycle(ctx, &w)
+			res, err := l.cycle(ctx, &w, true)
 			total.add(res.st)
 			if err != nil {
 				return total, err

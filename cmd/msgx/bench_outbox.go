@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,6 +24,7 @@ func newBenchOutboxRelayCmd() *cobra.Command {
 		lane    string
 		timeout time.Duration
 		ceiling time.Duration
+		profile string
 	)
 	cmd := &cobra.Command{
 		Use:   "outbox-relay",
@@ -36,6 +39,17 @@ func newBenchOutboxRelayCmd() *cobra.Command {
 			cfg.Progress = cmd.ErrOrStderr()
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
+			if profile != "" {
+				f, err := os.Create(profile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
 			res, err := outboxbench.RunRelay(ctx, cfg, cmd.OutOrStdout())
 			if err != nil {
 				return err
@@ -68,6 +82,7 @@ func newBenchOutboxRelayCmd() *cobra.Command {
 	f.IntVar(&cfg.Sent, "sent", 0, "SENT rows written before the run")
 	f.DurationVar(&ceiling, "ceiling", 0, "also run the pgbench ceiling for this long and print relay/ceiling (0: skip)")
 	f.DurationVar(&timeout, "timeout", 30*time.Minute, "give up after this long")
+	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	return cmd
 }
 

@@ -241,6 +241,7 @@ func RunRelay(ctx context.Context, cfg RelayConfig, out io.Writer) (bench.Result
 		if err != nil {
 			return bench.Result{}, err
 		}
+		defer r.Close()
 		relays.Go(func() error { return r.Run(rctx) })
 	}
 	start := time.Now()

@@ -177,3 +177,12 @@ SELECT created_at FROM msgx_outbox WHERE target = $1 AND status = 'PENDING' ORDE
 -- Retention: finished records older than $1, a chunk at a time.
 DELETE FROM msgx_outbox_sent WHERE ctid = ANY(ARRAY(
     SELECT ctid FROM msgx_outbox_sent WHERE done_at < $1 ORDER BY done_at LIMIT $2))
+
+-- name: Watermark
+-- One sample of the id watermark (see watermark.go): the last id handed out,
+-- then a transaction id assigned after reading it, and the oldest running
+-- transaction of the statement's snapshot (taken before that assignment).
+SELECT CASE WHEN s.is_called THEN s.last_value ELSE s.last_value - 1 END,
+       pg_current_xact_id()::text::bigint,
+       pg_snapshot_xmin(pg_current_snapshot())::text::bigint
+FROM msgx_outbox_id_seq s
