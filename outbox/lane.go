@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/msgx/msgx/broker"
@@ -36,23 +37,27 @@ type lane struct {
 	cfg   laneConfig
 	log   *slog.Logger
 	met   laneMetrics
-	floor floor // unordered lanes on PostgreSQL
+	floor floor     // unordered lanes on PostgreSQL
+	walk  walkState // per-key and compacted lanes: shared by the workers
 }
 
-// walkState is one worker's position in the key space of its target: a pass
-// walks every key once, from the empty cursor to the end.
+// walkState is a position in the key space of a target: a pass walks every
+// key once, from the empty cursor to the end. The workers of a lane share one
+// and hold its lock while they claim, so that each takes the next keys
+// instead of walking keys another worker holds.
 type walkState struct {
+	mu          sync.Mutex
 	cursor      string
 	passClaimed int
 }
 
-// advance moves the cursor after a walk that visited keys (limit asked). A
-// pass ends when a walk comes back short; idle then says the whole pass
-// claimed nothing.
-func (w *walkState) advance(keys []head, limit, claimed int) (wrapped, idle bool) {
+// advance moves the cursor after a walk that visited walked keys up to last
+// (limit asked). A pass ends when a walk comes back short; idle then says the
+// whole pass claimed nothing.
+func (w *walkState) advance(walked int, last string, limit, claimed int) (wrapped, idle bool) {
 	w.passClaimed += claimed
-	if len(keys) == limit {
-		w.cursor = keys[len(keys)-1].key
+	if walked == limit {
+		w.cursor = last
 		return false, false
 	}
 	idle = w.passClaimed == 0
@@ -107,33 +112,25 @@ func (l *lane) cycleUnordered(ctx context.Context, flush bool) (cycleResult, err
 }
 
 func (l *lane) cyclePerKey(ctx context.Context, w *walkState) (cycleResult, error) {
+	w.mu.Lock()
 	now := l.r.cfg.clock.Now()
 	lease := leaseUntil(now, l.r.cfg.lease)
-	keys, err := l.r.ops.walkHeads(ctx, l.cfg.target, w.cursor, now, l.cfg.batch)
+	evs, walked, last, err := l.r.ops.claimHeads(ctx, l.cfg.target, w.cursor, now, lease, l.cfg.batch)
 	if err != nil {
+		w.mu.Unlock()
 		return cycleResult{}, err
 	}
-	ready := make([]int64, 0, len(keys))
-	for _, k := range keys {
-		if k.ready {
-			ready = append(ready, k.id)
-		}
-	}
-	var evs []*claimed
-	if len(ready) > 0 {
-		if evs, err = l.r.ops.claimHeads(ctx, l.cfg.target, ready, now, lease); err != nil {
-			return cycleResult{}, err
-		}
-	}
-	if len(keys) < l.cfg.batch {
+	if walked < l.cfg.batch {
 		// End of a pass: the events without a key have their turn.
 		kl, err := l.r.ops.claimKeyless(ctx, l.cfg.target, now, lease, l.cfg.batch)
 		if err != nil {
+			w.mu.Unlock()
 			return cycleResult{}, errors.Join(err, l.releaseAll(ctx, evs, lease))
 		}
 		evs = append(evs, kl...)
 	}
-	wrapped, idle := w.advance(keys, l.cfg.batch, len(evs))
+	wrapped, idle := w.advance(walked, last, l.cfg.batch, len(evs))
+	w.mu.Unlock()
 	res := cycleResult{more: !wrapped || !idle, idle: idle}
 	if len(evs) > 0 {
 		res.st, err = l.deliver(ctx, evs, lease)
@@ -142,6 +139,8 @@ func (l *lane) cyclePerKey(ctx context.Context, w *walkState) (cycleResult, erro
 }
 
 func (l *lane) cycleCompacted(ctx context.Context, w *walkState) (cycleResult, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	now := l.r.cfg.clock.Now()
 	lease := leaseUntil(now, l.r.cfg.lease)
 	keys, err := l.r.ops.walkCompacted(ctx, l.cfg.target, w.cursor, now, l.cfg.flushLimit)
@@ -168,7 +167,11 @@ func (l *lane) cycleCompacted(ctx context.Context, w *walkState) (cycleResult, e
 		}
 		evs = append(evs, kl...)
 	}
-	wrapped, idle := w.advance(keys, l.cfg.flushLimit, len(evs))
+	var last string
+	if len(keys) > 0 {
+		last = keys[len(keys)-1].key
+	}
+	wrapped, idle := w.advance(len(keys), last, l.cfg.flushLimit, len(evs))
 	// Only a flush that reached its limit is followed at once by the next:
 	// otherwise the lane gathers changes for a flush period.
 	res := cycleResult{more: !wrapped, idle: idle}

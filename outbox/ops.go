@@ -191,15 +191,53 @@ func (o *ops) claimKeyless(ctx context.Context, target string, now, lease time.T
 	return o.claim(ctx, o.run, "ClaimKeyless", target, now, lease, limit)
 }
 
-func (o *ops) claimHeads(ctx context.Context, target string, ids []int64, now, lease time.Time) ([]*claimed, error) {
-	return o.claim(ctx, o.run, "ClaimHeads", target, o.ids(ids), now, lease)
+// claimHeads walks up to limit keys after the cursor and claims the heads
+// that are due and unleased; it returns them with the number of keys visited
+// and the last one.
+func (o *ops) claimHeads(ctx context.Context, target, after string, now, lease time.Time, limit int) (evs []*claimed, walked int, last string, err error) {
+	if o.pg {
+		rows, err := o.claim(ctx, o.run, "ClaimHeads", target, after, now, lease, limit)
+		if err != nil {
+			return nil, 0, "", err
+		}
+		for _, c := range rows {
+			if c.id == 0 { // the walk's summary row
+				walked, last = c.attempts, c.key
+				continue
+			}
+			evs = append(evs, c)
+		}
+		return evs, walked, last, nil
+	}
+	err = o.inTx(ctx, func(ctx context.Context, tx store.Tx) error {
+		keys, err := o.walkHeads(ctx, tx, target, after, now, limit)
+		if err != nil {
+			return err
+		}
+		walked = len(keys)
+		if walked > 0 {
+			last = keys[walked-1].key
+		}
+		ready := make([]int64, 0, len(keys))
+		for _, k := range keys {
+			if k.ready {
+				ready = append(ready, k.id)
+			}
+		}
+		if len(ready) > 0 {
+			evs, err = o.claim(ctx, tx, "ClaimHeadIDs", target, o.ids(ready), now, lease)
+		}
+		return err
+	})
+	return evs, walked, last, err
 }
 
-// walkHeads returns up to limit keys after the cursor with their heads.
-func (o *ops) walkHeads(ctx context.Context, target, after string, now time.Time, limit int) ([]head, error) {
+// walkHeads returns up to limit keys after the cursor with their heads
+// (SQLite; PostgreSQL walks inside ClaimHeads).
+func (o *ops) walkHeads(ctx context.Context, q querier, target, after string, now time.Time, limit int) ([]head, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	rows, err := o.run.Query(ctx, o.q.Get("WalkHeads"), target, after, now, limit)
+	rows, err := q.Query(ctx, o.q.Get("WalkHeads"), target, after, now, limit)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: WalkHeads: %w", err)
 	}

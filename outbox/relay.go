@@ -88,10 +88,9 @@ func (r *Relay) errorPause(failures int) time.Duration {
 }
 
 func (r *Relay) work(ctx context.Context, l *lane) {
-	var w walkState
 	failures := 0
 	for ctx.Err() == nil {
-		res, err := l.cycle(ctx, &w, false)
+		res, err := l.cycle(ctx, &l.walk, false)
 		if err != nil {
 			if ctx.Err() != nil {
 				return

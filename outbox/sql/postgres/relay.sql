@@ -32,37 +32,40 @@ FROM c
 WHERE o.ctid = c.ctid AND o.id = c.id AND o.status = 'PENDING'
 RETURNING o.id, o.event_id, o.topic, o.partition_key, o.event_type, o.payload, o.headers, o.attempts, o.created_at
 
--- name: WalkHeads
--- A loose index scan over the keys after $2: each step descends the index to
--- the first pending entry of the next key, which is that key's head (its
--- smallest pending id). It visits at most $4 keys whatever the backlog.
+-- name: ClaimHeads
+-- Per-key lane, in one statement: a loose index scan over the keys after $2
+-- (each step descends the index to the first pending entry of the next key,
+-- which is that key's head, its smallest pending id) visits at most $5 keys
+-- whatever the backlog; the heads that are due and unleased are locked with
+-- SKIP LOCKED (re-checked on the row's latest version: a head claimed or sent
+-- meanwhile is skipped, never the row after it) and leased. A last row (id 0)
+-- carries the last key visited and how many keys were visited.
 WITH RECURSIVE walk AS (
-    (SELECT partition_key AS k, id, next_attempt_at, locked_until FROM msgx_outbox
+    (SELECT partition_key AS k, ctid AS t FROM msgx_outbox
      WHERE target = $1 AND status = 'PENDING' AND partition_key > $2
      ORDER BY partition_key, id LIMIT 1)
   UNION ALL
-    SELECT n.k, n.id, n.next_attempt_at, n.locked_until
+    SELECT n.k, n.t
     FROM walk w CROSS JOIN LATERAL (
-        SELECT partition_key AS k, id, next_attempt_at, locked_until FROM msgx_outbox
+        SELECT partition_key AS k, ctid AS t FROM msgx_outbox
         WHERE target = $1 AND status = 'PENDING' AND partition_key > w.k
         ORDER BY partition_key, id LIMIT 1) n
-)
-SELECT k, id, next_attempt_at <= $3 AND (locked_until IS NULL OR locked_until <= $3)
-FROM walk LIMIT $4
-
--- name: ClaimHeads
--- Claims the given heads if they are still pending, due and unleased (checked
--- again on the locked row version).
-WITH c AS (
-    SELECT ctid, id FROM msgx_outbox
-    WHERE target = $1 AND status = 'PENDING' AND id = ANY($2::bigint[])
-      AND next_attempt_at <= $3 AND (locked_until IS NULL OR locked_until <= $3)
+), keys AS MATERIALIZED (
+    SELECT k, t FROM walk LIMIT $5
+), c AS (
+    SELECT o.ctid, o.id FROM msgx_outbox o
+    WHERE o.ctid = ANY(ARRAY(SELECT t FROM keys)) AND o.target = $1 AND o.status = 'PENDING'
+      AND o.next_attempt_at <= $3 AND (o.locked_until IS NULL OR o.locked_until <= $3)
     FOR UPDATE SKIP LOCKED
+), u AS (
+    UPDATE msgx_outbox o SET locked_until = $4, attempts = o.attempts + 1
+    FROM c
+    WHERE o.ctid = c.ctid AND o.id = c.id AND o.status = 'PENDING'
+    RETURNING o.id, o.event_id, o.topic, o.partition_key, o.event_type, o.payload, o.headers, o.attempts, o.created_at
 )
-UPDATE msgx_outbox o SET locked_until = $4, attempts = o.attempts + 1
-FROM c
-WHERE o.ctid = c.ctid AND o.id = c.id AND o.status = 'PENDING'
-RETURNING o.id, o.event_id, o.topic, o.partition_key, o.event_type, o.payload, o.headers, o.attempts, o.created_at
+SELECT id, event_id, topic, partition_key, event_type, payload, headers, attempts, created_at FROM u
+UNION ALL
+SELECT 0, '', '', COALESCE((SELECT max(k) FROM keys), ''), '', NULL, NULL, (SELECT count(*) FROM keys)::int, 'epoch'::timestamptz
 
 -- name: WalkCompacted
 -- Like WalkHeads, and for each key also its newest pending event.

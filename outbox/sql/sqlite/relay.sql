@@ -38,7 +38,7 @@ JOIN msgx_outbox o ON o.id = (
     WHERE target = ?1 AND status = 'PENDING' AND partition_key = w.k
     ORDER BY id LIMIT 1)
 
--- name: ClaimHeads
+-- name: ClaimHeadIDs
 UPDATE msgx_outbox SET locked_until = ?4, attempts = attempts + 1
 WHERE target = ?1 AND status = 'PENDING' AND id IN (SELECT value FROM json_each(?2))
   AND next_attempt_at <= ?3 AND (locked_until IS NULL OR locked_until <= ?3)
