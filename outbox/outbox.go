@@ -130,6 +130,9 @@ func Enqueue(ctx context.Context, tx store.Tx, now time.Time, events ...Event) e
 		}
 	}
 	if tx.Dialect() == store.Postgres {
+		if len(events) == 1 {
+			return enqueueOne(ctx, tx, q, now, &events[0], headers[0])
+		}
 		return enqueuePostgres(ctx, tx, q.Get("Insert"), now, events, headers)
 	}
 	ins := q.Get("Insert")
@@ -142,6 +145,20 @@ func Enqueue(ctx context.Context, tx store.Tx, now time.Time, events ...Event) e
 		if _, err := tx.Exec(ctx, ins, e.ID, e.Target, e.Topic, e.Key, string(e.Type), e.Payload, h, now, e.CreatedAt); err != nil {
 			return fmt.Errorf("outbox: enqueue %s: %w", e.ID, err)
 		}
+	}
+	return nil
+}
+
+// enqueueOne is the common single-event case on PostgreSQL.
+func enqueueOne(ctx context.Context, tx store.Tx, q store.Queries, now time.Time, e *Event, headers *string) error {
+	var err error
+	if e.Key == "" {
+		_, err = tx.Exec(ctx, q.Get("InsertOneKeyless"), e.ID, e.Target, e.Topic, e.Key, string(e.Type), e.Payload, headers, now, e.CreatedAt)
+	} else {
+		_, err = tx.Exec(ctx, q.Get("InsertOne"), e.ID, e.Target, e.Topic, e.Key, string(e.Type), e.Payload, headers, now, e.CreatedAt, KeyLock(e.Target, e.Key))
+	}
+	if err != nil {
+		return fmt.Errorf("outbox: enqueue %s: %w", e.ID, err)
 	}
 	return nil
 }

@@ -105,11 +105,11 @@ func newBenchProducerOverheadCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.DSN, "dsn", outboxbench.DefaultDSN, "PostgreSQL DSN (a fresh schema is created and dropped)")
-	f.IntVar(&cfg.N, "n", 20000, "transactions per variant and round")
+	f.IntVar(&cfg.N, "n", 2000, "transactions per variant and round")
 	f.IntVar(&cfg.Clients, "clients", 8, "concurrent clients")
 	f.IntVar(&cfg.Keys, "keys", 1000, "business rows (and event keys)")
 	f.IntVar(&cfg.Size, "size", 200, "event payload bytes")
-	f.IntVar(&cfg.Rounds, "rounds", 3, "rounds; each runs both variants, in alternating order")
+	f.IntVar(&cfg.Rounds, "rounds", 10, "rounds; each runs both variants, in alternating order")
 	f.DurationVar(&timeout, "timeout", 30*time.Minute, "give up after this long")
 	return cmd
 }

@@ -49,14 +49,14 @@ func RunProducerOverhead(ctx context.Context, cfg ProducerConfig, out io.Writer)
 		cfg.Size = 200
 	}
 	if cfg.Rounds <= 0 {
-		cfg.Rounds = 3
+		cfg.Rounds = 10
 	}
 	sc, err := newSchema(ctx, cfg.DSN, "msgx_bench_producer")
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = sc.drop() }()
-	db, err := sc.open(ctx, int32(cfg.Clients))
+	db, err := sc.open(ctx, 2)
 	if err != nil {
 		return nil, err
 	}
@@ -71,25 +71,45 @@ func RunProducerOverhead(ctx context.Context, cfg ProducerConfig, out io.Writer)
 		return nil, err
 	}
 	pl := payload(cfg.Size)
+	run := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
 	variants := []struct {
 		name   string
 		outbox bool
-	}{{"without-outbox", false}, {"with-outbox", true}}
+		db     *store.DB
+		app    string
+	}{{name: "without-outbox"}, {name: "with-outbox", outbox: true}}
+	// Each variant has its own pool, named, so that the database CPU time of
+	// its backends can be told apart.
+	for i := range variants {
+		variants[i].app = "msgx-bench-producer-" + strconv.Itoa(i) + "-" + run
+		vdb, err := openDSN(ctx, withParam(sc.dsn, "application_name", variants[i].app), int32(cfg.Clients))
+		if err != nil {
+			return nil, err
+		}
+		defer vdb.Close()
+		variants[i].db = vdb
+	}
 	totals := make([]time.Duration, len(variants))
 	pg := &progress{w: cfg.Progress}
 	// A warm-up round of each fills caches and the statement caches.
 	for _, v := range variants {
-		if _, err := runBusiness(ctx, db, cfg, cfg.N/10+1, v.outbox, pl, pg); err != nil {
+		if _, err := runBusiness(ctx, v.db, cfg, cfg.N/10+1, v.outbox, pl, pg); err != nil {
 			return nil, err
 		}
 	}
+	cpu0 := make([]time.Duration, len(variants))
+	for i, v := range variants {
+		cpu0[i], _ = backendCPU(ctx, db, v.app)
+	}
+	// Short rounds in alternating order, so that both variants meet the same
+	// neighbours on a shared machine.
 	for round := range cfg.Rounds {
 		for j := range variants {
 			i := j
 			if round%2 == 1 {
 				i = len(variants) - 1 - j
 			}
-			d, err := runBusiness(ctx, db, cfg, cfg.N, variants[i].outbox, pl, pg)
+			d, err := runBusiness(ctx, variants[i].db, cfg, cfg.N, variants[i].outbox, pl, pg)
 			if err != nil {
 				return nil, err
 			}
@@ -100,6 +120,9 @@ func RunProducerOverhead(ctx context.Context, cfg ProducerConfig, out io.Writer)
 	for i, v := range variants {
 		results[i] = bench.Result{Workload: "producer-overhead", Variant: v.name, Mode: "burndown",
 			N: cfg.N * cfg.Rounds, Elapsed: totals[i], Extra: [][2]string{{"clients", strconv.Itoa(cfg.Clients)}}}
+		if c, ok := backendCPU(ctx, db, v.app); ok {
+			results[i].Extra = append(results[i].Extra, [2]string{"db_cpu_us_per_tx", fmt.Sprintf("%.1f", float64((c-cpu0[i]).Microseconds())/float64(results[i].N))})
+		}
 		results[i].Print(out)
 	}
 	overhead := 1 - results[1].PerSec()/results[0].PerSec()

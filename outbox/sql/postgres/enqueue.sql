@@ -13,3 +13,17 @@ FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::byte
      AS e(event_id, target, topic, partition_key, event_type, payload, headers, created_at)
 WHERE (SELECT count(pg_advisory_xact_lock(k)) FROM unnest($10::bigint[]) AS k) >= 0
   AND pg_current_xact_id() IS NOT NULL
+
+-- name: InsertOne
+-- Insert for a single event with a key: the same guarantees as Insert with
+-- less work (no arrays).
+INSERT INTO msgx_outbox (event_id, target, topic, partition_key, event_type, payload, headers, created_at, next_attempt_at)
+SELECT $1, $2, $3, $4, $5, $6, $7::jsonb, $9, $8
+WHERE (SELECT 1 FROM pg_advisory_xact_lock($10)) = 1
+  AND pg_current_xact_id() IS NOT NULL
+
+-- name: InsertOneKeyless
+-- Insert for a single event without a key (no lock: no order to keep).
+INSERT INTO msgx_outbox (event_id, target, topic, partition_key, event_type, payload, headers, created_at, next_attempt_at)
+SELECT $1, $2, $3, $4, $5, $6, $7::jsonb, $9, $8
+WHERE pg_current_xact_id() IS NOT NULL
