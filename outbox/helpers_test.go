@@ -128,15 +128,47 @@ func get(t testing.TB, db *store.DB, id string) outbox.Record {
 	return rec
 }
 
+// countStatus counts the rows of a status: PENDING and DEAD in msgx_outbox,
+// SENT and COVERED in msgx_outbox_sent.
 func countStatus(t testing.TB, db *store.DB, status outbox.Status) int {
 	t.Helper()
-	q := "SELECT COUNT(*) FROM msgx_outbox WHERE status = $1"
-	if db.Dialect() == store.SQLite {
-		q = "SELECT COUNT(*) FROM msgx_outbox WHERE status = ?1"
+	table := "msgx_outbox"
+	if status == outbox.StatusSent || status == outbox.StatusCovered {
+		table = "msgx_outbox_sent"
 	}
+	q := "SELECT COUNT(*) FROM " + table + " WHERE status = " + param(db, 1)
 	var n int
 	if err := db.QueryRow(context.Background(), q, string(status)).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// param is the n-th placeholder of db's dialect.
+func param(db *store.DB, n int) string {
+	if db.Dialect() == store.SQLite {
+		return "?" + strconv.Itoa(n)
+	}
+	return "$" + strconv.Itoa(n)
+}
+
+// byKey groups the messages a sink got by key, in arrival order.
+func byKey(msgs []sent) map[string][]string {
+	out := map[string][]string{}
+	for _, m := range msgs {
+		out[m.msg.Key] = append(out[m.msg.Key], m.msg.Header(broker.HeaderEventID))
+	}
+	return out
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

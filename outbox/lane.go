@@ -147,16 +147,15 @@ func (l *lane) cycleCompacted(ctx context.Context, w *walkState) (cycleResult, e
 	if err != nil {
 		return cycleResult{}, err
 	}
-	var heads, reps []int64
+	ready := make([]head, 0, len(keys))
 	for _, k := range keys {
 		if k.ready {
-			heads = append(heads, k.id)
-			reps = append(reps, k.rep)
+			ready = append(ready, k)
 		}
 	}
 	var evs []*claimed
-	if len(heads) > 0 {
-		if evs, err = l.r.ops.claimCompacted(ctx, l.cfg.target, heads, reps, now, lease); err != nil {
+	if len(ready) > 0 {
+		if evs, err = l.r.ops.claimCompacted(ctx, l.cfg.target, ready, now, lease); err != nil {
 			return cycleResult{}, err
 		}
 	}
@@ -306,21 +305,21 @@ func (l *lane) finish(ctx context.Context, evs []*claimed, res []outcome, errs [
 	o := l.r.ops
 	target := l.cfg.target
 	var (
-		sentIDs, sentReps, relIDs, clearHeads []int64
+		sentIDs, sentReps, relIDs, clearHeads []rowRef
 		failed                                []int
 		all                                   []error
 	)
 	for i, e := range evs {
 		switch res[i] {
 		case sent:
-			if e.head != 0 {
-				sentReps = append(sentReps, e.id)
+			if e.head.id != 0 {
+				sentReps = append(sentReps, e.rowRef)
 			} else {
-				sentIDs = append(sentIDs, e.id)
+				sentIDs = append(sentIDs, e.rowRef)
 			}
 		case release:
-			relIDs = append(relIDs, e.id)
-			if e.head != 0 && e.head != e.id {
+			relIDs = append(relIDs, e.rowRef)
+			if e.head.id != 0 && e.head.id != e.id {
 				clearHeads = append(clearHeads, e.head)
 			}
 		default:
@@ -356,13 +355,13 @@ func (l *lane) finish(ctx context.Context, evs []*claimed, res []outcome, errs [
 		if res[i] == dead {
 			reason := errs[i].Error()
 			var err error
-			if e.head != 0 {
+			if e.head.id != 0 {
 				var n int64
-				n, err = o.coverSent(ctx, target, []int64{e.id}, lease, now, true, reason)
+				n, err = o.coverSent(ctx, target, []rowRef{e.rowRef}, lease, now, true, reason)
 				st.Covered += int(n)
 				l.met.covered.Add(float64(n))
 			} else {
-				_, err = o.finish(ctx, "MarkDead", target, []int64{e.id}, lease, now, reason)
+				_, err = o.finish(ctx, "MarkDead", target, []rowRef{e.rowRef}, lease, now, reason)
 			}
 			all = append(all, err)
 			st.Dead++
@@ -374,10 +373,10 @@ func (l *lane) finish(ctx context.Context, evs []*claimed, res []outcome, errs [
 	}
 	for attempts, idx := range retries {
 		next := now.Add(l.r.cfg.retry.Delay(attempts))
-		ids := make([]int64, len(idx))
+		ids := make([]rowRef, len(idx))
 		for j, i := range idx {
-			ids[j] = evs[i].id
-			if h := evs[i].head; h != 0 && h != evs[i].id {
+			ids[j] = evs[i].rowRef
+			if h := evs[i].head; h.id != 0 && h.id != evs[i].id {
 				clearHeads = append(clearHeads, h)
 			}
 		}

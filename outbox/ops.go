@@ -10,14 +10,22 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/msgx/msgx/store"
 )
 
+// rowRef names a claimed row: by ctid on PostgreSQL (the version the claim
+// wrote; it stays valid while the relay holds the lease), by id on SQLite.
+type rowRef struct {
+	id  int64
+	tid pgtype.TID
+}
+
 // claimed is one event a relay holds under its lease.
 type claimed struct {
-	id        int64
+	rowRef
 	eventID   string
 	topic     string
 	key       string
@@ -27,16 +35,17 @@ type claimed struct {
 	attempts  int
 	createdAt time.Time
 	// head is, for the newest event of a compacted key, the key's smallest
-	// pending id: the row whose lease marks the key as in flight.
-	head int64
+	// pending row, whose lease marks the key as in flight (head.id is 0 for
+	// other events).
+	head rowRef
 }
 
 // head is one key met by a walk over the keys of a target.
 type head struct {
 	key   string
-	id    int64 // the key's smallest pending id
-	rep   int64 // compacted walks: the key's newest pending id
-	ready bool  // claimable now (due and unleased)
+	id    rowRef // the key's smallest pending row
+	rep   rowRef // compacted walks: the key's newest pending row
+	ready bool   // claimable now (due and unleased)
 }
 
 // querier is what ops runs statements on: the relay's own pgx pool on
@@ -116,10 +125,24 @@ func (o *ops) close() {
 	}
 }
 
-func (o *ops) ids(ids []int64) any {
+// refs encodes rows for the finishing statements: ctids or ids.
+func (o *ops) refs(rs []rowRef) any {
 	if o.pg {
-		return ids
+		tids := make([]pgtype.TID, len(rs))
+		for i, r := range rs {
+			tids[i] = r.tid
+		}
+		return tids
 	}
+	ids := make([]int64, len(rs))
+	for i, r := range rs {
+		ids[i] = r.id
+	}
+	return o.ids(ids)
+}
+
+// ids encodes ids as a JSON array for SQLite.
+func (o *ops) ids(ids []int64) any {
 	var b strings.Builder
 	b.Grow(len(ids) * 8)
 	b.WriteByte('[')
@@ -155,12 +178,16 @@ func (o *ops) exec(ctx context.Context, name string, args ...any) (int64, error)
 	return n, nil
 }
 
-func scanClaimed(rows store.Rows, out []*claimed) ([]*claimed, error) {
+func (o *ops) scanClaimed(rows store.Rows, out []*claimed) ([]*claimed, error) {
 	defer rows.Close()
 	for rows.Next() {
 		c := &claimed{}
 		var typ string
-		if err := rows.Scan(&c.id, &c.eventID, &c.topic, &c.key, &typ, &c.payload, &c.headers, &c.attempts, &c.createdAt); err != nil {
+		dest := []any{&c.id, &c.eventID, &c.topic, &c.key, &typ, &c.payload, &c.headers, &c.attempts, &c.createdAt}
+		if o.pg {
+			dest = append([]any{&c.tid}, dest...)
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return out, err
 		}
 		c.typ = EventType(typ)
@@ -176,7 +203,7 @@ func (o *ops) claim(ctx context.Context, q querier, name string, args ...any) ([
 	if err != nil {
 		return nil, fmt.Errorf("outbox: %s: %w", name, err)
 	}
-	out, err := scanClaimed(rows, nil)
+	out, err := o.scanClaimed(rows, nil)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: %s: %w", name, err)
 	}
@@ -221,7 +248,7 @@ func (o *ops) claimHeads(ctx context.Context, target, after string, now, lease t
 		ready := make([]int64, 0, len(keys))
 		for _, k := range keys {
 			if k.ready {
-				ready = append(ready, k.id)
+				ready = append(ready, k.id.id)
 			}
 		}
 		if len(ready) > 0 {
@@ -245,7 +272,7 @@ func (o *ops) walkHeads(ctx context.Context, q querier, target, after string, no
 	out := make([]head, 0, limit)
 	for rows.Next() {
 		var h head
-		if err := rows.Scan(&h.key, &h.id, &h.ready); err != nil {
+		if err := rows.Scan(&h.key, &h.id.id, &h.ready); err != nil {
 			return nil, fmt.Errorf("outbox: WalkHeads: %w", err)
 		}
 		out = append(out, h)
@@ -268,7 +295,11 @@ func (o *ops) walkCompacted(ctx context.Context, target, after string, now time.
 	out := make([]head, 0, limit)
 	for rows.Next() {
 		var h head
-		if err := rows.Scan(&h.key, &h.id, &h.rep, &h.ready); err != nil {
+		dest := []any{&h.key, &h.id.id, &h.rep.id, &h.ready}
+		if o.pg {
+			dest = []any{&h.key, &h.id.id, &h.id.tid, &h.rep.id, &h.rep.tid, &h.ready}
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("outbox: WalkCompacted: %w", err)
 		}
 		out = append(out, h)
@@ -281,84 +312,98 @@ func (o *ops) walkCompacted(ctx context.Context, target, after string, now time.
 
 // claimCompacted leases the heads that are still free together with their
 // keys' newest events, and returns the newest events (with head set).
-func (o *ops) claimCompacted(ctx context.Context, target string, heads, reps []int64, now, lease time.Time) ([]*claimed, error) {
-	headOf := make(map[int64]int64, len(reps))
-	for i, r := range reps {
-		headOf[r] = heads[i]
+func (o *ops) claimCompacted(ctx context.Context, target string, keys []head, now, lease time.Time) ([]*claimed, error) {
+	headOf := make(map[int64]int64, len(keys)) // rep id -> head id
+	heads, reps := make([]rowRef, len(keys)), make([]rowRef, len(keys))
+	for i, k := range keys {
+		headOf[k.rep.id] = k.id.id
+		heads[i], reps[i] = k.id, k.rep
 	}
-	var rows []*claimed
+	var all []*claimed
 	if o.pg {
-		all, err := o.claim(ctx, o.run, "ClaimCompacted", target, heads, reps, now, lease)
+		var err error
+		if all, err = o.claim(ctx, o.run, "ClaimCompacted", target, o.refs(heads), o.refs(reps), now, lease); err != nil {
+			return nil, err
+		}
+	} else {
+		err := o.db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+			tctx, cancel := context.WithTimeout(ctx, o.timeout)
+			defer cancel()
+			hr, err := tx.Query(tctx, o.q.Get("LeaseHeads"), target, o.refs(heads), now, lease)
+			if err != nil {
+				return fmt.Errorf("outbox: LeaseHeads: %w", err)
+			}
+			leased := map[int64]bool{}
+			for hr.Next() {
+				var id int64
+				if err := hr.Scan(&id); err != nil {
+					hr.Close()
+					return err
+				}
+				leased[id] = true
+			}
+			hr.Close()
+			if err := hr.Err(); err != nil {
+				return err
+			}
+			var want []int64
+			for _, k := range keys {
+				if leased[k.id.id] {
+					want = append(want, k.rep.id)
+				}
+				if leased[k.id.id] && k.id.id != k.rep.id {
+					all = append(all, &claimed{rowRef: k.id}) // the head, for its lease
+				}
+			}
+			if len(want) == 0 {
+				return nil
+			}
+			rs, err := o.claim(ctx, tx, "LeaseReps", target, o.ids(want), lease)
+			all = append(all, rs...)
+			return err
+		})
 		if err != nil {
 			return nil, err
 		}
-		for _, c := range all {
-			if h, ok := headOf[c.id]; ok {
-				c.head = h
-				rows = append(rows, c)
-			}
-		}
-		return rows, nil
 	}
-	err := o.db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
-		tctx, cancel := context.WithTimeout(ctx, o.timeout)
-		defer cancel()
-		hr, err := tx.Query(tctx, o.q.Get("LeaseHeads"), target, o.ids(heads), now, lease)
-		if err != nil {
-			return fmt.Errorf("outbox: LeaseHeads: %w", err)
+	// The rows come back for heads and newest events alike.
+	byID := make(map[int64]*claimed, len(all))
+	for _, c := range all {
+		byID[c.id] = c
+	}
+	var out []*claimed
+	for rep, h := range headOf {
+		c, ok := byID[rep]
+		if !ok {
+			continue
 		}
-		leased := map[int64]bool{}
-		for hr.Next() {
-			var id int64
-			if err := hr.Scan(&id); err != nil {
-				hr.Close()
-				return err
-			}
-			leased[id] = true
+		hc, ok := byID[h]
+		if !ok {
+			continue // not leased: someone else holds the key
 		}
-		hr.Close()
-		if err := hr.Err(); err != nil {
-			return err
-		}
-		var want []int64
-		for i, r := range reps {
-			if leased[heads[i]] {
-				want = append(want, r)
-			}
-		}
-		if len(want) == 0 {
-			return nil
-		}
-		all, err := o.claim(ctx, tx, "LeaseReps", target, o.ids(want), lease)
-		if err != nil {
-			return err
-		}
-		for _, c := range all {
-			c.head = headOf[c.id]
-			rows = append(rows, c)
-		}
-		return nil
-	})
-	return rows, err
+		c.head = hc.rowRef
+		out = append(out, c)
+	}
+	return out, nil
 }
 
-func (o *ops) finish(ctx context.Context, name, target string, ids []int64, lease time.Time, args ...any) (int64, error) {
-	return o.exec(ctx, name, append([]any{target, o.ids(ids), lease}, args...)...)
+func (o *ops) finish(ctx context.Context, name, target string, rows []rowRef, lease time.Time, args ...any) (int64, error) {
+	return o.exec(ctx, name, append([]any{target, o.refs(rows), lease}, args...)...)
 }
 
 // markSent moves sent events to msgx_outbox_sent; it returns how many it
 // moved (fewer when a lease was lost).
-func (o *ops) markSent(ctx context.Context, target string, ids []int64, lease, now time.Time) (int64, error) {
+func (o *ops) markSent(ctx context.Context, target string, rows []rowRef, lease, now time.Time) (int64, error) {
 	if o.pg {
-		return o.finish(ctx, "MarkSent", target, ids, lease, now)
+		return o.finish(ctx, "MarkSent", target, rows, lease, now)
 	}
 	var n int64
 	err := o.inTx(ctx, func(ctx context.Context, tx store.Tx) error {
 		var err error
-		if n, err = o.txExec(ctx, tx, "SentInsert", target, o.ids(ids), lease, now); err != nil {
+		if n, err = o.txExec(ctx, tx, "SentInsert", target, o.refs(rows), lease, now); err != nil {
 			return err
 		}
-		_, err = o.txExec(ctx, tx, "SentDelete", target, o.ids(ids), lease)
+		_, err = o.txExec(ctx, tx, "SentDelete", target, o.refs(rows), lease)
 		return err
 	})
 	return n, err
@@ -367,7 +412,7 @@ func (o *ops) markSent(ctx context.Context, target string, ids []int64, lease, n
 // coverSent finishes the newest events of compacted keys: SENT, or DEAD when
 // dead is set (with reason), and records the older pending events of their
 // keys as COVERED by them. It returns how many were covered.
-func (o *ops) coverSent(ctx context.Context, target string, reps []int64, lease, now time.Time, dead bool, reason string) (int64, error) {
+func (o *ops) coverSent(ctx context.Context, target string, reps []rowRef, lease, now time.Time, dead bool, reason string) (int64, error) {
 	if o.pg {
 		name, args := "CoverSent", []any{now}
 		if dead {
@@ -375,7 +420,7 @@ func (o *ops) coverSent(ctx context.Context, target string, reps []int64, lease,
 		}
 		ctx, cancel := context.WithTimeout(ctx, o.timeout)
 		defer cancel()
-		rows, err := o.run.Query(ctx, o.q.Get(name), append([]any{target, o.ids(reps), lease}, args...)...)
+		rows, err := o.run.Query(ctx, o.q.Get(name), append([]any{target, o.refs(reps), lease}, args...)...)
 		if err != nil {
 			return 0, fmt.Errorf("outbox: %s: %w", name, err)
 		}
@@ -398,20 +443,21 @@ func (o *ops) coverSent(ctx context.Context, target string, reps []int64, lease,
 	var covered int64
 	err := o.inTx(ctx, func(ctx context.Context, tx store.Tx) error {
 		var err error
-		if covered, err = o.txExec(ctx, tx, "CoverInsert", target, o.ids(reps), lease, now); err != nil {
+		ids := o.refs(reps)
+		if covered, err = o.txExec(ctx, tx, "CoverInsert", target, ids, lease, now); err != nil {
 			return err
 		}
-		if _, err := o.txExec(ctx, tx, "CoverDelete", target, o.ids(reps), lease); err != nil {
+		if _, err := o.txExec(ctx, tx, "CoverDelete", target, ids, lease); err != nil {
 			return err
 		}
 		if dead {
-			_, err = o.txExec(ctx, tx, "MarkDead", target, o.ids(reps), lease, now, reason)
+			_, err = o.txExec(ctx, tx, "MarkDead", target, ids, lease, now, reason)
 			return err
 		}
-		if _, err := o.txExec(ctx, tx, "SentInsert", target, o.ids(reps), lease, now); err != nil {
+		if _, err := o.txExec(ctx, tx, "SentInsert", target, ids, lease, now); err != nil {
 			return err
 		}
-		_, err = o.txExec(ctx, tx, "SentDelete", target, o.ids(reps), lease)
+		_, err = o.txExec(ctx, tx, "SentDelete", target, ids, lease)
 		return err
 	})
 	return covered, err
