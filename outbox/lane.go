@@ -65,6 +65,32 @@ func (w *walkState) advance(walked int, last string, limit, claimed int) (wrappe
 	return true, idle
 }
 
+// maxChain bounds how many events of one key a per-key worker claims one
+// after the other from the sent one (no walk) before the key goes back to the
+// walk, so that keys beyond what the workers hold get their turn.
+const maxChain = 64
+
+// worker is one claim loop's own state: the claims it carries into its next
+// cycle (per-key lanes claim a key's next event when they finish its head).
+type worker struct {
+	carry []*claimed
+	lease time.Time
+	// fruitless: the last walk found nothing while this worker carried
+	// claims; it walks again only once its carry is gone, since the keys it
+	// would visit are held (by it or by others) until then.
+	fruitless bool
+}
+
+// release gives carried claims back (the loop is stopping).
+func (wk *worker) release(ctx context.Context, l *lane) error {
+	if len(wk.carry) == 0 {
+		return nil
+	}
+	err := l.releaseAll(ctx, wk.carry, wk.lease)
+	wk.carry = nil
+	return err
+}
+
 // cycleResult says what a worker does next: go on at once (more), or, when
 // idle, nothing was due anywhere in the lane.
 type cycleResult struct {
@@ -74,10 +100,10 @@ type cycleResult struct {
 
 // cycle runs one claim-publish-finish round. flush makes the unordered lane
 // claim from its first pending id (no floor).
-func (l *lane) cycle(ctx context.Context, w *walkState, flush bool) (cycleResult, error) {
+func (l *lane) cycle(ctx context.Context, w *walkState, wk *worker, flush bool) (cycleResult, error) {
 	switch l.cfg.kind {
 	case PerKey:
-		return l.cyclePerKey(ctx, w)
+		return l.cyclePerKey(ctx, w, wk)
 	case Compacted:
 		return l.cycleCompacted(ctx, w)
 	default:
@@ -111,29 +137,49 @@ func (l *lane) cycleUnordered(ctx context.Context, flush bool) (cycleResult, err
 	return cycleResult{more: len(evs) == l.cfg.batch, st: st}, err
 }
 
-func (l *lane) cyclePerKey(ctx context.Context, w *walkState) (cycleResult, error) {
-	w.mu.Lock()
+func (l *lane) cyclePerKey(ctx context.Context, w *walkState, wk *worker) (cycleResult, error) {
 	now := l.r.cfg.clock.Now()
-	lease := leaseUntil(now, l.r.cfg.lease)
-	evs, walked, last, err := l.r.ops.claimHeads(ctx, l.cfg.target, w.cursor, now, lease, l.cfg.batch)
-	if err != nil {
-		w.mu.Unlock()
-		return cycleResult{}, err
+	evs, lease := wk.carry, wk.lease
+	wk.carry = nil
+	if len(evs) == 0 {
+		lease = leaseUntil(now, l.r.cfg.lease)
 	}
-	if walked < l.cfg.batch {
-		// End of a pass: the events without a key have their turn.
-		kl, err := l.r.ops.claimKeyless(ctx, l.cfg.target, now, lease, l.cfg.batch)
+	var res cycleResult
+	// Walk for more keys when the carried claims fill less than half a batch.
+	if len(evs) == 0 {
+		wk.fruitless = false
+	}
+	if limit := l.cfg.batch - len(evs); limit >= l.cfg.batch/2 && !wk.fruitless {
+		w.mu.Lock()
+		got, walked, last, err := l.r.ops.claimHeads(ctx, l.cfg.target, w.cursor, now, lease, limit)
 		if err != nil {
 			w.mu.Unlock()
 			return cycleResult{}, errors.Join(err, l.releaseAll(ctx, evs, lease))
 		}
-		evs = append(evs, kl...)
+		if walked < limit {
+			// End of a pass: the events without a key have their turn.
+			kl, err := l.r.ops.claimKeyless(ctx, l.cfg.target, now, lease, l.cfg.batch)
+			if err != nil {
+				w.mu.Unlock()
+				return cycleResult{}, errors.Join(err, l.releaseAll(ctx, append(evs, got...), lease))
+			}
+			got = append(got, kl...)
+		}
+		wrapped, idle := w.advance(walked, last, limit, len(got))
+		w.mu.Unlock()
+		wk.fruitless = len(got) == 0 && len(evs) > 0
+		evs = append(evs, got...)
+		res = cycleResult{more: !wrapped || !idle, idle: idle && len(evs) == 0}
+	} else {
+		res.more = true
 	}
-	wrapped, idle := w.advance(walked, last, l.cfg.batch, len(evs))
-	w.mu.Unlock()
-	res := cycleResult{more: !wrapped || !idle, idle: idle}
-	if len(evs) > 0 {
-		res.st, err = l.deliver(ctx, evs, lease)
+	if len(evs) == 0 {
+		return res, nil
+	}
+	var err error
+	res.st, err = l.deliverChain(ctx, evs, lease, wk)
+	if len(wk.carry) > 0 {
+		res.more, res.idle = true, false
 	}
 	return res, err
 }
@@ -193,6 +239,12 @@ const (
 // deliver publishes claimed events and records the outcome of each, fenced by
 // the lease.
 func (l *lane) deliver(ctx context.Context, evs []*claimed, lease time.Time) (Stats, error) {
+	return l.deliverChain(ctx, evs, lease, nil)
+}
+
+// deliverChain is deliver that, given a worker, lets a per-key lane claim
+// the next events of the sent keys into the worker's carry.
+func (l *lane) deliverChain(ctx context.Context, evs []*claimed, lease time.Time, wk *worker) (Stats, error) {
 	st := Stats{Claimed: len(evs)}
 	slices.SortFunc(evs, func(a, b *claimed) int { return cmpInt64(a.id, b.id) })
 	res := make([]outcome, len(evs))
@@ -207,7 +259,7 @@ func (l *lane) deliver(ctx context.Context, evs []*claimed, lease time.Time) (St
 		toSend = append(toSend, i)
 	}
 	l.publish(ctx, evs, toSend, res, errs)
-	return st, l.finish(ctx, evs, res, errs, lease, &st)
+	return st, l.finish(ctx, evs, res, errs, lease, &st, wk)
 }
 
 // publish sends the events of idx in id order, grouped by topic. Events on
@@ -299,7 +351,7 @@ func message(e *claimed) (*broker.Message, error) {
 
 // finish records the outcomes. Its statements run even when ctx is cancelled
 // (the relay is stopping), each under the database timeout.
-func (l *lane) finish(ctx context.Context, evs []*claimed, res []outcome, errs []error, lease time.Time, st *Stats) error {
+func (l *lane) finish(ctx context.Context, evs []*claimed, res []outcome, errs []error, lease time.Time, st *Stats, wk *worker) error {
 	ctx = context.WithoutCancel(ctx)
 	now := l.r.cfg.clock.Now()
 	o := l.r.ops
@@ -327,7 +379,46 @@ func (l *lane) finish(ctx context.Context, evs []*claimed, res []outcome, errs [
 		}
 	}
 	published := len(sentIDs) + len(sentReps)
-	if len(sentIDs) > 0 {
+	var adv []advance
+	parent := map[string]*claimed{}
+	if wk != nil && ctx.Err() == nil && o.canAdvance() {
+		for i, e := range evs {
+			if res[i] == sent && e.key != "" && e.chain < maxChain {
+				a := advance{id: e.id}
+				if len(e.succ) > 0 {
+					a.succ = e.succ[0]
+				}
+				adv = append(adv, a)
+				parent[e.key] = e
+			}
+		}
+	}
+	if len(adv) > 0 {
+		newLease := leaseUntil(now, l.r.cfg.lease)
+		next, succ, err := o.markSentAdvance(ctx, target, sentIDs, lease, now, newLease, adv)
+		all = append(all, err)
+		var keep, stray []*claimed
+		for _, c := range next {
+			p := parent[c.key]
+			switch {
+			case p != nil && len(p.succ) > 0 && p.succ[0].id == c.id:
+				c.succ = p.succ[1:]
+			case p != nil && len(p.succ) == 0:
+				c.succ = succ[c.key]
+			default:
+				// The row at a successor's ctid is not the one read ahead
+				// (the slot was reused after a lease was lost): give it back.
+				stray = append(stray, c)
+				continue
+			}
+			c.chain = p.chain + 1
+			keep = append(keep, c)
+		}
+		if len(stray) > 0 {
+			all = append(all, l.releaseAll(ctx, stray, newLease))
+		}
+		wk.carry, wk.lease = keep, newLease
+	} else if len(sentIDs) > 0 {
 		n, err := o.markSent(ctx, target, sentIDs, lease, now)
 		all = append(all, err)
 		if err == nil && int(n) < len(sentIDs) {
@@ -410,7 +501,7 @@ func (l *lane) releaseAll(ctx context.Context, evs []*claimed, lease time.Time) 
 		res[i] = release
 	}
 	var st Stats
-	return l.finish(ctx, evs, res, make([]error, len(evs)), lease, &st)
+	return l.finish(ctx, evs, res, make([]error, len(evs)), lease, &st, nil)
 }
 
 func firstSent(evs []*claimed, res []outcome) string {

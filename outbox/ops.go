@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -38,6 +39,11 @@ type claimed struct {
 	// pending row, whose lease marks the key as in flight (head.id is 0 for
 	// other events).
 	head rowRef
+	// chain counts how many events of this key the relay has claimed one
+	// after the other without walking (per-key lanes); succ are the key's
+	// next pending rows, read ahead, in order.
+	chain int
+	succ  []rowRef
 }
 
 // head is one key met by a walk over the keys of a target.
@@ -407,6 +413,60 @@ func (o *ops) markSent(ctx context.Context, target string, rows []rowRef, lease,
 		return err
 	})
 	return n, err
+}
+
+// canAdvance says whether markSentAdvance is available (PostgreSQL).
+func (o *ops) canAdvance() bool { return o.pg }
+
+// readAhead is how many successors of a key one descent of the key index
+// reads (SentAdvance).
+const readAhead = 32
+
+// advance asks SentAdvance to claim the successor of the sent event id; succ
+// is that successor when known (zero: look it up).
+type advance struct {
+	id   int64
+	succ rowRef
+}
+
+// markSentAdvance is markSent that also claims, under newLease, the next
+// pending event of the keys of the sent events in adv. It returns the claimed
+// events and, per key looked up, the successors read ahead.
+func (o *ops) markSentAdvance(ctx context.Context, target string, rows []rowRef, lease, now, newLease time.Time, adv []advance) ([]*claimed, map[string][]rowRef, error) {
+	ids, stids, sids := make([]int64, len(adv)), make([]pgtype.TID, len(adv)), make([]int64, len(adv))
+	for i, a := range adv {
+		ids[i], stids[i], sids[i] = a.id, a.succ.tid, a.succ.id
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	r, err := o.run.Query(ctx, o.q.Get("SentAdvance"), target, o.refs(rows), lease, now, newLease, ids, stids, sids, readAhead+1)
+	if err != nil {
+		return nil, nil, fmt.Errorf("outbox: SentAdvance: %w", err)
+	}
+	defer r.Close()
+	var out []*claimed
+	succ := map[string][]rowRef{}
+	for r.Next() {
+		c := &claimed{}
+		var kind int
+		var typ string
+		if err := r.Scan(&kind, &c.tid, &c.id, &c.eventID, &c.topic, &c.key, &typ, &c.payload, &c.headers, &c.attempts, &c.createdAt); err != nil {
+			return nil, nil, fmt.Errorf("outbox: SentAdvance: %w", err)
+		}
+		if kind == 1 {
+			succ[c.key] = append(succ[c.key], c.rowRef)
+			continue
+		}
+		c.typ = EventType(typ)
+		out = append(out, c)
+	}
+	if err := r.Err(); err != nil {
+		return nil, nil, fmt.Errorf("outbox: SentAdvance: %w", err)
+	}
+	for _, rs := range succ {
+		slices.SortFunc(rs, func(a, b rowRef) int { return cmpInt64(a.id, b.id) })
+	}
+	return out, succ, nil
 }
 
 // coverSent finishes the newest events of compacted keys: SENT, or DEAD when

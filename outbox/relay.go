@@ -88,9 +88,15 @@ func (r *Relay) errorPause(failures int) time.Duration {
 }
 
 func (r *Relay) work(ctx context.Context, l *lane) {
+	var wk worker
+	defer func() {
+		if err := wk.release(ctx, l); err != nil {
+			l.log.Warn("outbox: giving back claims on stop failed; they return when their lease ends", "err", err)
+		}
+	}()
 	failures := 0
 	for ctx.Err() == nil {
-		res, err := l.cycle(ctx, &l.walk, false)
+		res, err := l.cycle(ctx, &l.walk, &wk, false)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -130,12 +136,15 @@ func (r *Relay) sleep(ctx context.Context, d time.Duration) {
 func (r *Relay) Flush(ctx context.Context) (Stats, error) {
 	var total Stats
 	for _, l := range r.lanes {
-		var w walkState
+		var (
+			w  walkState
+			wk worker
+		)
 		for {
-			res, err := l.cycle(ctx, &w, true)
+			res, err := l.cycle(ctx, &w, &wk, true)
 			total.add(res.st)
 			if err != nil {
-				return total, err
+				return total, errors.Join(err, wk.release(ctx, l))
 			}
 			if res.idle {
 				break

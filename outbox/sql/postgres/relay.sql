@@ -125,6 +125,51 @@ WITH d AS (
 INSERT INTO msgx_outbox_sent (event_id, id, target, topic, partition_key, event_type, status, attempts, last_error, created_at, done_at)
 SELECT event_id, id, target, topic, partition_key, event_type, 'SENT', attempts, last_error, created_at, $4::timestamptz FROM d
 
+-- name: SentAdvance
+-- Per-key lane: MarkSent, and in the same transaction the claim of the next
+-- pending event of each sent key whose id is in $6 (deleting a key's head and
+-- leasing its successor in one transaction keeps at most one event of the
+-- key in flight). The successor is either known from an earlier read ($7:
+-- its ctid; the relay checks that the row it gets back has the id it read,
+-- $8, and gives back any other) or found by one descent of the key index,
+-- which also reads up to $9 - 1 further successors and returns them (kind 1)
+-- for the next rounds. Ids of a key only grow in commit order (see Enqueue),
+-- so a successor read earlier stays the next one.
+WITH d AS (
+    DELETE FROM msgx_outbox
+    WHERE ctid = ANY($2::tid[]) AND target = $1 AND locked_until = $3
+    RETURNING event_id, id, target, topic, partition_key, event_type, attempts, last_error, created_at
+), h AS (
+    INSERT INTO msgx_outbox_sent (event_id, id, target, topic, partition_key, event_type, status, attempts, last_error, created_at, done_at)
+    SELECT event_id, id, target, topic, partition_key, event_type, 'SENT', attempts, last_error, created_at, $4::timestamptz FROM d
+), adv AS (
+    SELECT d.id, d.partition_key AS k, a.st, a.si
+    FROM unnest($6::bigint[], $7::tid[], $8::bigint[]) AS a(id, st, si) JOIN d ON d.id = a.id
+), probe AS (
+    SELECT adv.k, n.t, n.id, n.rn FROM adv CROSS JOIN LATERAL (
+        SELECT s.t, s.id, row_number() OVER () AS rn FROM (
+            SELECT ctid AS t, id FROM msgx_outbox
+            WHERE target = $1 AND status = 'PENDING' AND partition_key = adv.k AND id > adv.id
+            ORDER BY partition_key, id LIMIT $9) s) n
+    WHERE adv.si = 0
+), cand AS (
+    SELECT st AS t, si AS id FROM adv WHERE si <> 0
+    UNION ALL
+    SELECT t, id FROM probe WHERE rn = 1
+), c AS (
+    SELECT o.ctid FROM msgx_outbox o
+    WHERE o.ctid = ANY(ARRAY(SELECT t FROM cand)) AND o.target = $1 AND o.status <> 'DEAD'
+      AND o.next_attempt_at <= $4 AND (o.locked_until IS NULL OR o.locked_until <= $4)
+    FOR UPDATE SKIP LOCKED
+), u AS (
+    UPDATE msgx_outbox o SET locked_until = $5, attempts = o.attempts + 1
+    WHERE o.ctid = ANY(ARRAY(SELECT ctid FROM c)) AND o.target = $1 AND o.status <> 'DEAD'
+    RETURNING o.ctid, o.id, o.event_id, o.topic, o.partition_key, o.event_type, o.payload, o.headers, o.attempts, o.created_at
+)
+SELECT 0 AS kind, ctid, id, event_id, topic, partition_key, event_type, payload, headers, attempts, created_at FROM u
+UNION ALL
+SELECT 1, t, id, '', '', k, '', NULL, NULL, rn::int, 'epoch'::timestamptz FROM probe WHERE rn > 1
+
 -- name: MarkRetry
 UPDATE msgx_outbox SET next_attempt_at = $4, locked_until = NULL, last_error = $5
 WHERE ctid = ANY($2::tid[]) AND target = $1 AND locked_until = $3
