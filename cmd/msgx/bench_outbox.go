@@ -77,7 +77,7 @@ func newBenchOutboxRelayCmd() *cobra.Command {
 	f.IntVar(&cfg.ClaimBatch, "claim", outbox.DefaultBatch, "events (per-key: keys; compacted: flush limit) per claim")
 	f.IntVar(&cfg.Workers, "workers", 2, "claim loops per relay")
 	f.IntVar(&cfg.Relays, "relays", 1, "relays at once, each with its own connection pool")
-	f.DurationVar(&cfg.Poll, "poll", 10*time.Millisecond, "idle poll interval of the relay")
+	f.DurationVar(&cfg.Poll, "poll", 5*time.Millisecond, "idle poll interval of the relay")
 	f.IntVar(&cfg.Dead, "dead", 0, "DEAD rows written before the run")
 	f.IntVar(&cfg.Sent, "sent", 0, "SENT rows written before the run")
 	f.DurationVar(&ceiling, "ceiling", 0, "also run the pgbench ceiling for this long and print relay/ceiling (0: skip)")

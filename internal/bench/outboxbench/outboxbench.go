@@ -12,7 +12,6 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -113,11 +112,3 @@ func (p *progress) say(format string, args ...any) {
 	fmt.Fprintf(p.w, format+"\n", args...)
 }
 
-func sanitizeName(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
-			return r
-		}
-		return '_'
-	}, strings.ToLower(s))
-}

@@ -85,7 +85,7 @@ func (c *RelayConfig) defaults() {
 		c.Relays = 1
 	}
 	if c.Poll <= 0 {
-		c.Poll = 10 * time.Millisecond
+		c.Poll = 5 * time.Millisecond
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -368,20 +368,21 @@ func insertAll(ctx context.Context, producers []*producer, cfg RelayConfig, pg *
 	return g.Wait()
 }
 
-// prefill writes DEAD and SENT rows of the benchmark's target.
+// prefill writes DEAD rows (kept in msgx_outbox as dead letters) and SENT
+// records (msgx_outbox_sent) of the benchmark's target.
 func prefill(ctx context.Context, db *store.DB, cfg RelayConfig) error {
-	for _, st := range []struct {
-		status string
-		n      int
-	}{{"DEAD", cfg.Dead}, {"SENT", cfg.Sent}} {
-		if st.n == 0 {
-			continue
+	if cfg.Dead > 0 {
+		if _, err := db.Exec(ctx, `INSERT INTO msgx_outbox (event_id, target, topic, partition_key, payload, created_at, next_attempt_at, status, attempts, dead_at, last_error)
+			SELECT 'dead-' || g, $1, $1, 'k' || (g % $2), $3, now(), now(), 'DEAD', 5, now(), 'prefilled' FROM generate_series(1, $4) AS g`,
+			benchTarget, cfg.Keys, payload(cfg.Size), cfg.Dead); err != nil {
+			return fmt.Errorf("prefill DEAD rows: %w", err)
 		}
-		_, err := db.Exec(ctx, `INSERT INTO msgx_outbox (event_id, target, topic, partition_key, payload, created_at, next_attempt_at, status, attempts, done_at)
-			SELECT $1 || g, $2, $2, 'k' || (g % $3), $4, now(), now(), $1, 1, now() FROM generate_series(1, $5) AS g`,
-			st.status, benchTarget, cfg.Keys, payload(cfg.Size), st.n)
-		if err != nil {
-			return fmt.Errorf("prefill %s rows: %w", st.status, err)
+	}
+	if cfg.Sent > 0 {
+		if _, err := db.Exec(ctx, `INSERT INTO msgx_outbox_sent (event_id, id, target, topic, partition_key, event_type, status, attempts, created_at, done_at)
+			SELECT 'sent-' || g, -g, $1, $1, 'k' || (g % $2), 'UPSERT', 'SENT', 1, now(), now() FROM generate_series(1, $3) AS g`,
+			benchTarget, cfg.Keys, cfg.Sent); err != nil {
+			return fmt.Errorf("prefill SENT records: %w", err)
 		}
 	}
 	return nil
