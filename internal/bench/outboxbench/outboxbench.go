@@ -111,4 +111,3 @@ func (p *progress) say(format string, args ...any) {
 	p.last = time.Now()
 	fmt.Fprintf(p.w, format+"\n", args...)
 }
-
