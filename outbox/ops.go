@@ -105,6 +105,9 @@ func newOps(db *store.DB, timeout time.Duration, conns int32, syncCommit bool) (
 		cfg := db.Pool().Config()
 		cfg.MaxConns = conns
 		cfg.MinConns = 0
+		if cfg.ConnConfig.RuntimeParams == nil {
+			cfg.ConnConfig.RuntimeParams = map[string]string{}
+		}
 		if !syncCommit {
 			cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
 		}

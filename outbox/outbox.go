@@ -1,6 +1,12 @@
 // Package outbox is the transactional outbox: events are written in the
-// caller's database transaction together with the state they describe, and a
-// relay publishes them to brokers at-least-once.
+// caller's database transaction together with the state they describe
+// (Enqueue), and a Relay publishes them to brokers at-least-once through the
+// broker port's confirmed send. Each target is relayed in a lane: Unordered
+// (parallel batch claims), PerKey (at most one event of a key in flight, in
+// id order) or Compacted (only the newest state of a key is sent). Claims use
+// SELECT … FOR UPDATE SKIP LOCKED and a lease, so any number of relays may
+// run; failed sends are retried with backoff and end as DEAD letters that
+// can be replayed. docs/outbox.md has the design and the measurements.
 package outbox
 
 import (
@@ -93,7 +99,9 @@ func NewEventID() string {
 // committed or rolled back. Enqueue all events of a transaction in one call
 // (or always in the same key order) so that two producers cannot wait on each
 // other's keys in opposite orders; PostgreSQL would abort one of them.
-// Events without a key take no lock and carry no order.
+// Events without a key take no lock and carry no order. Enqueue also gives
+// the transaction its transaction id before it takes event ids, which the
+// relay's id watermark relies on.
 func Enqueue(ctx context.Context, tx store.Tx, now time.Time, events ...Event) error {
 	if len(events) == 0 {
 		return nil
