@@ -1,6 +1,12 @@
 // Package outbox is the transactional outbox: events are written in the
-// caller's database transaction together with the state they describe, and a
-// relay publishes them to brokers at-least-once.
+// caller's database transaction together with the state they describe
+// (Enqueue), and a Relay publishes them to brokers at-least-once through the
+// broker port's confirmed send. Each target is relayed in a lane: Unordered
+// (parallel batch claims), PerKey (at most one event of a key in flight, in
+// id order) or Compacted (only the newest state of a key is sent). Claims use
+// SELECT … FOR UPDATE SKIP LOCKED and a lease, so any number of relays may
+// run; failed sends are retried with backoff and end as DEAD letters that
+// can be replayed. docs/outbox.md has the design and the measurements.
 package outbox
 
 import (
@@ -11,6 +17,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"slices"
 	"time"
 
 	"github.com/msgx/msgx/store"
@@ -82,12 +90,27 @@ func NewEventID() string {
 // Enqueue writes events in the caller's transaction: they become visible to
 // the relay only if that transaction commits. now stamps created and first
 // due time.
+//
+// On PostgreSQL, Enqueue also takes a transaction-scoped advisory lock per
+// distinct (target, key) of the events before their ids are allocated, so two
+// transactions enqueueing for the same key are serialised until the first
+// commits. That is what lets the per-key and compacted lanes trust id order:
+// once an event of a key is visible, every lower id of that key has already
+// committed or rolled back. Enqueue all events of a transaction in one call
+// (or always in the same key order) so that two producers cannot wait on each
+// other's keys in opposite orders; PostgreSQL would abort one of them.
+// Events without a key take no lock and carry no order. Enqueue also gives
+// the transaction its transaction id before it takes event ids, which the
+// relay's id watermark relies on.
 func Enqueue(ctx context.Context, tx store.Tx, now time.Time, events ...Event) error {
+	if len(events) == 0 {
+		return nil
+	}
 	q, err := queriesFor(tx.Dialect())
 	if err != nil {
 		return err
 	}
-	ins := q.Get("Insert")
+	headers := make([]*string, len(events))
 	for i := range events {
 		e := &events[i]
 		if e.Target == "" || e.Topic == "" {
@@ -99,20 +122,89 @@ func Enqueue(ctx context.Context, tx store.Tx, now time.Time, events ...Event) e
 		if e.Type == "" {
 			e.Type = Upsert
 		}
+		if e.Type != Upsert && e.Type != Tombstone {
+			return fmt.Errorf("outbox: event %s: unknown type %q", e.ID, e.Type)
+		}
 		if e.CreatedAt.IsZero() {
 			e.CreatedAt = now
 		}
-		var headers any
 		if len(e.Headers) > 0 {
 			h, err := json.Marshal(e.Headers)
 			if err != nil {
 				return fmt.Errorf("outbox: headers of %s: %w", e.ID, err)
 			}
-			headers = string(h)
+			hs := string(h)
+			headers[i] = &hs
 		}
-		if _, err := tx.Exec(ctx, ins, e.ID, e.Target, e.Topic, e.Key, string(e.Type), e.Payload, headers, e.CreatedAt); err != nil {
+	}
+	if tx.Dialect() == store.Postgres {
+		if len(events) == 1 {
+			return enqueueOne(ctx, tx, q, now, &events[0], headers[0])
+		}
+		return enqueuePostgres(ctx, tx, q.Get("Insert"), now, events, headers)
+	}
+	ins := q.Get("Insert")
+	for i := range events {
+		e := &events[i]
+		var h any
+		if headers[i] != nil {
+			h = *headers[i]
+		}
+		if _, err := tx.Exec(ctx, ins, e.ID, e.Target, e.Topic, e.Key, string(e.Type), e.Payload, h, now, e.CreatedAt); err != nil {
 			return fmt.Errorf("outbox: enqueue %s: %w", e.ID, err)
 		}
 	}
 	return nil
+}
+
+// enqueueOne is the common single-event case on PostgreSQL.
+func enqueueOne(ctx context.Context, tx store.Tx, q store.Queries, now time.Time, e *Event, headers *string) error {
+	var err error
+	if e.Key == "" {
+		_, err = tx.Exec(ctx, q.Get("InsertOneKeyless"), e.ID, e.Target, e.Topic, e.Key, string(e.Type), e.Payload, headers, now, e.CreatedAt)
+	} else {
+		_, err = tx.Exec(ctx, q.Get("InsertOne"), e.ID, e.Target, e.Topic, e.Key, string(e.Type), e.Payload, headers, now, e.CreatedAt, KeyLock(e.Target, e.Key))
+	}
+	if err != nil {
+		return fmt.Errorf("outbox: enqueue %s: %w", e.ID, err)
+	}
+	return nil
+}
+
+func enqueuePostgres(ctx context.Context, tx store.Tx, ins string, now time.Time, events []Event, headers []*string) error {
+	n := len(events)
+	ids, targets, topics, keys, types := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	payloads := make([][]byte, n)
+	created := make([]time.Time, n)
+	locks := make([]int64, 0, n)
+	for i := range events {
+		e := &events[i]
+		ids[i], targets[i], topics[i], keys[i], types[i] = e.ID, e.Target, e.Topic, e.Key, string(e.Type)
+		payloads[i] = e.Payload
+		created[i] = e.CreatedAt
+		if e.Key != "" {
+			locks = append(locks, KeyLock(e.Target, e.Key))
+		}
+	}
+	slices.Sort(locks)
+	locks = slices.Compact(locks)
+	if _, err := tx.Exec(ctx, ins, ids, targets, topics, keys, types, payloads, headers, now, created, locks); err != nil {
+		if n == 1 {
+			return fmt.Errorf("outbox: enqueue %s: %w", events[0].ID, err)
+		}
+		return fmt.Errorf("outbox: enqueue %d events (first %s): %w", n, events[0].ID, err)
+	}
+	return nil
+}
+
+// KeyLock is the PostgreSQL advisory lock key (the one-argument bigint form)
+// that Enqueue holds for a (target, key) until the transaction ends. Code that
+// writes msgx_outbox rows by other means must take it too, before inserting,
+// to keep the per-key order guarantee.
+func KeyLock(target, key string) int64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(target))
+	_, _ = h.Write([]byte{0})
+	_, _ = h.Write([]byte(key))
+	return int64(h.Sum64())
 }

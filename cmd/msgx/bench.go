@@ -52,6 +52,7 @@ func newBenchCmd() *cobra.Command {
 	cmd.PersistentFlags().StringVar(&profile, "cpuprofile", "", "write a CPU profile of this process to the file")
 	cmd.AddCommand(newBenchBrokerCmd())
 	cmd.AddCommand(newBenchInboxFIFOCmd())
+	cmd.AddCommand(outboxBenchCmds()...)
 	return cmd
 }
 

@@ -1,0 +1,524 @@
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/msgx/msgx/broker"
+)
+
+// Stats counts what relay cycles did.
+type Stats struct {
+	Claimed   int // events taken under a lease
+	Published int // events confirmed by the broker
+	Retried   int // failed events scheduled for another attempt
+	Dead      int // events that became DEAD
+	Covered   int // older events of compacted keys marked done
+	Released  int // claims given back unsent (the relay was stopping)
+}
+
+func (s *Stats) add(o Stats) {
+	s.Claimed += o.Claimed
+	s.Published += o.Published
+	s.Retried += o.Retried
+	s.Dead += o.Dead
+	s.Covered += o.Covered
+	s.Released += o.Released
+}
+
+type lane struct {
+	r     *Relay
+	cfg   laneConfig
+	log   *slog.Logger
+	met   laneMetrics
+	floor floor     // unordered lanes on PostgreSQL
+	walk  walkState // per-key and compacted lanes: shared by the workers
+}
+
+// walkState is a position in the key space of a target: a pass walks every
+// key once, from the empty cursor to the end. The workers of a lane share one
+// and hold its lock while they claim, so that each takes the next keys
+// instead of walking keys another worker holds.
+type walkState struct {
+	mu          sync.Mutex
+	cursor      string
+	passClaimed int
+}
+
+// advance moves the cursor after a walk that visited walked keys up to last
+// (limit asked). A pass ends when a walk comes back short; idle then says the
+// whole pass claimed nothing.
+func (w *walkState) advance(walked int, last string, limit, claimed int) (wrapped, idle bool) {
+	w.passClaimed += claimed
+	if walked == limit {
+		w.cursor = last
+		return false, false
+	}
+	idle = w.passClaimed == 0
+	w.cursor, w.passClaimed = "", 0
+	return true, idle
+}
+
+// maxChain bounds how many events of one key a per-key worker claims one
+// after the other from the sent one (no walk) before the key goes back to the
+// walk, so that keys beyond what the workers hold get their turn.
+const maxChain = 64
+
+// worker is one claim loop's own state: the claims it carries into its next
+// cycle (per-key lanes claim a key's next event when they finish its head).
+type worker struct {
+	carry []*claimed
+	lease time.Time
+	// fruitless: the last walk found nothing while this worker carried
+	// claims; it walks again only once its carry is gone, since the keys it
+	// would visit are held (by it or by others) until then.
+	fruitless bool
+}
+
+// release gives carried claims back (the loop is stopping).
+func (wk *worker) release(ctx context.Context, l *lane) error {
+	if len(wk.carry) == 0 {
+		return nil
+	}
+	err := l.releaseAll(ctx, wk.carry, wk.lease)
+	wk.carry = nil
+	return err
+}
+
+// cycleResult says what a worker does next: go on at once (more), or, when
+// idle, nothing was due anywhere in the lane.
+type cycleResult struct {
+	more, idle bool
+	st         Stats
+}
+
+// cycle runs one claim-publish-finish round. flush makes the unordered lane
+// claim from its first pending id (no floor).
+func (l *lane) cycle(ctx context.Context, w *walkState, wk *worker, flush bool) (cycleResult, error) {
+	switch l.cfg.kind {
+	case PerKey:
+		return l.cyclePerKey(ctx, w, wk)
+	case Compacted:
+		return l.cycleCompacted(ctx, w)
+	default:
+		return l.cycleUnordered(ctx, flush)
+	}
+}
+
+func (l *lane) cycleUnordered(ctx context.Context, flush bool) (cycleResult, error) {
+	now := l.r.cfg.clock.Now()
+	lease := leaseUntil(now, l.r.cfg.lease)
+	var after, wm int64
+	if l.r.wm != nil && !flush {
+		wm = l.r.wm.current(ctx, l.r.ops, now)
+		after = l.floor.start(now)
+	}
+	evs, err := l.r.ops.claimUnordered(ctx, l.cfg.target, after, now, lease, l.cfg.batch)
+	if err != nil {
+		return cycleResult{}, err
+	}
+	if l.r.wm != nil && !flush {
+		var last int64
+		for _, e := range evs {
+			last = max(last, e.id)
+		}
+		l.floor.advance(wm, last, len(evs) == l.cfg.batch)
+	}
+	if len(evs) == 0 {
+		return cycleResult{idle: true}, nil
+	}
+	st, err := l.deliver(ctx, evs, lease)
+	return cycleResult{more: len(evs) == l.cfg.batch, st: st}, err
+}
+
+func (l *lane) cyclePerKey(ctx context.Context, w *walkState, wk *worker) (cycleResult, error) {
+	now := l.r.cfg.clock.Now()
+	evs, lease := wk.carry, wk.lease
+	wk.carry = nil
+	if len(evs) == 0 {
+		lease = leaseUntil(now, l.r.cfg.lease)
+	}
+	var res cycleResult
+	// Walk for more keys when the carried claims fill less than half a batch.
+	if len(evs) == 0 {
+		wk.fruitless = false
+	}
+	if limit := l.cfg.batch - len(evs); limit >= l.cfg.batch/2 && !wk.fruitless {
+		w.mu.Lock()
+		got, walked, last, err := l.r.ops.claimHeads(ctx, l.cfg.target, w.cursor, now, lease, limit)
+		if err != nil {
+			w.mu.Unlock()
+			return cycleResult{}, errors.Join(err, l.releaseAll(ctx, evs, lease))
+		}
+		if walked < limit {
+			// End of a pass: the events without a key have their turn.
+			kl, err := l.r.ops.claimKeyless(ctx, l.cfg.target, now, lease, l.cfg.batch)
+			if err != nil {
+				w.mu.Unlock()
+				return cycleResult{}, errors.Join(err, l.releaseAll(ctx, append(evs, got...), lease))
+			}
+			got = append(got, kl...)
+		}
+		wrapped, idle := w.advance(walked, last, limit, len(got))
+		w.mu.Unlock()
+		wk.fruitless = len(got) == 0 && len(evs) > 0
+		evs = append(evs, got...)
+		res = cycleResult{more: !wrapped || !idle, idle: idle && len(evs) == 0}
+	} else {
+		res.more = true
+	}
+	if len(evs) == 0 {
+		return res, nil
+	}
+	var err error
+	res.st, err = l.deliverChain(ctx, evs, lease, wk)
+	if len(wk.carry) > 0 {
+		res.more, res.idle = true, false
+	}
+	return res, err
+}
+
+func (l *lane) cycleCompacted(ctx context.Context, w *walkState) (cycleResult, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := l.r.cfg.clock.Now()
+	lease := leaseUntil(now, l.r.cfg.lease)
+	keys, err := l.r.ops.walkCompacted(ctx, l.cfg.target, w.cursor, now, l.cfg.flushLimit)
+	if err != nil {
+		return cycleResult{}, err
+	}
+	ready := make([]head, 0, len(keys))
+	for _, k := range keys {
+		if k.ready {
+			ready = append(ready, k)
+		}
+	}
+	var evs []*claimed
+	if len(ready) > 0 {
+		if evs, err = l.r.ops.claimCompacted(ctx, l.cfg.target, ready, now, lease); err != nil {
+			return cycleResult{}, err
+		}
+	}
+	if len(keys) < l.cfg.flushLimit {
+		kl, err := l.r.ops.claimKeyless(ctx, l.cfg.target, now, lease, l.cfg.flushLimit)
+		if err != nil {
+			return cycleResult{}, errors.Join(err, l.releaseAll(ctx, evs, lease))
+		}
+		evs = append(evs, kl...)
+	}
+	var last string
+	if len(keys) > 0 {
+		last = keys[len(keys)-1].key
+	}
+	wrapped, idle := w.advance(len(keys), last, l.cfg.flushLimit, len(evs))
+	// Only a flush that reached its limit is followed at once by the next:
+	// otherwise the lane gathers changes for a flush period.
+	res := cycleResult{more: !wrapped, idle: idle}
+	if len(evs) > 0 {
+		res.st, err = l.deliver(ctx, evs, lease)
+	}
+	return res, err
+}
+
+// outcome of one claimed event.
+type outcome int
+
+const (
+	sent outcome = iota
+	retry
+	dead
+	release
+)
+
+// deliver publishes claimed events and records the outcome of each, fenced by
+// the lease.
+func (l *lane) deliver(ctx context.Context, evs []*claimed, lease time.Time) (Stats, error) {
+	return l.deliverChain(ctx, evs, lease, nil)
+}
+
+// deliverChain is deliver that, given a worker, lets a per-key lane claim
+// the next events of the sent keys into the worker's carry.
+func (l *lane) deliverChain(ctx context.Context, evs []*claimed, lease time.Time, wk *worker) (Stats, error) {
+	st := Stats{Claimed: len(evs)}
+	slices.SortFunc(evs, func(a, b *claimed) int { return cmpInt64(a.id, b.id) })
+	res := make([]outcome, len(evs))
+	errs := make([]error, len(evs))
+	var toSend []int
+	for i, e := range evs {
+		if e.attempts > l.r.cfg.retry.MaxAttempts {
+			// The relay holding the last attempt died: do not try again.
+			res[i], errs[i] = dead, errors.New("the lease of the last attempt expired without a result")
+			continue
+		}
+		toSend = append(toSend, i)
+	}
+	l.publish(ctx, evs, toSend, res, errs)
+	return st, l.finish(ctx, evs, res, errs, lease, &st, wk)
+}
+
+// publish sends the events of idx in id order, grouped by topic. Events on
+// their first attempt go in one confirmed send per topic; retried events go
+// one by one so that a poison event fails only itself.
+func (l *lane) publish(ctx context.Context, evs []*claimed, idx []int, res []outcome, errs []error) {
+	var topics []string
+	byTopic := map[string][]int{}
+	for _, i := range idx {
+		t := evs[i].topic
+		if _, ok := byTopic[t]; !ok {
+			topics = append(topics, t)
+		}
+		byTopic[t] = append(byTopic[t], i)
+	}
+	for _, t := range topics {
+		var first []int
+		for _, i := range byTopic[t] {
+			if evs[i].attempts <= 1 {
+				first = append(first, i)
+				continue
+			}
+			l.send(ctx, t, evs, []int{i}, res, errs)
+		}
+		if len(first) > 0 {
+			l.send(ctx, t, evs, first, res, errs)
+		}
+	}
+}
+
+func (l *lane) send(ctx context.Context, topic string, evs []*claimed, idx []int, res []outcome, errs []error) {
+	msgs := make([]*broker.Message, 0, len(idx))
+	for _, i := range idx {
+		m, err := message(evs[i])
+		if err != nil {
+			res[i], errs[i] = dead, err
+			continue
+		}
+		msgs = append(msgs, m)
+	}
+	if len(msgs) == 0 {
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, l.r.cfg.publishTimeout)
+	err := l.cfg.pub.SendConfirmed(pctx, topic, msgs...)
+	cancel()
+	for _, i := range idx {
+		if errs[i] != nil {
+			continue
+		}
+		switch {
+		case err == nil:
+			res[i] = sent
+		case ctx.Err() != nil:
+			res[i], errs[i] = release, err
+		case broker.IsPoison(err) && len(msgs) == 1:
+			res[i], errs[i] = dead, err
+		case l.r.cfg.retry.Exhausted(evs[i].attempts):
+			res[i], errs[i] = dead, err
+		default:
+			res[i], errs[i] = retry, err
+		}
+	}
+}
+
+// message builds the broker message of an event: the event id travels as
+// the msgx-event-id header, the event type as msgx-type (unless the event's
+// own headers set one), a Tombstone as an empty payload.
+func message(e *claimed) (*broker.Message, error) {
+	var h map[string]string
+	if len(e.headers) > 0 {
+		if err := json.Unmarshal(e.headers, &h); err != nil {
+			return nil, fmt.Errorf("outbox: headers of %s: %w", e.eventID, err)
+		}
+	}
+	if h == nil {
+		h = make(map[string]string, 2)
+	}
+	h[broker.HeaderEventID] = e.eventID
+	if _, ok := h[broker.HeaderType]; !ok {
+		h[broker.HeaderType] = string(e.typ)
+	}
+	m := &broker.Message{Key: e.key, Payload: e.payload, Headers: h}
+	if e.typ == Tombstone {
+		m.Payload = nil
+	}
+	return m, nil
+}
+
+// finish records the outcomes. Its statements run even when ctx is cancelled
+// (the relay is stopping), each under the database timeout.
+func (l *lane) finish(ctx context.Context, evs []*claimed, res []outcome, errs []error, lease time.Time, st *Stats, wk *worker) error {
+	ctx = context.WithoutCancel(ctx)
+	now := l.r.cfg.clock.Now()
+	o := l.r.ops
+	target := l.cfg.target
+	var (
+		sentIDs, sentReps, relIDs, clearHeads []rowRef
+		failed                                []int
+		all                                   []error
+	)
+	for i, e := range evs {
+		switch res[i] {
+		case sent:
+			if e.head.id != 0 {
+				sentReps = append(sentReps, e.rowRef)
+			} else {
+				sentIDs = append(sentIDs, e.rowRef)
+			}
+		case release:
+			relIDs = append(relIDs, e.rowRef)
+			if e.head.id != 0 && e.head.id != e.id {
+				clearHeads = append(clearHeads, e.head)
+			}
+		default:
+			failed = append(failed, i)
+		}
+	}
+	published := len(sentIDs) + len(sentReps)
+	var adv []advance
+	parent := map[string]*claimed{}
+	if wk != nil && ctx.Err() == nil && o.canAdvance() {
+		for i, e := range evs {
+			if res[i] == sent && e.key != "" && e.chain < maxChain {
+				a := advance{id: e.id}
+				if len(e.succ) > 0 {
+					a.succ = e.succ[0]
+				}
+				adv = append(adv, a)
+				parent[e.key] = e
+			}
+		}
+	}
+	if len(adv) > 0 {
+		newLease := leaseUntil(now, l.r.cfg.lease)
+		next, succ, err := o.markSentAdvance(ctx, target, sentIDs, lease, now, newLease, adv)
+		all = append(all, err)
+		var keep, stray []*claimed
+		for _, c := range next {
+			p := parent[c.key]
+			switch {
+			case p != nil && len(p.succ) > 0 && p.succ[0].id == c.id:
+				c.succ = p.succ[1:]
+			case p != nil && len(p.succ) == 0:
+				c.succ = succ[c.key]
+			default:
+				// The row at a successor's ctid is not the one read ahead
+				// (the slot was reused after a lease was lost): give it back.
+				stray = append(stray, c)
+				continue
+			}
+			c.chain = p.chain + 1
+			keep = append(keep, c)
+		}
+		if len(stray) > 0 {
+			all = append(all, l.releaseAll(ctx, stray, newLease))
+		}
+		wk.carry, wk.lease = keep, newLease
+	} else if len(sentIDs) > 0 {
+		n, err := o.markSent(ctx, target, sentIDs, lease, now)
+		all = append(all, err)
+		if err == nil && int(n) < len(sentIDs) {
+			l.log.Warn("outbox lease lost before the sent events were marked; another relay will send them again",
+				"events", len(sentIDs), "marked", n, "first_event_id", firstSent(evs, res))
+		}
+	}
+	if len(sentReps) > 0 {
+		n, err := o.coverSent(ctx, target, sentReps, lease, now, false, "")
+		all = append(all, err)
+		st.Covered += int(n)
+		l.met.covered.Add(float64(n))
+	}
+	st.Published += published
+	l.met.published.Add(float64(published))
+	if published > 0 {
+		l.log.Debug("outbox events sent", "events", published, "first_event_id", firstSent(evs, res))
+	}
+
+	// Failures: retries grouped by attempt count (one due time per group), dead
+	// ones one by one so each gets its own log line and reason.
+	retries := map[int][]int{}
+	for _, i := range failed {
+		e := evs[i]
+		if res[i] == dead {
+			reason := errs[i].Error()
+			var err error
+			if e.head.id != 0 {
+				var n int64
+				n, err = o.coverSent(ctx, target, []rowRef{e.rowRef}, lease, now, true, reason)
+				st.Covered += int(n)
+				l.met.covered.Add(float64(n))
+			} else {
+				_, err = o.finish(ctx, "MarkDead", target, []rowRef{e.rowRef}, lease, now, reason)
+			}
+			all = append(all, err)
+			st.Dead++
+			l.met.dead.Inc()
+			l.log.Error("outbox event dead", "event_id", e.eventID, "topic", e.topic, "attempts", e.attempts, "err", errs[i])
+			continue
+		}
+		retries[e.attempts] = append(retries[e.attempts], i)
+	}
+	for attempts, idx := range retries {
+		next := now.Add(l.r.cfg.retry.Delay(attempts))
+		ids := make([]rowRef, len(idx))
+		for j, i := range idx {
+			ids[j] = evs[i].rowRef
+			if h := evs[i].head; h.id != 0 && h.id != evs[i].id {
+				clearHeads = append(clearHeads, h)
+			}
+		}
+		first := evs[idx[0]]
+		_, err := o.finish(ctx, "MarkRetry", target, ids, lease, next, errs[idx[0]].Error())
+		all = append(all, err)
+		st.Retried += len(ids)
+		l.met.retried.Add(float64(len(ids)))
+		l.log.Warn("outbox send failed; will retry", "event_id", first.eventID, "events", len(ids), "topic", first.topic,
+			"attempts", attempts, "next_attempt", next, "err", errs[idx[0]])
+	}
+	if len(relIDs) > 0 {
+		_, err := o.finish(ctx, "Release", target, relIDs, lease)
+		all = append(all, err)
+		st.Released += len(relIDs)
+	}
+	if len(clearHeads) > 0 {
+		_, err := o.finish(ctx, "ClearLease", target, clearHeads, lease)
+		all = append(all, err)
+	}
+	return errors.Join(all...)
+}
+
+// releaseAll gives back claims that will not be published in this cycle.
+func (l *lane) releaseAll(ctx context.Context, evs []*claimed, lease time.Time) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	res := make([]outcome, len(evs))
+	for i := range res {
+		res[i] = release
+	}
+	var st Stats
+	return l.finish(ctx, evs, res, make([]error, len(evs)), lease, &st, nil)
+}
+
+func firstSent(evs []*claimed, res []outcome) string {
+	for i, r := range res {
+		if r == sent {
+			return evs[i].eventID
+		}
+	}
+	return ""
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

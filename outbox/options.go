@@ -1,0 +1,242 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/msgx/msgx/broker"
+	"github.com/msgx/msgx/internal/backoff"
+	"github.com/msgx/msgx/internal/clock"
+)
+
+// Publisher is the part of the broker port the relay needs: a send that
+// returns nil only after the broker confirmed every message.
+// *broker.Broker implements it.
+type Publisher interface {
+	SendConfirmed(ctx context.Context, topic string, msgs ...*broker.Message) error
+}
+
+// LaneKind says how a target's events are relayed.
+type LaneKind int
+
+// The lane kinds.
+const (
+	// Unordered relays events in parallel, in batches, with no order promise.
+	Unordered LaneKind = iota + 1
+	// PerKey keeps the events of a key in id order: at most one event of a key
+	// is in flight, a failing key blocks only itself, keys run in parallel.
+	PerKey
+	// Compacted sends only the newest pending event of each key (a Tombstone
+	// as an empty payload); the older pending events of the key are marked
+	// COVERED by it.
+	Compacted
+)
+
+func (k LaneKind) String() string {
+	switch k {
+	case Unordered:
+		return "unordered"
+	case PerKey:
+		return "per-key"
+	case Compacted:
+		return "compacted"
+	}
+	return fmt.Sprintf("lane(%d)", int(k))
+}
+
+// ParseLaneKind reads "unordered", "per-key" or "compacted".
+func ParseLaneKind(s string) (LaneKind, error) {
+	for _, k := range []LaneKind{Unordered, PerKey, Compacted} {
+		if k.String() == s {
+			return k, nil
+		}
+	}
+	return 0, fmt.Errorf("outbox: unknown lane %q (want unordered, per-key or compacted)", s)
+}
+
+// Defaults.
+const (
+	DefaultBatch          = 500
+	DefaultFlushPeriod    = 3 * time.Second
+	DefaultFlushLimit     = 500
+	DefaultLease          = time.Minute
+	DefaultPublishTimeout = 15 * time.Second
+	DefaultDBTimeout      = 15 * time.Second
+	DefaultPollInterval   = 100 * time.Millisecond
+	DefaultRetention      = 24 * time.Hour
+)
+
+// DefaultRetry is the relay's retry policy: 5 attempts, 1 s doubling to at
+// most 60 s, 20% jitter.
+var DefaultRetry = backoff.Policy{MaxAttempts: 5, Initial: time.Second, Max: time.Minute, Jitter: 0.2}
+
+type laneConfig struct {
+	target      string
+	kind        LaneKind
+	pub         Publisher
+	batch       int
+	workers     int
+	flushPeriod time.Duration
+	flushLimit  int
+}
+
+// LaneOption configures one target's lane.
+type LaneOption func(*laneConfig)
+
+// Batch sets how many events (unordered) or keys (per-key) one claim takes
+// (default 500).
+func Batch(n int) LaneOption { return func(c *laneConfig) { c.batch = n } }
+
+// Workers sets how many claim-publish loops the lane runs at once in this
+// process (default 2; compacted lanes 1).
+func Workers(n int) LaneOption { return func(c *laneConfig) { c.workers = n } }
+
+// FlushPeriod sets how long a compacted lane gathers changes between flushes
+// (default 3 s). A flush that reached the limit is followed at once by the
+// next, so a backlog drains at full speed.
+func FlushPeriod(d time.Duration) LaneOption { return func(c *laneConfig) { c.flushPeriod = d } }
+
+// FlushLimit bounds the keys of one compacted flush (default 500).
+func FlushLimit(n int) LaneOption { return func(c *laneConfig) { c.flushLimit = n } }
+
+type config struct {
+	lanes           []laneConfig
+	clock           clock.Clock
+	logger          *slog.Logger
+	registerer      prometheus.Registerer
+	retry           backoff.Policy
+	lease           time.Duration
+	publishTimeout  time.Duration
+	dbTimeout       time.Duration
+	pollInterval    time.Duration
+	retention       time.Duration
+	cleanupInterval time.Duration
+	lagInterval     time.Duration
+	syncCommit      bool
+}
+
+// Option configures a Relay.
+type Option func(*config)
+
+// Target relays the events of one target (Event.Target) through pub in a lane
+// of the given kind.
+func Target(name string, pub Publisher, kind LaneKind, opts ...LaneOption) Option {
+	return func(c *config) {
+		lc := laneConfig{target: name, kind: kind, pub: pub, batch: DefaultBatch, workers: 2,
+			flushPeriod: DefaultFlushPeriod, flushLimit: DefaultFlushLimit}
+		if kind == Compacted {
+			lc.workers = 1
+		}
+		for _, o := range opts {
+			o(&lc)
+		}
+		c.lanes = append(c.lanes, lc)
+	}
+}
+
+// WithClock sets the clock every scheduling decision reads (default wall clock).
+func WithClock(cl clock.Clock) Option { return func(c *config) { c.clock = cl } }
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithRegisterer registers the relay's metrics (default: not registered).
+func WithRegisterer(r prometheus.Registerer) Option { return func(c *config) { c.registerer = r } }
+
+// WithRetry sets the retry policy of failed sends (default DefaultRetry); an
+// event whose attempts are exhausted becomes DEAD.
+func WithRetry(p backoff.Policy) Option { return func(c *config) { c.retry = p } }
+
+// WithLease sets how long a claim is owned (default 1 min). A crashed relay's
+// claims are taken over by others after it. It must exceed the publish timeout
+// plus two database timeouts.
+func WithLease(d time.Duration) Option { return func(c *config) { c.lease = d } }
+
+// WithPublishTimeout bounds each confirmed send (default 15 s).
+func WithPublishTimeout(d time.Duration) Option { return func(c *config) { c.publishTimeout = d } }
+
+// WithDBTimeout bounds each database statement (default 15 s).
+func WithDBTimeout(d time.Duration) Option { return func(c *config) { c.dbTimeout = d } }
+
+// WithPollInterval sets the wait of an idle lane before it looks again
+// (default 100 ms).
+func WithPollInterval(d time.Duration) Option { return func(c *config) { c.pollInterval = d } }
+
+// WithRetention sets how long SENT and COVERED rows are kept before cleanup
+// deletes them (default 24 h). DEAD rows are kept until replayed.
+func WithRetention(d time.Duration) Option { return func(c *config) { c.retention = d } }
+
+// WithCleanupInterval sets how often Run deletes expired rows (default 1 min;
+// negative disables cleanup in this process).
+func WithCleanupInterval(d time.Duration) Option { return func(c *config) { c.cleanupInterval = d } }
+
+// WithLagInterval sets how often Run measures the lag (age of the oldest
+// pending event) of each target (default 10 s).
+func WithLagInterval(d time.Duration) Option { return func(c *config) { c.lagInterval = d } }
+
+// WithSynchronousCommit makes the relay's own bookkeeping (claims, sent
+// marks) wait for the WAL flush on PostgreSQL. By default it does not: the
+// relay's pool commits with synchronous_commit off, since losing its last
+// commits in a database crash only gives claims back or makes events be sent
+// again, both allowed by at-least-once delivery. Enqueue (the business
+// transaction) is not affected either way.
+func WithSynchronousCommit(on bool) Option { return func(c *config) { c.syncCommit = on } }
+
+func newConfig(opts []Option) (config, error) {
+	c := config{
+		clock:           clock.Real{},
+		logger:          slog.Default(),
+		retry:           DefaultRetry,
+		lease:           DefaultLease,
+		publishTimeout:  DefaultPublishTimeout,
+		dbTimeout:       DefaultDBTimeout,
+		pollInterval:    DefaultPollInterval,
+		retention:       DefaultRetention,
+		cleanupInterval: time.Minute,
+		lagInterval:     10 * time.Second,
+	}
+	for _, o := range opts {
+		o(&c)
+	}
+	var errs []error
+	if len(c.lanes) == 0 {
+		errs = append(errs, errors.New("no target configured"))
+	}
+	seen := map[string]bool{}
+	for _, l := range c.lanes {
+		switch {
+		case l.target == "":
+			errs = append(errs, errors.New("a target needs a name"))
+		case seen[l.target]:
+			errs = append(errs, fmt.Errorf("target %q configured twice", l.target))
+		case l.pub == nil:
+			errs = append(errs, fmt.Errorf("target %q has no publisher", l.target))
+		case l.kind < Unordered || l.kind > Compacted:
+			errs = append(errs, fmt.Errorf("target %q: unknown lane kind %d", l.target, l.kind))
+		case l.batch < 1 || l.workers < 1 || l.flushLimit < 1 || l.flushPeriod <= 0:
+			errs = append(errs, fmt.Errorf("target %q: batch, workers, flush limit and flush period must be positive", l.target))
+		}
+		seen[l.target] = true
+	}
+	if c.retry.MaxAttempts < 1 {
+		errs = append(errs, errors.New("retry policy needs at least one attempt"))
+	}
+	if c.publishTimeout <= 0 || c.dbTimeout <= 0 || c.pollInterval <= 0 || c.lagInterval <= 0 || c.retention <= 0 {
+		errs = append(errs, errors.New("timeouts, intervals and retention must be positive"))
+	}
+	if c.lease <= c.publishTimeout+2*c.dbTimeout {
+		errs = append(errs, fmt.Errorf("lease %v must exceed the publish timeout plus two database timeouts (%v)", c.lease, c.publishTimeout+2*c.dbTimeout))
+	}
+	if c.clock == nil || c.logger == nil {
+		errs = append(errs, errors.New("clock and logger must not be nil"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return c, fmt.Errorf("outbox: relay configuration: %w", err)
+	}
+	return c, nil
+}
