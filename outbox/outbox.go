@@ -103,18 +103,35 @@ func NewEventID() string {
 // the transaction its transaction id before it takes event ids, which the
 // relay's id watermark relies on.
 func Enqueue(ctx context.Context, tx store.Tx, now time.Time, events ...Event) error {
-	if len(events) == 0 {
-		return nil
-	}
-	q, err := queriesFor(tx.Dialect())
+	stmts, err := Statements(tx.Dialect(), now, events...)
 	if err != nil {
 		return err
+	}
+	if err := tx.ExecBatch(ctx, stmts...); err != nil {
+		if len(events) == 1 {
+			return fmt.Errorf("outbox: enqueue %s: %w", events[0].ID, err)
+		}
+		return fmt.Errorf("outbox: enqueue %d events (first %s): %w", len(events), events[0].ID, err)
+	}
+	return nil
+}
+
+// Statements returns the statements Enqueue runs, for callers that send their
+// own writes and the events together in one round trip (store.Tx.ExecBatch).
+// Like Enqueue it fills in missing ids, types and creation times of events.
+func Statements(d store.Dialect, now time.Time, events ...Event) ([]store.Stmt, error) {
+	if len(events) == 0 {
+		return nil, nil
+	}
+	q, err := queriesFor(d)
+	if err != nil {
+		return nil, err
 	}
 	headers := make([]*string, len(events))
 	for i := range events {
 		e := &events[i]
 		if e.Target == "" || e.Topic == "" {
-			return errors.New("outbox: event needs a target and a topic")
+			return nil, errors.New("outbox: event needs a target and a topic")
 		}
 		if e.ID == "" {
 			e.ID = NewEventID()
@@ -123,7 +140,7 @@ func Enqueue(ctx context.Context, tx store.Tx, now time.Time, events ...Event) e
 			e.Type = Upsert
 		}
 		if e.Type != Upsert && e.Type != Tombstone {
-			return fmt.Errorf("outbox: event %s: unknown type %q", e.ID, e.Type)
+			return nil, fmt.Errorf("outbox: event %s: unknown type %q", e.ID, e.Type)
 		}
 		if e.CreatedAt.IsZero() {
 			e.CreatedAt = now
@@ -131,47 +148,43 @@ func Enqueue(ctx context.Context, tx store.Tx, now time.Time, events ...Event) e
 		if len(e.Headers) > 0 {
 			h, err := json.Marshal(e.Headers)
 			if err != nil {
-				return fmt.Errorf("outbox: headers of %s: %w", e.ID, err)
+				return nil, fmt.Errorf("outbox: headers of %s: %w", e.ID, err)
 			}
 			hs := string(h)
 			headers[i] = &hs
 		}
 	}
-	if tx.Dialect() == store.Postgres {
+	if d == store.Postgres {
 		if len(events) == 1 {
-			return enqueueOne(ctx, tx, q, now, &events[0], headers[0])
+			return []store.Stmt{statementOne(q, now, &events[0], headers[0])}, nil
 		}
-		return enqueuePostgres(ctx, tx, q.Get("Insert"), now, events, headers)
+		return []store.Stmt{statementPostgres(q.Get("Insert"), now, events, headers)}, nil
 	}
 	ins := q.Get("Insert")
+	stmts := make([]store.Stmt, len(events))
 	for i := range events {
 		e := &events[i]
 		var h any
 		if headers[i] != nil {
 			h = *headers[i]
 		}
-		if _, err := tx.Exec(ctx, ins, e.ID, e.Target, e.Topic, e.Key, string(e.Type), e.Payload, h, now, e.CreatedAt); err != nil {
-			return fmt.Errorf("outbox: enqueue %s: %w", e.ID, err)
-		}
+		stmts[i] = store.Stmt{SQL: ins, Args: []any{e.ID, e.Target, e.Topic, e.Key, string(e.Type), e.Payload, h, now, e.CreatedAt}}
 	}
-	return nil
+	return stmts, nil
 }
 
-// enqueueOne is the common single-event case on PostgreSQL.
-func enqueueOne(ctx context.Context, tx store.Tx, q store.Queries, now time.Time, e *Event, headers *string) error {
-	var err error
+// statementOne is the common single-event case on PostgreSQL.
+func statementOne(q store.Queries, now time.Time, e *Event, headers *string) store.Stmt {
 	if e.Key == "" {
-		_, err = tx.Exec(ctx, q.Get("InsertOneKeyless"), e.ID, e.Target, e.Topic, e.Key, string(e.Type), e.Payload, headers, now, e.CreatedAt)
-	} else {
-		_, err = tx.Exec(ctx, q.Get("InsertOne"), e.ID, e.Target, e.Topic, e.Key, string(e.Type), e.Payload, headers, now, e.CreatedAt, KeyLock(e.Target, e.Key))
+		return store.Stmt{SQL: q.Get("InsertOneKeyless"), Args: []any{e.ID, e.Target, e.Topic, e.Key, string(e.Type), e.Payload, headers, now, e.CreatedAt}}
 	}
-	if err != nil {
-		return fmt.Errorf("outbox: enqueue %s: %w", e.ID, err)
-	}
-	return nil
+	return store.Stmt{SQL: q.Get("InsertOne"), Args: []any{e.ID, e.Target, e.Topic, e.Key, string(e.Type), e.Payload, headers, now, e.CreatedAt, KeyLock(e.Target, e.Key)}}
 }
 
-func enqueuePostgres(ctx context.Context, tx store.Tx, ins string, now time.Time, events []Event, headers []*string) error {
+// statementPostgres inserts many events in one statement from arrays, taking
+// the per-key advisory locks in a fixed order so concurrent writers cannot
+// deadlock on them.
+func statementPostgres(ins string, now time.Time, events []Event, headers []*string) store.Stmt {
 	n := len(events)
 	ids, targets, topics, keys, types := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	payloads := make([][]byte, n)
@@ -188,13 +201,7 @@ func enqueuePostgres(ctx context.Context, tx store.Tx, ins string, now time.Time
 	}
 	slices.Sort(locks)
 	locks = slices.Compact(locks)
-	if _, err := tx.Exec(ctx, ins, ids, targets, topics, keys, types, payloads, headers, now, created, locks); err != nil {
-		if n == 1 {
-			return fmt.Errorf("outbox: enqueue %s: %w", events[0].ID, err)
-		}
-		return fmt.Errorf("outbox: enqueue %d events (first %s): %w", n, events[0].ID, err)
-	}
-	return nil
+	return store.Stmt{SQL: ins, Args: []any{ids, targets, topics, keys, types, payloads, headers, now, created, locks}}
 }
 
 // KeyLock is the PostgreSQL advisory lock key (the one-argument bigint form)

@@ -431,17 +431,19 @@ func (FlopProcessor) Decode(p []byte) (inbox.Decoded, error) {
 	}, nil
 }
 
-// Process implements inbox.Processor.
+// Process implements inbox.Processor: the flight row and its event go to the
+// database together, in one round trip.
 func (FlopProcessor) Process(ctx context.Context, tx store.Tx, msg *inbox.Message) (inbox.Outcome, error) {
 	f := msg.Decoded.(Flop)
-	if _, err := tx.Exec(ctx, upsertFlight, f.FLID, msg.ID, f.STYP); err != nil {
-		return inbox.Outcome{}, err
-	}
 	payload, _ := json.Marshal(map[string]any{"msg_id": msg.ID, "flid": f.FLID, "type": f.TYPE, "styp": f.STYP, "seqn": f.SEQN})
-	err := outbox.Enqueue(ctx, tx, msg.Now, outbox.Event{
+	events, err := outbox.Statements(tx.Dialect(), msg.Now, outbox.Event{
 		ID: msg.Stream + ":" + strconv.FormatInt(msg.ID, 10), Target: "kafka:msg", Topic: "msg", Key: f.FLID, Payload: payload,
 	})
 	if err != nil {
+		return inbox.Outcome{}, err
+	}
+	stmts := append([]store.Stmt{{SQL: upsertFlight, Args: []any{f.FLID, msg.ID, f.STYP}}}, events...)
+	if err := tx.ExecBatch(ctx, stmts...); err != nil {
 		return inbox.Outcome{}, err
 	}
 	return inbox.Done(), nil
