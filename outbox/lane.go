@@ -460,7 +460,9 @@ func (l *lane) finish(ctx context.Context, evs []*claimed, res []outcome, errs [
 			l.log.Error("outbox event dead", "event_id", e.eventID, "topic", e.topic, "attempts", e.attempts, "err", errs[i])
 			continue
 		}
-		retries[e.attempts] = append(retries[e.attempts], i)
+		// A claim always counts its attempt; max keeps a retry off the
+		// current instant even if it did not.
+		retries[max(e.attempts, 1)] = append(retries[max(e.attempts, 1)], i)
 	}
 	for attempts, idx := range retries {
 		next := now.Add(l.r.cfg.retry.Delay(attempts))

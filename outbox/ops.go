@@ -331,7 +331,11 @@ func (o *ops) claimCompacted(ctx context.Context, target string, keys []head, no
 	var all []*claimed
 	if o.pg {
 		var err error
-		if all, err = o.claim(ctx, o.run, "ClaimCompacted", target, o.refs(heads), o.refs(reps), now, lease); err != nil {
+		hids, rids := make([]int64, len(keys)), make([]int64, len(keys))
+		for i, k := range keys {
+			hids[i], rids[i] = k.id.id, k.rep.id
+		}
+		if all, err = o.claim(ctx, o.run, "ClaimCompacted", target, o.refs(heads), o.refs(reps), now, lease, hids, rids); err != nil {
 			return nil, err
 		}
 	} else {
@@ -397,7 +401,22 @@ func (o *ops) claimCompacted(ctx context.Context, target string, keys []head, no
 }
 
 func (o *ops) finish(ctx context.Context, name, target string, rows []rowRef, lease time.Time, args ...any) (int64, error) {
-	return o.exec(ctx, name, append([]any{target, o.refs(rows), lease}, args...)...)
+	return o.exec(ctx, name, o.finishArgs(target, rows, lease, args...)...)
+}
+
+// finishArgs lays out the parameters of a finishing statement: target, rows,
+// lease, then args, and on PostgreSQL last the rows' ids (paired with their
+// ctids).
+func (o *ops) finishArgs(target string, rows []rowRef, lease time.Time, args ...any) []any {
+	out := append([]any{target, o.refs(rows), lease}, args...)
+	if o.pg {
+		ids := make([]int64, len(rows))
+		for i, r := range rows {
+			ids[i] = r.id
+		}
+		out = append(out, ids)
+	}
+	return out
 }
 
 // markSent moves sent events to msgx_outbox_sent; it returns how many it
@@ -442,7 +461,7 @@ func (o *ops) markSentAdvance(ctx context.Context, target string, rows []rowRef,
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	r, err := o.run.Query(ctx, o.q.Get("SentAdvance"), target, o.refs(rows), lease, now, newLease, ids, stids, sids, readAhead+1)
+	r, err := o.run.Query(ctx, o.q.Get("SentAdvance"), o.finishArgs(target, rows, lease, now, newLease, ids, stids, sids, readAhead+1)...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("outbox: SentAdvance: %w", err)
 	}
@@ -483,7 +502,7 @@ func (o *ops) coverSent(ctx context.Context, target string, reps []rowRef, lease
 		}
 		ctx, cancel := context.WithTimeout(ctx, o.timeout)
 		defer cancel()
-		rows, err := o.run.Query(ctx, o.q.Get(name), append([]any{target, o.refs(reps), lease}, args...)...)
+		rows, err := o.run.Query(ctx, o.q.Get(name), o.finishArgs(target, reps, lease, args...)...)
 		if err != nil {
 			return 0, fmt.Errorf("outbox: %s: %w", name, err)
 		}

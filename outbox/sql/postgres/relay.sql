@@ -94,32 +94,37 @@ FROM keys CROSS JOIN LATERAL (
     ORDER BY partition_key DESC, id DESC LIMIT 1) r
 
 -- name: ClaimCompacted
--- Locks the heads ($2) of the keys, whose lease marks the key as in flight,
--- and leases them with the newest events ($3, pairwise); the attempt is
--- counted on the newest.
-WITH l AS (
-    SELECT ctid FROM msgx_outbox
-    WHERE ctid = ANY($2::tid[]) AND target = $1 AND status <> 'DEAD'
-      AND (locked_until IS NULL OR locked_until <= $4)
-    FOR UPDATE SKIP LOCKED
+-- Locks the heads of the keys (ctids $2 with ids $6), whose lease marks the
+-- key as in flight, and leases them with the newest events (ctids $3 with
+-- ids $7, pairwise); the attempt is counted on the newest.
+WITH p AS (
+    SELECT * FROM unnest($2::tid[], $6::bigint[], $3::tid[], $7::bigint[]) AS p(ht, hi, rt, ri)
+), l AS (
+    SELECT o.ctid FROM msgx_outbox o JOIN p ON o.ctid = p.ht AND o.id = p.hi
+    WHERE o.target = $1 AND o.status <> 'DEAD' AND (o.locked_until IS NULL OR o.locked_until <= $4)
+    FOR UPDATE OF o SKIP LOCKED
 ), x AS (
-    SELECT p.head, p.rep FROM unnest($2::tid[], $3::tid[]) AS p(head, rep) JOIN l ON l.ctid = p.head
+    -- One row per row to update: a key with one pending event has head = newest.
+    SELECT p.ht AS t, p.hi AS i, false AS rep FROM p JOIN l ON l.ctid = p.ht WHERE p.hi <> p.ri
+    UNION ALL
+    SELECT p.rt, p.ri, true FROM p JOIN l ON l.ctid = p.ht
 )
 UPDATE msgx_outbox o
-SET locked_until = $5,
-    attempts = o.attempts + CASE WHEN o.ctid = ANY(ARRAY(SELECT rep FROM x)) THEN 1 ELSE 0 END
-WHERE o.ctid = ANY(ARRAY(SELECT head FROM x) || ARRAY(SELECT rep FROM x)) AND o.target = $1 AND o.status <> 'DEAD'
+SET locked_until = $5, attempts = o.attempts + CASE WHEN x.rep THEN 1 ELSE 0 END
+FROM x
+WHERE o.ctid = x.t AND o.id = x.i AND o.target = $1 AND o.status <> 'DEAD'
 RETURNING o.ctid, o.id, o.event_id, o.topic, o.partition_key, o.event_type, o.payload, o.headers, o.attempts, o.created_at
 
--- The statements that finish claimed rows name them by ctid ($2) and are
--- fenced by the lease ($3): a relay whose lease ran out changes nothing that
--- another relay has claimed since.
+-- The statements that finish claimed rows name them by ctid ($2) paired with
+-- their id (the last parameter: a ctid names another row after the table is
+-- rewritten, say by pg_repack), and are fenced by the lease ($3): a relay
+-- whose lease ran out changes nothing that another relay has claimed since.
 
 -- name: MarkSent
 -- A sent event moves to msgx_outbox_sent.
 WITH d AS (
-    DELETE FROM msgx_outbox
-    WHERE ctid = ANY($2::tid[]) AND target = $1 AND locked_until = $3
+    DELETE FROM msgx_outbox o USING unnest($2::tid[], $5::bigint[]) AS r(t, i)
+    WHERE o.ctid = r.t AND o.id = r.i AND o.target = $1 AND o.locked_until = $3
     RETURNING event_id, id, target, topic, partition_key, event_type, attempts, last_error, created_at
 )
 INSERT INTO msgx_outbox_sent (event_id, id, target, topic, partition_key, event_type, status, attempts, last_error, created_at, done_at)
@@ -136,9 +141,9 @@ SELECT event_id, id, target, topic, partition_key, event_type, 'SENT', attempts,
 -- for the next rounds. Ids of a key only grow in commit order (see Enqueue),
 -- so a successor read earlier stays the next one.
 WITH d AS (
-    DELETE FROM msgx_outbox
-    WHERE ctid = ANY($2::tid[]) AND target = $1 AND locked_until = $3
-    RETURNING event_id, id, target, topic, partition_key, event_type, attempts, last_error, created_at
+    DELETE FROM msgx_outbox o USING unnest($2::tid[], $10::bigint[]) AS r(t, i)
+    WHERE o.ctid = r.t AND o.id = r.i AND o.target = $1 AND o.locked_until = $3
+    RETURNING o.event_id, o.id, o.target, o.topic, o.partition_key, o.event_type, o.attempts, o.last_error, o.created_at
 ), h AS (
     INSERT INTO msgx_outbox_sent (event_id, id, target, topic, partition_key, event_type, status, attempts, last_error, created_at, done_at)
     SELECT event_id, id, target, topic, partition_key, event_type, 'SENT', attempts, last_error, created_at, $4::timestamptz FROM d
@@ -171,31 +176,35 @@ UNION ALL
 SELECT 1, t, id, '', '', k, '', NULL, NULL, rn::int, 'epoch'::timestamptz FROM probe WHERE rn > 1
 
 -- name: MarkRetry
-UPDATE msgx_outbox SET next_attempt_at = $4, locked_until = NULL, last_error = $5
-WHERE ctid = ANY($2::tid[]) AND target = $1 AND locked_until = $3
+UPDATE msgx_outbox o SET next_attempt_at = $4, locked_until = NULL, last_error = $5
+FROM unnest($2::tid[], $6::bigint[]) AS r(t, i)
+WHERE o.ctid = r.t AND o.id = r.i AND o.target = $1 AND o.locked_until = $3
 
 -- name: MarkDead
-UPDATE msgx_outbox SET status = 'DEAD', dead_at = $4, locked_until = NULL, last_error = $5
-WHERE ctid = ANY($2::tid[]) AND target = $1 AND locked_until = $3
+UPDATE msgx_outbox o SET status = 'DEAD', dead_at = $4, locked_until = NULL, last_error = $5
+FROM unnest($2::tid[], $6::bigint[]) AS r(t, i)
+WHERE o.ctid = r.t AND o.id = r.i AND o.target = $1 AND o.locked_until = $3
 
 -- name: ClearLease
 -- Ends the lease of compacted-lane heads whose key was not sent.
-UPDATE msgx_outbox SET locked_until = NULL
-WHERE ctid = ANY($2::tid[]) AND target = $1 AND locked_until = $3
+UPDATE msgx_outbox o SET locked_until = NULL
+FROM unnest($2::tid[], $4::bigint[]) AS r(t, i)
+WHERE o.ctid = r.t AND o.id = r.i AND o.target = $1 AND o.locked_until = $3
 
 -- name: Release
 -- Gives claims back without counting the attempt (the relay is stopping).
-UPDATE msgx_outbox SET locked_until = NULL, attempts = GREATEST(attempts - 1, 0)
-WHERE ctid = ANY($2::tid[]) AND target = $1 AND locked_until = $3
+UPDATE msgx_outbox o SET locked_until = NULL, attempts = GREATEST(o.attempts - 1, 0)
+FROM unnest($2::tid[], $4::bigint[]) AS r(t, i)
+WHERE o.ctid = r.t AND o.id = r.i AND o.target = $1 AND o.locked_until = $3
 
 -- name: CoverSent
 -- Compacted lane: the sent newest events ($2) become SENT and the older
 -- pending events of their keys COVERED by them (found per key, in the key
 -- index). Returns the statuses written.
 WITH rep AS (
-    DELETE FROM msgx_outbox
-    WHERE ctid = ANY($2::tid[]) AND target = $1 AND locked_until = $3
-    RETURNING event_id, id, target, topic, partition_key, event_type, attempts, last_error, created_at
+    DELETE FROM msgx_outbox o USING unnest($2::tid[], $5::bigint[]) AS r(t, i)
+    WHERE o.ctid = r.t AND o.id = r.i AND o.target = $1 AND o.locked_until = $3
+    RETURNING o.event_id, o.id, o.target, o.topic, o.partition_key, o.event_type, o.attempts, o.last_error, o.created_at
 ), older AS (
     SELECT c.t, rep.id AS covered_by FROM rep CROSS JOIN LATERAL (
         SELECT ctid AS t FROM msgx_outbox
@@ -217,9 +226,10 @@ RETURNING status
 -- DEAD; they stand for the older pending events of their keys, which become
 -- COVERED by them (replaying the dead one sends the key's newest state).
 WITH rep AS (
-    UPDATE msgx_outbox SET status = 'DEAD', dead_at = $4, locked_until = NULL, last_error = $5
-    WHERE ctid = ANY($2::tid[]) AND target = $1 AND locked_until = $3
-    RETURNING id, partition_key
+    UPDATE msgx_outbox o SET status = 'DEAD', dead_at = $4, locked_until = NULL, last_error = $5
+    FROM unnest($2::tid[], $6::bigint[]) AS r(t, i)
+    WHERE o.ctid = r.t AND o.id = r.i AND o.target = $1 AND o.locked_until = $3
+    RETURNING o.id, o.partition_key
 ), older AS (
     SELECT c.t, rep.id AS covered_by FROM rep CROSS JOIN LATERAL (
         SELECT ctid AS t FROM msgx_outbox
