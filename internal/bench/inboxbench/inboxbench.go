@@ -306,7 +306,13 @@ wait:
 	return r, nil
 }
 
-const createFlight = `CREATE TABLE bench_flight (
+// CreateFlightTable creates the table FlopProcessor writes, if it is missing.
+func CreateFlightTable(ctx context.Context, q store.Querier) error {
+	_, err := q.Exec(ctx, createFlight)
+	return err
+}
+
+const createFlight = `CREATE TABLE IF NOT EXISTS bench_flight (
 	flid TEXT PRIMARY KEY, last_msg_id BIGINT NOT NULL, last_styp TEXT NOT NULL, version BIGINT NOT NULL)`
 
 const upsertFlight = `INSERT INTO bench_flight (flid, last_msg_id, last_styp, version) VALUES ($1, $2, $3, 1)
