@@ -3,7 +3,6 @@ package inbox
 import (
 	"embed"
 	"encoding/json"
-	"fmt"
 
 	"github.com/msgx/msgx/store"
 )
@@ -11,28 +10,9 @@ import (
 //go:embed sql
 var sqlFS embed.FS
 
-// queries holds the embedded SQL per dialect; read-only after init, and a
-// broken file is a build defect caught by every test.
-var queries = map[store.Dialect]store.Queries{
-	store.Postgres: mustLoad(store.Postgres),
-	store.SQLite:   mustLoad(store.SQLite),
-}
+var queries = store.MustLoadQuerySet("inbox", sqlFS, "sql")
 
-func mustLoad(d store.Dialect) store.Queries {
-	q, err := store.LoadQueries(sqlFS, "sql", d)
-	if err != nil {
-		panic(err)
-	}
-	return q
-}
-
-func queriesFor(d store.Dialect) (store.Queries, error) {
-	q, ok := queries[d]
-	if !ok {
-		return nil, fmt.Errorf("inbox: unsupported dialect %q", d)
-	}
-	return q, nil
-}
+func queriesFor(d store.Dialect) (store.Queries, error) { return queries.For(d) }
 
 // listArg passes a list parameter: a PostgreSQL array, or JSON text that the
 // SQLite statements expand with json_each.

@@ -57,28 +57,9 @@ type Event struct {
 //go:embed sql
 var sqlFS embed.FS
 
-// queries holds the embedded SQL per dialect; it is read-only after init and a
-// broken file is a build defect, caught by every test.
-var queries = map[store.Dialect]store.Queries{
-	store.Postgres: mustLoad(store.Postgres),
-	store.SQLite:   mustLoad(store.SQLite),
-}
+var queries = store.MustLoadQuerySet("outbox", sqlFS, "sql")
 
-func mustLoad(d store.Dialect) store.Queries {
-	q, err := store.LoadQueries(sqlFS, "sql", d)
-	if err != nil {
-		panic(err)
-	}
-	return q
-}
-
-func queriesFor(d store.Dialect) (store.Queries, error) {
-	q, ok := queries[d]
-	if !ok {
-		return nil, fmt.Errorf("outbox: unsupported dialect %q", d)
-	}
-	return q, nil
-}
+func queriesFor(d store.Dialect) (store.Queries, error) { return queries.For(d) }
 
 // NewEventID returns a random 128-bit event id.
 func NewEventID() string {

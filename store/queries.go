@@ -81,3 +81,34 @@ func (q Queries) Get(name string) string {
 	}
 	return s
 }
+
+// QuerySet is a package's embedded SQL for every dialect, loaded once at
+// package initialisation and read-only afterwards.
+type QuerySet struct {
+	owner     string
+	byDialect map[Dialect]Queries
+}
+
+// MustLoadQuerySet reads dir/<dialect>/*.sql of fsys for every dialect. The
+// files are compiled into the binary, so a broken one is a build defect that
+// every test of the owning package catches: it panics rather than returning.
+func MustLoadQuerySet(owner string, fsys fs.FS, dir string) QuerySet {
+	s := QuerySet{owner: owner, byDialect: map[Dialect]Queries{}}
+	for _, d := range []Dialect{Postgres, SQLite} {
+		q, err := LoadQueries(fsys, dir, d)
+		if err != nil {
+			panic(fmt.Sprintf("%s: %v", owner, err))
+		}
+		s.byDialect[d] = q
+	}
+	return s
+}
+
+// For returns the statements of a dialect.
+func (s QuerySet) For(d Dialect) (Queries, error) {
+	q, ok := s.byDialect[d]
+	if !ok {
+		return nil, fmt.Errorf("%s: unsupported dialect %q", s.owner, d)
+	}
+	return q, nil
+}
