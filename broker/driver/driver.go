@@ -44,9 +44,9 @@ type Capabilities struct {
 	NativeDeadLetter bool
 	// SubscriptionExpiry: a per-instance subscription disappears after a TTL.
 	SubscriptionExpiry bool
-	// NativeKey: the broker carries the key in a field of its own and the
-	// adapter restores the msgx-partition-key header from it on receive, so the
-	// port need not mirror the key into that header when sending.
+	// NativeKey: the broker carries the key in a field of its own, so the port
+	// does not mirror it into the msgx-partition-key header (handlers read
+	// Delivery.Key; a header the sender set explicitly still travels).
 	NativeKey bool
 }
 

@@ -28,12 +28,6 @@ import (
 	"github.com/msgx/msgx/broker/driver"
 )
 
-// partitionKeyHeader is the port's mirror of the partition key for brokers
-// without a native key field (broker.HeaderPartitionKey). Kafka has one: the
-// header is not written when it equals the record key, and is restored from
-// the key on receive.
-const partitionKeyHeader = "msgx-partition-key"
-
 // ErrRevoked is returned by a settlement whose partition was revoked from
 // this consumer (a rebalance or lost group membership): the message is
 // redelivered to the partition's new owner.
@@ -195,17 +189,10 @@ func produce(ctx context.Context, cl *kgo.Client, topic string, msgs []*driver.M
 			r.Key = []byte(m.Key)
 		}
 		r.Value = m.Payload
-		n := len(m.Headers)
-		elide := m.Key != "" && m.Headers[partitionKeyHeader] == m.Key
-		if elide {
-			n-- // carried by the record key
-		}
-		if n > 0 {
+		if n := len(m.Headers); n > 0 {
 			r.Headers = make([]kgo.RecordHeader, 0, n)
 			for k, v := range m.Headers {
-				if !elide || k != partitionKeyHeader {
-					r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
-				}
+				r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
 			}
 		}
 		cl.Produce(ctx, r, w.promise)

@@ -196,11 +196,8 @@ func (s *subscription) register(fetches kgo.Fetches) error {
 		d.offset, d.epoch = r.Offset, r.LeaderEpoch
 		d.msg.Key = string(r.Key)
 		d.msg.Payload = r.Value
-		if n := len(r.Headers); n > 0 || d.msg.Key != "" {
-			d.msg.Headers = make(map[string]string, n+1)
-			if d.msg.Key != "" {
-				d.msg.Headers[partitionKeyHeader] = d.msg.Key
-			}
+		if n := len(r.Headers); n > 0 {
+			d.msg.Headers = make(map[string]string, n)
 			for _, h := range r.Headers {
 				d.msg.Headers[h.Key] = string(h.Value)
 			}
