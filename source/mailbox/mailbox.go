@@ -180,41 +180,45 @@ func (t *Table) Create(ctx context.Context) error {
 
 // Scan returns up to limit rows with an id above after, in id order.
 func (t *Table) Scan(ctx context.Context, after int64, limit int) ([]Row, error) {
-	var out []Row
+	var (
+		out []Row
+		err error
+	)
 	if t.sqldb != nil {
-		rows, err := t.sqldb.QueryContext(ctx, t.q.Get("Scan"), after, limit)
-		if err != nil {
-			return nil, fmt.Errorf("mailbox: scan %s: %w", t.name, err)
+		var rows *sql.Rows
+		if rows, err = t.sqldb.QueryContext(ctx, t.q.Get("Scan"), after, limit); err == nil {
+			out, err = readRows(rows)
+			_ = rows.Close()
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var r Row
-			if err := rows.Scan(&r.ID, &r.Msg); err != nil {
-				return nil, fmt.Errorf("mailbox: scan %s: %w", t.name, err)
-			}
-			out = append(out, r)
+	} else {
+		var rows store.Rows
+		if rows, err = t.st.Query(ctx, t.q.Get("Scan"), after, limit); err == nil {
+			out, err = readRows(rows)
+			rows.Close()
 		}
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("mailbox: scan %s: %w", t.name, err)
-		}
-		return out, nil
 	}
-	rows, err := t.st.Query(ctx, t.q.Get("Scan"), after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("mailbox: scan %s: %w", t.name, err)
 	}
-	defer rows.Close()
+	return out, nil
+}
+
+// readRows reads (id, message) rows from either a database/sql result (the
+// MySQL mailbox) or a store result.
+func readRows(rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}) ([]Row, error) {
+	var out []Row
 	for rows.Next() {
 		var r Row
 		if err := rows.Scan(&r.ID, &r.Msg); err != nil {
-			return nil, fmt.Errorf("mailbox: scan %s: %w", t.name, err)
+			return nil, err
 		}
 		out = append(out, r)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("mailbox: scan %s: %w", t.name, err)
-	}
-	return out, nil
+	return out, rows.Err()
 }
 
 // Insert stores a message and returns its mailbox id.
