@@ -27,7 +27,9 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 type testProc struct {
 	mu sync.Mutex
 	// script[id] lists the behaviour per attempt (the last entry repeats):
-	// "ok", "skip", "fail:CLASS", "panic", "block", "commitfail", "badstatus".
+	// "ok", "skip", "fail:CLASS", "panic", "block", "commitfail", "badstatus",
+	// "okbatch" (also writes a parent row with ExecBatch), "batchdup" (an
+	// ExecBatch write that breaks the business row's key).
 	script map[int64][]string
 	// order records the ids whose Process ran, in order (across rollbacks).
 	order []int64
@@ -106,6 +108,14 @@ func (p *testProc) Process(ctx context.Context, tx store.Tx, msg *inbox.Message)
 		p.blocked <- msg.ID
 		<-ctx.Done()
 		return inbox.Outcome{}, fmt.Errorf("interrupted: %w", ctx.Err())
+	case step == "okbatch":
+		return inbox.Done(), tx.ExecBatch(ctx, store.Stmt{SQL: ph(tx, "INSERT INTO parent (id) VALUES ($1)"), Args: []any{msg.ID}})
+	case step == "batchdup":
+		// Under group commit on PostgreSQL this write is held back: its
+		// failure shows only when the batch's statements are sent.
+		return inbox.Done(), tx.ExecBatch(ctx,
+			store.Stmt{SQL: ph(tx, "INSERT INTO parent (id) VALUES ($1)"), Args: []any{msg.ID}},
+			store.Stmt{SQL: ph(tx, "INSERT INTO biz (stream, msg_id, attempt) VALUES ($1, $2, 0)"), Args: []any{msg.Stream, msg.ID}})
 	case step == "commitfail":
 		// A deferred foreign key fails only at COMMIT.
 		if _, err := tx.Exec(ctx, ph(tx, "INSERT INTO child (id, parent_id) VALUES ($1, 424242)"), msg.ID); err != nil {

@@ -191,17 +191,15 @@ func (e *Engine) readyPrefix(rows []unfinished, now time.Time) []unfinished {
 	return rows
 }
 
-// success is a message processed in the batch; its bookkeeping (identity
-// binding and status) is written together with the others' at the end of the
-// batch, in two statements, before the commit.
+// success is a message processed in the batch; its status is written
+// together with the others' at the end of the batch, in one statement, before
+// the commit.
 type success struct {
 	id       int64
 	status   Status
 	reason   string
 	identity string
 	kind     string
-	// bind: the identity is new and is bound to this message.
-	bind bool
 }
 
 // failure is a classified failed attempt.
@@ -212,9 +210,14 @@ type failure struct {
 
 // processBatch processes messages in order, each in its own savepoint, and
 // stops after the first that fails.
+//
+// With more than one message, the processor's ExecBatch writes are held back
+// (store.Defer) and reach the database in one pipeline with the statuses at
+// the end: a batch of writers costs one round trip, not one per message. A
+// held-back write that fails aborts the whole transaction; the pump then runs
+// the batch's messages one per transaction, where each failure is its own.
 func (e *Engine) processBatch(ctx context.Context, tx store.Tx, rows []unfinished, now time.Time) ([]settled, error) {
 	ws := make([]*work, len(rows))
-	var want []string
 	for i, u := range rows {
 		w := &work{row: u, identity: u.identity, bound: u.identity != ""}
 		if len(u.payload) == 0 {
@@ -224,72 +227,131 @@ func (e *Engine) processBatch(ctx context.Context, tx store.Tx, rows []unfinishe
 		}
 		if !w.bound && w.decErr == nil {
 			w.identity = w.dec.Identity
-			if w.identity != "" {
-				want = append(want, w.identity)
-			}
 		}
 		ws[i] = w
 	}
-	// One query finds the owners of every identity of the batch; the map then
-	// follows the bindings the batch makes. Only this stream's pump binds
-	// identities, under the lease held by this transaction.
-	owners, err := e.owners(ctx, tx, want)
+	owners, err := e.bindFirst(ctx, tx, ws, now)
 	if err != nil {
 		return nil, err
 	}
-	var (
-		done []success
-		out  []settled
-	)
-	for _, w := range ws {
-		ok, fail, err := e.processOne(ctx, tx, w, owners, now)
-		if err != nil {
-			return nil, err
+	var out []settled
+	run := func(ctx context.Context) error {
+		var done []success
+		for _, w := range ws {
+			ok, fail, err := e.processOne(ctx, tx, w, owners, now)
+			if err != nil {
+				return err
+			}
+			if ok != nil {
+				done = append(done, *ok)
+				out = append(out, settled{id: ok.id, status: ok.status})
+				continue
+			}
+			if err := e.flush(ctx, tx, done, now); err != nil {
+				return err
+			}
+			done = nil
+			ch, err := e.recordFailure(ctx, tx, w, fail.class, fail.cause, owners, now)
+			if err != nil {
+				return err
+			}
+			out = append(out, ch)
+			if ch.status == Skipped {
+				continue // its identity turned out taken: a duplicate, not a failure
+			}
+			break
 		}
-		if ok != nil {
-			done = append(done, *ok)
-			out = append(out, settled{id: ok.id, status: ok.status})
-			continue
-		}
-		if err := e.flush(ctx, tx, done, now); err != nil {
-			return nil, err
-		}
-		done = nil
-		ch, err := e.recordFailure(ctx, tx, w, fail.class, fail.cause, owners, now)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, ch)
-		if ch.status == Skipped {
-			continue // its identity turned out taken: a duplicate, not a failure
-		}
-		break
+		return e.flush(ctx, tx, done, now)
 	}
-	if err := e.flush(ctx, tx, done, now); err != nil {
-		return nil, err
+	if len(ws) > 1 {
+		err = store.Defer(ctx, tx, run)
+	} else {
+		err = run(ctx)
 	}
-	return out, nil
+	return out, err
 }
 
-func (e *Engine) owners(ctx context.Context, tx store.Tx, identities []string) (map[string]int64, error) {
-	owners := make(map[string]int64, len(identities))
-	if len(identities) == 0 {
+// bindFirst binds each new identity of the batch to the first message (in
+// id order) that decoded it, unless it is bound already, and returns the
+// owner of every identity. Binding before processing is what processing would
+// do: a message binds its identity whether it succeeds or fails, and no later
+// message can own it first. Only this stream's pump binds identities, under
+// the lease held by this transaction.
+func (e *Engine) bindFirst(ctx context.Context, tx store.Tx, ws []*work, now time.Time) (map[string]int64, error) {
+	owners := map[string]int64{}
+	var (
+		idents []string
+		ids    []int64
+	)
+	for _, w := range ws {
+		if !w.bound && w.identity != "" {
+			idents = append(idents, w.identity)
+			ids = append(ids, w.row.id)
+		}
+	}
+	if len(idents) == 0 {
 		return owners, nil
 	}
-	rows, err := tx.Query(ctx, e.q.Get("Owners"), e.stream, listArg(tx.Dialect(), identities))
+	if tx.Dialect() == store.Postgres {
+		if err := e.scanOwners(ctx, tx, owners, e.q.Get("BindFirst"), e.stream, idents, ids, now); err != nil {
+			return nil, fmt.Errorf("inbox: bind identities: %w", err)
+		}
+		// Identities bound before (a duplicate, a retry) are looked up
+		// apart: the common batch binds all of its identities anew.
+		var old []string
+		for _, ident := range idents {
+			if _, ok := owners[ident]; !ok {
+				old = append(old, ident)
+			}
+		}
+		if len(old) > 0 {
+			if err := e.scanOwners(ctx, tx, owners, e.q.Get("Owners"), e.stream, old); err != nil {
+				return nil, fmt.Errorf("inbox: read identities: %w", err)
+			}
+		}
+	} else {
+		// In process (SQLite), a statement per identity costs no round trip.
+		for i, ident := range idents {
+			if _, ok := owners[ident]; ok {
+				continue
+			}
+			n, err := tx.Exec(ctx, e.q.Get("Bind"), e.stream, ident, ids[i], now)
+			if err != nil {
+				return nil, fmt.Errorf("inbox: bind identity of %d: %w", ids[i], err)
+			}
+			owner := ids[i]
+			if n == 0 {
+				if err := tx.QueryRow(ctx, e.q.Get("Owner"), e.stream, ident).Scan(&owner); err != nil {
+					return nil, fmt.Errorf("inbox: read identity owner: %w", err)
+				}
+			}
+			owners[ident] = owner
+		}
+	}
+	for _, w := range ws {
+		if !w.bound && w.identity != "" {
+			w.bound = owners[w.identity] == w.row.id
+		}
+	}
+	return owners, nil
+}
+
+// scanOwners adds the (identity, owner) rows of a query to owners.
+func (e *Engine) scanOwners(ctx context.Context, tx store.Tx, owners map[string]int64, q string, args ...any) error {
+	rows, err := tx.Query(ctx, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("inbox: read identities: %w", err)
+		return err
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var id string
 		var owner int64
 		if err := rows.Scan(&id, &owner); err != nil {
-			return nil, fmt.Errorf("inbox: read identities: %w", err)
+			return err
 		}
 		owners[id] = owner
 	}
-	return owners, rows.Err()
+	return rows.Err()
 }
 
 // processOne runs one message: a duplicate is skipped, anything else goes
@@ -329,16 +391,17 @@ func (e *Engine) processOne(ctx context.Context, tx store.Tx, w *work, owners ma
 			// Interrupted: nothing is recorded; the transaction rolls back.
 			return nil, nil, ctx.Err()
 		}
+		if errors.Is(err, store.ErrDeferredFailed) {
+			// A held-back write failed, maybe another message's: the
+			// transaction is lost as a whole.
+			return nil, nil, err
+		}
 		return nil, &failure{class: ClassOf(err), cause: err}, nil
 	}
-	bind := !w.bound && w.identity != ""
-	if bind {
-		owners[w.identity] = u.id
-	}
-	return &success{id: u.id, status: out.Status, reason: out.Reason, identity: w.identity, kind: w.dec.Kind, bind: bind}, nil, nil
+	return &success{id: u.id, status: out.Status, reason: out.Reason, identity: w.identity, kind: w.dec.Kind}, nil, nil
 }
 
-// flush writes the identity bindings and statuses of the successful messages.
+// flush writes the statuses of the successful messages.
 func (e *Engine) flush(ctx context.Context, tx store.Tx, done []success, now time.Time) error {
 	if len(done) == 0 {
 		return nil
@@ -347,15 +410,6 @@ func (e *Engine) flush(ctx context.Context, tx store.Tx, done []success, now tim
 	if tx.Dialect() != store.Postgres {
 		// In process (SQLite), a statement per message costs no round trip.
 		for _, s := range done {
-			if s.bind {
-				n, err := tx.Exec(ctx, e.q.Get("Bind"), e.stream, s.identity, s.id, now)
-				if err != nil {
-					return fmt.Errorf("inbox: bind identity of %d: %w", s.id, err)
-				}
-				if n != 1 {
-					return fmt.Errorf("inbox: identity of %d was bound concurrently", s.id)
-				}
-			}
 			if err := e.settle(ctx, tx, s.id, s.status, "", s.reason, s.identity, s.kind, 1, nil, now, &now, backfill); err != nil {
 				return err
 			}
@@ -363,26 +417,11 @@ func (e *Engine) flush(ctx context.Context, tx store.Tx, done []success, now tim
 		return nil
 	}
 	var (
-		bindIDs                      []int64
-		bindIdentities               []string
 		ids                          = make([]int64, len(done))
 		statuses, reasons, idents, k = make([]string, len(done)), make([]string, len(done)), make([]string, len(done)), make([]string, len(done))
 	)
 	for i, s := range done {
 		ids[i], statuses[i], reasons[i], idents[i], k[i] = s.id, string(s.status), s.reason, s.identity, s.kind
-		if s.bind {
-			bindIDs = append(bindIDs, s.id)
-			bindIdentities = append(bindIdentities, s.identity)
-		}
-	}
-	if len(bindIDs) > 0 {
-		n, err := tx.Exec(ctx, e.q.Get("BindMany"), e.stream, bindIdentities, bindIDs, now)
-		if err != nil {
-			return fmt.Errorf("inbox: bind identities: %w", err)
-		}
-		if int(n) != len(bindIDs) {
-			return fmt.Errorf("inbox: %d of %d identities were bound concurrently", len(bindIDs)-int(n), len(bindIDs))
-		}
 	}
 	n, err := tx.Exec(ctx, e.q.Get("SettleMany"), e.stream, ids, statuses, reasons, idents, k, now, backfill)
 	if err != nil {

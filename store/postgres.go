@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
-	"sync/atomic"
+	"slices"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -70,25 +70,42 @@ func (b *pgBackend) begin(ctx context.Context) (txBackend, error) {
 
 type pgTx struct {
 	tx pgx.Tx
-	sp atomic.Int64
-	// pending holds SAVEPOINT / RELEASE SAVEPOINT commands not sent yet: they
-	// travel in one pipeline with the next statement, so that a savepoint
-	// costs no round trip of its own (one per message matters to batch
-	// processing), and a savepoint inside which nothing ran costs nothing.
-	pending []string
+	// depth is the number of open savepoints; it names them, so that the
+	// commands are the same few texts (prepared once) in every transaction,
+	// and seq tells this transaction's savepoints apart in pending.
+	depth int
+	seq   int64
+	// pending holds what is not sent yet: SAVEPOINT / RELEASE SAVEPOINT
+	// commands, which travel in one pipeline with the next statement, so that
+	// a savepoint costs no round trip of its own (one per message matters to
+	// batch processing) and a savepoint inside which nothing ran costs
+	// nothing; and, under Defer, the statements of ExecBatch.
+	pending []queued
+	// deferring counts the Defer calls in progress.
+	deferring int
+	// broken is the failure of a held-back statement: the server aborted the
+	// transaction, so every later statement and the commit fail with it.
+	broken error
+}
+
+// queued is a pending command; deferred marks a held-back ExecBatch
+// statement, sp the SAVEPOINT command of savepoint number sp.
+type queued struct {
+	sql      string
+	args     []any
+	deferred bool
+	sp       int64
 }
 
 // PgxTx returns the pgx transaction behind tx on PostgreSQL (nil elsewhere),
-// for pgx features such as batches. Savepoint commands still pending are sent
-// first, so that what the caller does lands inside the open savepoints.
+// for pgx features such as batches. What is still pending is sent first, so
+// that what the caller does lands inside the open savepoints, after the
+// held-back writes.
 func PgxTx(tx Tx) pgx.Tx {
 	if t, ok := tx.(*pgTx); ok {
-		if len(t.pending) > 0 {
-			// An error aborts the transaction, which the caller's next
-			// statement reports.
-			_, _ = t.tx.Exec(context.Background(), strings.Join(t.pending, "; "))
-			t.pending = t.pending[:0]
-		}
+		// A failure aborts the transaction, which the caller's next
+		// statement reports.
+		_ = t.flush(context.Background())
 		return t.tx
 	}
 	return nil
@@ -96,31 +113,57 @@ func PgxTx(tx Tx) pgx.Tx {
 
 func (t *pgTx) Dialect() Dialect { return Postgres }
 
-// withPending sends the pending savepoint commands and q in one pipeline and
-// returns the results positioned at q's.
-func (t *pgTx) withPending(ctx context.Context, q string, args []any) (pgx.BatchResults, error) {
+// send sends the pending commands and q (when not empty) in one pipeline and
+// returns the results positioned at q's. A held-back statement that fails
+// breaks the transaction.
+func (t *pgTx) send(ctx context.Context, q string, args []any) (pgx.BatchResults, error) {
+	if t.broken != nil {
+		return nil, t.broken
+	}
 	b := &pgx.Batch{}
 	for _, p := range t.pending {
-		b.Queue(p)
+		b.Queue(p.sql, p.args...)
 	}
+	if q != "" {
+		b.Queue(q, args...)
+	}
+	sent := t.pending
 	t.pending = t.pending[:0]
-	b.Queue(q, args...)
 	br := t.tx.SendBatch(ctx, b)
-	for range len(b.QueuedQueries) - 1 {
+	for _, p := range sent {
 		if _, err := br.Exec(); err != nil {
 			_ = br.Close()
+			if p.deferred {
+				t.broken = &DeferredError{err: err}
+				return nil, t.broken
+			}
 			return nil, fmt.Errorf("store: savepoint: %w", err)
 		}
 	}
 	return br, nil
 }
 
-func (t *pgTx) Exec(ctx context.Context, q string, args ...any) (int64, error) {
+// flush sends what is pending, if anything.
+func (t *pgTx) flush(ctx context.Context) error {
+	if t.broken != nil {
+		return t.broken
+	}
 	if len(t.pending) == 0 {
+		return nil
+	}
+	br, err := t.send(ctx, "", nil)
+	if err != nil {
+		return err
+	}
+	return br.Close()
+}
+
+func (t *pgTx) Exec(ctx context.Context, q string, args ...any) (int64, error) {
+	if len(t.pending) == 0 && t.broken == nil {
 		tag, err := t.tx.Exec(ctx, q, args...)
 		return tag.RowsAffected(), err
 	}
-	br, err := t.withPending(ctx, q, args)
+	br, err := t.send(ctx, q, args)
 	if err != nil {
 		return 0, err
 	}
@@ -132,6 +175,15 @@ func (t *pgTx) Exec(ctx context.Context, q string, args ...any) (int64, error) {
 }
 
 func (t *pgTx) ExecBatch(ctx context.Context, stmts ...Stmt) error {
+	if t.broken != nil {
+		return t.broken
+	}
+	if t.deferring > 0 {
+		for _, st := range stmts {
+			t.pending = append(t.pending, queued{sql: st.SQL, args: st.Args, deferred: true})
+		}
+		return nil
+	}
 	switch len(stmts) {
 	case 0:
 		return nil
@@ -141,7 +193,7 @@ func (t *pgTx) ExecBatch(ctx context.Context, stmts ...Stmt) error {
 	}
 	b := &pgx.Batch{}
 	for _, p := range t.pending {
-		b.Queue(p)
+		b.Queue(p.sql, p.args...)
 	}
 	sent := len(t.pending)
 	t.pending = t.pending[:0]
@@ -165,14 +217,14 @@ func (t *pgTx) ExecBatch(ctx context.Context, stmts ...Stmt) error {
 }
 
 func (t *pgTx) Query(ctx context.Context, q string, args ...any) (Rows, error) {
-	if len(t.pending) == 0 {
+	if len(t.pending) == 0 && t.broken == nil {
 		r, err := t.tx.Query(ctx, q, args...)
 		if err != nil {
 			return nil, err
 		}
 		return pgRows{r}, nil
 	}
-	br, err := t.withPending(ctx, q, args)
+	br, err := t.send(ctx, q, args)
 	if err != nil {
 		return nil, err
 	}
@@ -185,10 +237,10 @@ func (t *pgTx) Query(ctx context.Context, q string, args ...any) (Rows, error) {
 }
 
 func (t *pgTx) QueryRow(ctx context.Context, q string, args ...any) Row {
-	if len(t.pending) == 0 {
+	if len(t.pending) == 0 && t.broken == nil {
 		return pgRow{t.tx.QueryRow(ctx, q, args...)}
 	}
-	br, err := t.withPending(ctx, q, args)
+	br, err := t.send(ctx, q, args)
 	if err != nil {
 		return errRow{err}
 	}
@@ -196,32 +248,76 @@ func (t *pgTx) QueryRow(ctx context.Context, q string, args ...any) Row {
 }
 
 func (t *pgTx) Savepoint(ctx context.Context, fn func(ctx context.Context) error) error {
-	name := fmt.Sprintf("msgx_sp_%d", t.sp.Add(1))
-	cmd := "SAVEPOINT " + name
-	t.pending = append(t.pending, cmd)
+	// A name reused by a later savepoint at the same depth is fine: the
+	// earlier one is released or rolled back by then.
+	t.depth++
+	defer func() { t.depth-- }()
+	t.seq++
+	name := "msgx_sp_" + strconv.Itoa(t.depth)
+	sp := t.seq
+	t.pending = append(t.pending, queued{sql: "SAVEPOINT " + name, sp: sp})
 	at := len(t.pending) - 1
 	err := fn(ctx)
-	if at < len(t.pending) && t.pending[at] == cmd {
-		// Nothing was sent since: the savepoint was never needed. Names are
-		// unique in a transaction, so the entry is ours.
-		t.pending = t.pending[:at]
-		return err
+	if at < len(t.pending) && t.pending[at].sp == sp {
+		// Not sent yet: what fn queued after it never reached the server
+		// either.
+		if err != nil || at == len(t.pending)-1 {
+			// A failure undoes what fn queued by dropping it; an empty
+			// savepoint was never needed.
+			t.pending = t.pending[:at]
+			return err
+		}
+		t.pending = append(t.pending, queued{sql: "RELEASE SAVEPOINT " + name})
+		return nil
 	}
 	if err != nil {
+		if t.broken != nil {
+			// The server aborted the transaction; there is no savepoint to
+			// return to, only the rollback of the whole.
+			t.pending = t.pending[:0]
+			return errors.Join(err, t.broken)
+		}
 		// Commands queued after the savepoint concern savepoints inside it,
-		// which the rollback removes.
+		// or writes it held back, which the rollback removes.
 		t.pending = t.pending[:0]
 		if _, rbErr := t.tx.Exec(context.WithoutCancel(ctx), "ROLLBACK TO SAVEPOINT "+name); rbErr != nil {
 			return errors.Join(err, fmt.Errorf("store: rollback to savepoint: %w", rbErr))
 		}
 		return err
 	}
-	t.pending = append(t.pending, "RELEASE SAVEPOINT "+name)
+	t.pending = append(t.pending, queued{sql: "RELEASE SAVEPOINT " + name})
 	return nil
 }
 
-// commit drops pending releases: COMMIT releases every savepoint.
+// deferWrites holds ExecBatch statements back while fn runs and sends what
+// is still held when it returns.
+func (t *pgTx) deferWrites(ctx context.Context, fn func(ctx context.Context) error) error {
+	t.deferring++
+	err := fn(ctx)
+	t.deferring--
+	if err != nil {
+		if t.broken != nil && !errors.Is(err, t.broken) {
+			err = errors.Join(err, t.broken)
+		}
+		return err
+	}
+	if t.deferring == 0 && slices.ContainsFunc(t.pending, func(q queued) bool { return q.deferred }) {
+		return t.flush(ctx)
+	}
+	return t.broken
+}
+
+// commit sends held-back writes first; pending releases are dropped, since
+// COMMIT releases every savepoint.
 func (t *pgTx) commit(ctx context.Context) error {
+	if slices.ContainsFunc(t.pending, func(q queued) bool { return q.deferred }) {
+		if err := t.flush(ctx); err != nil {
+			return err
+		}
+	}
+	if t.broken != nil {
+		return t.broken
+	}
 	t.pending = nil
 	return t.tx.Commit(ctx)
 }

@@ -7,8 +7,11 @@ ORDER BY backfill_next_at, msg_id
 LIMIT $4
 
 -- name: BackfillDone
+-- The bounds keep the scan on the ids' key range whatever plan is cached: a
+-- generic plan made while the table was small reads every row of the stream.
 UPDATE msgx_inbox SET backfilled_at = $3, backfill_next_at = NULL, backfill_error = NULL
-WHERE stream = $1 AND msg_id = ANY($2::bigint[]) AND status IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
+WHERE stream = $1 AND msg_id = ANY($2::bigint[]) AND msg_id BETWEEN (SELECT min(i) FROM unnest($2::bigint[]) i) AND (SELECT max(i) FROM unnest($2::bigint[]) i)
+  AND status IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
 
 -- name: BackfillFailed
 UPDATE msgx_inbox SET backfill_attempts = backfill_attempts + 1, backfill_next_at = $3, backfill_error = $4
@@ -27,11 +30,13 @@ INSERT INTO msgx_inbox_hst (stream, msg_id, payload, identity, kind, status, err
 SELECT stream, msg_id, payload, identity, kind, status, error_class, reason, attempts,
     processing_started_at, received_at, finished_at, backfilled_at, $3
 FROM msgx_inbox
-WHERE stream = $1 AND msg_id = ANY($2::bigint[]) AND status IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
+WHERE stream = $1 AND msg_id = ANY($2::bigint[]) AND msg_id BETWEEN (SELECT min(i) FROM unnest($2::bigint[]) i) AND (SELECT max(i) FROM unnest($2::bigint[]) i)
+  AND status IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
 ON CONFLICT (stream, msg_id) DO NOTHING
 
 -- name: ArchiveDelete
-DELETE FROM msgx_inbox WHERE stream = $1 AND msg_id = ANY($2::bigint[]) AND status IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
+DELETE FROM msgx_inbox WHERE stream = $1 AND msg_id = ANY($2::bigint[]) AND msg_id BETWEEN (SELECT min(i) FROM unnest($2::bigint[]) i) AND (SELECT max(i) FROM unnest($2::bigint[]) i)
+  AND status IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
 
 -- name: ReplayByClass
 SELECT msg_id FROM msgx_inbox
@@ -42,7 +47,7 @@ FOR UPDATE
 
 -- name: ReplayByIDs
 SELECT msg_id, status, COALESCE(error_class, '') FROM msgx_inbox
-WHERE stream = $1 AND msg_id = ANY($2::bigint[])
+WHERE stream = $1 AND msg_id = ANY($2::bigint[]) AND msg_id BETWEEN (SELECT min(i) FROM unnest($2::bigint[]) i) AND (SELECT max(i) FROM unnest($2::bigint[]) i)
 ORDER BY msg_id
 FOR UPDATE
 
@@ -52,7 +57,8 @@ FOR UPDATE
 UPDATE msgx_inbox SET status = 'PENDING', attempts = 0, next_attempt_at = NULL,
     processing_started_at = NULL, finished_at = NULL,
     backfill_next_at = NULL, backfill_attempts = 0, backfill_error = NULL, backfilled_at = NULL
-WHERE stream = $1 AND msg_id = ANY($2::bigint[]) AND status IN ('FAILED', 'DEAD')
+WHERE stream = $1 AND msg_id = ANY($2::bigint[]) AND msg_id BETWEEN (SELECT min(i) FROM unnest($2::bigint[]) i) AND (SELECT max(i) FROM unnest($2::bigint[]) i)
+  AND status IN ('FAILED', 'DEAD')
 
 -- name: ReplayAudit
 INSERT INTO msgx_inbox_replay (stream, at, actor, reason, selector, msg_ids, count) VALUES ($1, $2, $3, $4, $5, $6, $7)

@@ -3,7 +3,10 @@
 INSERT INTO msgx_inbox (stream, msg_id, payload, received_at)
 SELECT $1, u.id, u.payload, $4
 FROM unnest($2::bigint[], $3::bytea[]) AS u(id, payload)
-WHERE NOT EXISTS (SELECT 1 FROM msgx_inbox_hst h WHERE h.stream = $1 AND h.msg_id = u.id)
+-- The bounds keep the archive probe on the batch's key range: an anti join
+-- would otherwise hash the stream's whole archive.
+WHERE NOT EXISTS (SELECT 1 FROM msgx_inbox_hst h WHERE h.stream = $1 AND h.msg_id = u.id
+    AND h.msg_id BETWEEN (SELECT min(i) FROM unnest($2::bigint[]) i) AND (SELECT max(i) FROM unnest($2::bigint[]) i))
 ON CONFLICT (stream, msg_id) DO NOTHING
 
 -- name: Unfinished
@@ -15,11 +18,6 @@ WHERE stream = $1 AND status IN ('PENDING', 'FAILED') AND msg_id >= $3
   AND msg_id <= COALESCE((SELECT watermark FROM msgx_inbox_cursor WHERE stream = $1), 9223372036854775807)
 ORDER BY msg_id
 LIMIT $2
-
--- name: Owners
--- One primary-key lookup per identity, whatever plan the statistics suggest.
-SELECT u.identity, i.msg_id FROM unnest($2::text[]) AS u(identity)
-CROSS JOIN LATERAL (SELECT msg_id FROM msgx_inbox_identity WHERE stream = $1 AND identity = u.identity) AS i
 
 -- name: Owner
 SELECT msg_id FROM msgx_inbox_identity WHERE stream = $1 AND identity = $2
@@ -38,10 +36,19 @@ UPDATE msgx_inbox SET
     finished_at = $11, backfill_next_at = $12
 WHERE stream = $1 AND msg_id = $2 AND status IN ('PENDING', 'FAILED')
 
--- name: BindMany
+-- name: BindFirst
+-- Binds each identity of the list (in message order) to its first message
+-- unless it is bound already; returns the new bindings.
 INSERT INTO msgx_inbox_identity (stream, identity, msg_id, bound_at)
-SELECT $1, u.identity, u.id, $4 FROM unnest($2::text[], $3::bigint[]) AS u(identity, id)
+SELECT $1, u.identity, u.id, $4 FROM unnest($2::text[], $3::bigint[]) WITH ORDINALITY AS u(identity, id, ord)
+ORDER BY u.ord
 ON CONFLICT (stream, identity) DO NOTHING
+RETURNING identity, msg_id
+
+-- name: Owners
+-- One primary-key lookup per identity, whatever plan the statistics suggest.
+SELECT u.identity, i.msg_id FROM unnest($2::text[]) AS u(identity)
+CROSS JOIN LATERAL (SELECT msg_id FROM msgx_inbox_identity WHERE stream = $1 AND identity = u.identity) AS i
 
 -- name: SettleMany
 -- The successful (SUCCEEDED/SKIPPED) messages of a batch in one statement.
@@ -53,8 +60,10 @@ UPDATE msgx_inbox m SET
     finished_at = $7, backfill_next_at = $8
 FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[]) AS u(id, status, reason, identity, kind)
 -- Unfinished rows are the ones not finished; saying it so (rather than by
--- status) keeps the plan on the primary key whatever the statistics say.
+-- status) keeps the plan on the primary key whatever the statistics say, and
+-- the bounds keep the scan on the batch's key range whatever plan is cached.
 WHERE m.stream = $1 AND m.msg_id = ANY($2::bigint[]) AND m.msg_id = u.id AND m.finished_at IS NULL
+  AND m.msg_id BETWEEN (SELECT min(i) FROM unnest($2::bigint[]) i) AND (SELECT max(i) FROM unnest($2::bigint[]) i)
 
 -- name: LogError
 INSERT INTO msgx_inbox_error (stream, msg_id, attempt, error_class, reason, at) VALUES ($1, $2, $3, $4, $5, $6)

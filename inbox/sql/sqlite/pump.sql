@@ -16,9 +16,6 @@ WHERE stream = ?1 AND status IN ('PENDING', 'FAILED') AND msg_id >= ?3
 ORDER BY msg_id
 LIMIT ?2
 
--- name: Owners
-SELECT identity, msg_id FROM msgx_inbox_identity WHERE stream = ?1 AND identity IN (SELECT value FROM json_each(?2))
-
 -- name: Owner
 SELECT msg_id FROM msgx_inbox_identity WHERE stream = ?1 AND identity = ?2
 

@@ -1,0 +1,44 @@
+package store
+
+import (
+	"context"
+	"errors"
+)
+
+// ErrDeferredFailed matches the error of a statement that Defer held back and
+// that failed when it was sent.
+var ErrDeferredFailed = errors.New("store: held-back statement failed")
+
+// DeferredError is the failure of a held-back statement. The server aborted
+// the transaction with it: every later statement and the commit return it,
+// and only the rollback of the whole transaction remains.
+type DeferredError struct{ err error }
+
+func (e *DeferredError) Error() string        { return ErrDeferredFailed.Error() + ": " + e.err.Error() }
+func (e *DeferredError) Unwrap() error        { return e.err }
+func (e *DeferredError) Is(target error) bool { return target == ErrDeferredFailed }
+
+// deferrer is a transaction that can hold writes back.
+type deferrer interface {
+	deferWrites(ctx context.Context, fn func(ctx context.Context) error) error
+}
+
+// Defer runs fn with tx's ExecBatch statements held back: on PostgreSQL they
+// reach the server in one pipeline with the next statement that returns an
+// answer (Exec, Query, QueryRow), or when Defer returns, so that writers that
+// only write — one per message of a batch — cost one round trip together
+// instead of one each. Savepoints keep their meaning: a savepoint whose fn
+// fails drops what it held back.
+//
+// The price is where a failure shows: ExecBatch reports none, and a held-back
+// statement that fails is reported, as an error matching ErrDeferredFailed, by
+// the statement that sent it or by Defer. The transaction is then aborted as
+// a whole; callers that must know which write failed run again without Defer.
+//
+// Where statements cost no round trip (SQLite), Defer just runs fn.
+func Defer(ctx context.Context, tx Tx, fn func(ctx context.Context) error) error {
+	if d, ok := tx.(deferrer); ok {
+		return d.deferWrites(ctx, fn)
+	}
+	return fn(ctx)
+}
