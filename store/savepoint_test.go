@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/msgx/msgx/store"
@@ -18,12 +17,7 @@ import (
 func TestSavepointSemantics(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		ctx := context.Background()
-		q := func(s string) string {
-			if db.Dialect() == store.SQLite {
-				return strings.ReplaceAll(s, "$", "?")
-			}
-			return s
-		}
+		q := dialectSQL(db)
 		if _, err := db.Exec(ctx, "CREATE TABLE sp (v INTEGER PRIMARY KEY)"); err != nil {
 			t.Fatal(err)
 		}
