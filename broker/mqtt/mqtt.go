@@ -39,6 +39,7 @@ import (
 	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho"
+	"github.com/eclipse/paho.golang/paho/session"
 	"github.com/eclipse/paho.golang/paho/session/state"
 
 	"github.com/msgx/msgx/broker/driver"
@@ -353,7 +354,9 @@ func publishOne(ctx context.Context, cm *autopaho.ConnectionManager, topic strin
 		}
 		return fmt.Errorf("%w: topic %q: reason code 0x%02x%s", ErrRefused, topic, resp.ReasonCode, reason)
 	}
-	if errors.Is(err, autopaho.ConnectionDownError) {
+	// The connection is down, or going down under the session (between
+	// the loss and the next CONNACK the session refuses packets).
+	if errors.Is(err, autopaho.ConnectionDownError) || errors.Is(err, session.ErrNoConnection) {
 		return fmt.Errorf("%w: publish to %q: %v", ErrConnectionLost, topic, err)
 	}
 	if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
