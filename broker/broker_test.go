@@ -248,3 +248,40 @@ func TestBatchListenerNeedsTheCapability(t *testing.T) {
 		t.Fatalf("expiry on an adapter without SubscriptionExpiry: %v, want ErrUnsupported", err)
 	}
 }
+
+// The handler's context carries the delivery (for Logger) and is cancelled
+// with the listener's handler context, also through contexts derived from it.
+func TestHandlerContextCarriesTheDeliveryAndIsCancelledOnStop(t *testing.T) {
+	b := startMem(t, clock.Real{})
+	type seen struct {
+		same bool
+		err  error
+	}
+	got := make(chan seen, 1)
+	started := make(chan struct{})
+	if _, err := b.Listen(context.Background(), Subscription{Topic: "t", Group: "g"}, func(ctx context.Context, d *Delivery) error {
+		child, cancel := context.WithCancel(ctx)
+		defer cancel()
+		close(started)
+		<-child.Done()
+		got <- seen{same: ctx.Value(deliveryKey{}) == d, err: child.Err()}
+		return child.Err()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SendConfirmed(context.Background(), "t", &Message{Payload: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	waitChan(t, started, "handler start")
+	// Stop runs out of time at once and cancels the running handler.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_ = b.Stop(ctx)
+	s := waitChan(t, got, "cancelled handler")
+	if !s.same {
+		t.Error("the handler's context does not carry its delivery")
+	}
+	if !errors.Is(s.err, context.Canceled) {
+		t.Errorf("derived context ended with %v, want context.Canceled", s.err)
+	}
+}

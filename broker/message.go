@@ -71,10 +71,11 @@ type Delivery struct {
 
 	drv     driver.Delivery
 	settled settleOnce
+	ctx     deliveryCtx // the handler's context, set when the handler is called
 }
 
 // initDelivery fills out (allocated by the caller, often in bulk) from d.
-func initDelivery(out *Delivery, d driver.Delivery, topic, group string) *Delivery {
+func initDelivery(out *Delivery, d driver.Delivery, topic, group string) {
 	m := d.Message()
 	out.Message, out.Topic, out.Group, out.drv = Message(*m), topic, group, d
 	if s := m.Headers[HeaderRedeliveryCount]; s != "" {
@@ -82,7 +83,6 @@ func initDelivery(out *Delivery, d driver.Delivery, topic, group string) *Delive
 			out.RedeliveryCount = n
 		}
 	}
-	return out
 }
 
 // notBefore returns the earliest delivery time the envelope asks for.
