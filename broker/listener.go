@@ -155,7 +155,9 @@ func (b *Broker) listen(ctx context.Context, sub Subscription, h Handler, bh Bat
 }
 
 func (l *Listener) receive() {
+	var t tally // the counts of the handlers run on this goroutine
 	defer func() {
+		l.met.flush(&t)
 		for _, c := range l.work {
 			close(c)
 		}
@@ -172,6 +174,7 @@ func (l *Listener) receive() {
 	}
 	failures := 0
 	for {
+		l.met.flush(&t) // before Receive may block
 		raw, err := l.ds.Receive(l.recvCtx, max)
 		if err != nil {
 			if l.recvCtx.Err() != nil || errors.Is(err, driver.ErrClosed) {
@@ -200,7 +203,7 @@ func (l *Listener) receive() {
 			for i := range backing {
 				ds[i] = &backing[i]
 			}
-			l.processBatch(ds)
+			l.processBatch(ds, &t)
 			continue
 		}
 		for i := range backing {
@@ -210,7 +213,7 @@ func (l *Listener) receive() {
 			}
 			if l.work == nil {
 				// One worker: run it here and save a goroutine hand-off per message.
-				l.process(d)
+				l.process(d, &t)
 				continue
 			}
 			if !l.dispatch(l.workerFor(d), d) {
@@ -241,33 +244,54 @@ func (l *Listener) dispatch(c chan *Delivery, d *Delivery) bool {
 }
 
 func (l *Listener) worker(c chan *Delivery) {
-	defer l.loop.Done()
+	var t tally // the counts of the handlers run on this goroutine
+	defer func() {
+		l.met.flush(&t)
+		l.loop.Done()
+	}()
 	own, shared := c, l.anyW
 	for own != nil || shared != nil {
+		var d *Delivery
+		var ok bool
 		select {
-		case d, ok := <-own:
+		case d, ok = <-own:
 			if !ok {
 				own = nil
 				continue
 			}
-			l.process(d)
-		case d, ok := <-shared:
+		case d, ok = <-shared:
 			if !ok {
 				shared = nil
 				continue
 			}
-			l.process(d)
+		default:
+			// Nothing queued: publish the counts before waiting.
+			l.met.flush(&t)
+			select {
+			case d, ok = <-own:
+				if !ok {
+					own = nil
+					continue
+				}
+			case d, ok = <-shared:
+				if !ok {
+					shared = nil
+					continue
+				}
+			}
 		}
+		l.process(d, &t)
 	}
 }
 
-// process runs the handler for one delivery and settles it.
-func (l *Listener) process(d *Delivery) {
+// process runs the handler for one delivery and settles it; t is the calling
+// goroutine's tally.
+func (l *Listener) process(d *Delivery, t *tally) {
 	ctx := l.handlerCtx
 	if ctx.Err() != nil {
 		return // stopping: leave it unsettled for redelivery
 	}
-	if l.foreign(d) {
+	if l.foreign(d, t) {
 		return
 	}
 	if !l.b.caps.NativeDelay {
@@ -277,18 +301,20 @@ func (l *Listener) process(d *Delivery) {
 	}
 	start := time.Since(l.epoch)
 	err := l.call(ctx, d)
-	l.met.handlerSeconds.Observe((time.Since(l.epoch) - start).Seconds())
+	if t.observe(time.Since(l.epoch) - start) {
+		l.met.flush(t)
+	}
 	disp := decide(ctx, err)
-	if !l.settles(disp, 1, err) {
+	if !l.settles(disp, 1, err, t) {
 		return
 	}
-	if err := l.settleOne(d, disp, err); err != nil {
+	if err := l.settleOne(d, disp, err, t); err != nil {
 		l.b.report(Event{Topic: l.sub.Topic, Group: l.sub.Group, Err: err})
 	}
 }
 
 // processBatch runs the batch handler and settles the batch as a whole.
-func (l *Listener) processBatch(ds []*Delivery) {
+func (l *Listener) processBatch(ds []*Delivery, t *tally) {
 	ctx := l.handlerCtx
 	if ctx.Err() != nil {
 		return // stopping: leave it unsettled for redelivery
@@ -297,7 +323,7 @@ func (l *Listener) processBatch(ds []*Delivery) {
 	kept := ds[:0]
 	var latest time.Time
 	for _, d := range ds {
-		if l.foreign(d) {
+		if l.foreign(d, t) {
 			continue
 		}
 		if nb, ok := d.notBefore(); ok && nb.After(latest) {
@@ -314,13 +340,13 @@ func (l *Listener) processBatch(ds []*Delivery) {
 	}
 	start := time.Since(l.epoch)
 	err := l.callBatch(ctx, ds)
-	l.met.handlerSeconds.Observe((time.Since(l.epoch) - start).Seconds())
+	t.observe(time.Since(l.epoch) - start)
 	disp := decide(ctx, err)
-	if !l.settles(disp, len(ds), err) {
+	if !l.settles(disp, len(ds), err, t) {
 		return
 	}
 	for _, d := range ds {
-		if err := l.settleOne(d, disp, err); err != nil {
+		if err := l.settleOne(d, disp, err, t); err != nil {
 			l.b.report(Event{Topic: l.sub.Topic, Group: l.sub.Group, Err: err})
 		}
 	}
@@ -328,12 +354,12 @@ func (l *Listener) processBatch(ds []*Delivery) {
 
 // foreign settles a delivery that a re-publishing broker requeued for another
 // group: it is not ours to handle.
-func (l *Listener) foreign(d *Delivery) bool {
+func (l *Listener) foreign(d *Delivery, t *tally) bool {
 	g := d.Header(HeaderForGroup)
 	if g == "" || g == l.sub.Group {
 		return false
 	}
-	if err := l.settleOne(d, Ack, nil); err != nil {
+	if err := l.settleOne(d, Ack, nil, t); err != nil {
 		l.b.report(Event{Topic: l.sub.Topic, Group: l.sub.Group, Err: err})
 	}
 	return true
@@ -379,13 +405,13 @@ func (l *Listener) callBatch(ctx context.Context, ds []*Delivery) (err error) {
 
 // settles reports whether a disposition for n deliveries is carried out; the
 // ones that settle nothing are counted (and a conflict reported) here.
-func (l *Listener) settles(disp Disposition, n int, cause error) bool {
+func (l *Listener) settles(disp Disposition, n int, cause error, t *tally) bool {
 	switch disp {
 	case NoSettlement:
-		l.met.settled(NoSettlement, n)
+		t.settled[NoSettlement] += uint64(n)
 		return false
 	case Conflict:
-		l.met.settled(Conflict, n)
+		t.settled[Conflict] += uint64(n)
 		l.b.report(Event{Topic: l.sub.Topic, Group: l.sub.Group,
 			Err: fmt.Errorf("%w: %v (left unsettled)", ErrConflictingDisposition, cause)})
 		return false
@@ -393,17 +419,17 @@ func (l *Listener) settles(disp Disposition, n int, cause error) bool {
 	return true
 }
 
-// settleOne settles one delivery. A second settlement of the same delivery is
-// refused with ErrConflictingDisposition and does nothing.
-func (l *Listener) settleOne(d *Delivery, disp Disposition, cause error) error {
+// settleOne settles one delivery and counts it in t. A second settlement of
+// the same delivery is refused with ErrConflictingDisposition and does nothing.
+func (l *Listener) settleOne(d *Delivery, disp Disposition, cause error, t *tally) error {
 	l.gate.RLock()
 	defer l.gate.RUnlock()
 	if l.closed {
-		l.met.settled(NoSettlement, 1)
+		t.settled[NoSettlement]++
 		return nil // stop ran out of time: cancelled handlers are not settled
 	}
 	if err := d.settled.claim(); err != nil {
-		l.met.settled(Conflict, 1)
+		t.settled[Conflict]++
 		return fmt.Errorf("settle %s: %w", disp, err)
 	}
 	// Acks are local or one frame; only the publishing settlements get their
@@ -454,7 +480,7 @@ func (l *Listener) settleOne(d *Delivery, disp Disposition, cause error) error {
 		l.met.settleErrors.Inc()
 		return fmt.Errorf("settle %s of message (key %q, event %q): %w", disp, d.Key, d.Header(HeaderEventID), err)
 	}
-	l.met.settled(disp, 1)
+	t.settled[disp]++
 	if disp != Ack {
 		l.logFor(d).Warn("message not acknowledged", "disposition", disp.String(), "attempts", attempts, "err", cause)
 	}
