@@ -194,7 +194,7 @@ func (l *Listener) receive() {
 		// One allocation for the whole receive instead of one per delivery.
 		backing := make([]Delivery, len(raw))
 		for i, r := range raw {
-			initDelivery(&backing[i], r, l.sub.Topic, l.sub.Group)
+			initDelivery(&backing[i], r, l)
 		}
 		l.met.received.Add(float64(len(raw)))
 		if l.bh != nil {
@@ -300,7 +300,7 @@ func (l *Listener) process(d *Delivery, t *tally) {
 		}
 	}
 	start := time.Since(l.epoch)
-	err := l.call(ctx, d)
+	err := l.call(d)
 	if t.observe(time.Since(l.epoch) - start) {
 		l.met.flush(t)
 	}
@@ -339,7 +339,7 @@ func (l *Listener) processBatch(ds []*Delivery, t *tally) {
 		return
 	}
 	start := time.Since(l.epoch)
-	err := l.callBatch(ctx, ds)
+	err := l.callBatch(ds)
 	t.observe(time.Since(l.epoch) - start)
 	disp := decide(ctx, err)
 	if !l.settles(disp, len(ds), err, t) {
@@ -382,25 +382,22 @@ func (l *Listener) hold(ctx context.Context, notBefore time.Time) bool {
 	}
 }
 
-func (l *Listener) call(ctx context.Context, d *Delivery) (err error) {
+func (l *Listener) call(d *Delivery) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("handler panic: %v\n%s", r, debug.Stack())
 		}
 	}()
-	d.ctx = deliveryCtx{Context: ctx, d: d}
-	return l.h(&d.ctx, d)
+	return l.h((*deliveryCtx)(d), d)
 }
 
-func (l *Listener) callBatch(ctx context.Context, ds []*Delivery) (err error) {
+func (l *Listener) callBatch(ds []*Delivery) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("batch handler panic: %v\n%s", r, debug.Stack())
 		}
 	}()
-	d := ds[0]
-	d.ctx = deliveryCtx{Context: ctx, d: d}
-	return l.bh(&d.ctx, ds)
+	return l.bh((*deliveryCtx)(ds[0]), ds)
 }
 
 // settles reports whether a disposition for n deliveries is carried out; the
@@ -529,18 +526,22 @@ func (l *Listener) Stop(ctx context.Context) error {
 type deliveryKey struct{}
 
 // deliveryCtx is the context a handler runs with: the listener's handler
-// context plus the delivery, for Logger. It lives inside the Delivery, so
-// handing it over allocates nothing.
-type deliveryCtx struct {
-	context.Context
-	d *Delivery
-}
+// context plus the delivery, for Logger. It is the Delivery itself under
+// another type, so handing it over allocates nothing and the Delivery's own
+// method set stays as it is.
+type deliveryCtx Delivery
+
+func (c *deliveryCtx) parent() context.Context { return c.l.handlerCtx }
+
+func (c *deliveryCtx) Deadline() (time.Time, bool) { return c.parent().Deadline() }
+func (c *deliveryCtx) Done() <-chan struct{}       { return c.parent().Done() }
+func (c *deliveryCtx) Err() error                  { return c.parent().Err() }
 
 func (c *deliveryCtx) Value(key any) any {
 	if _, ok := key.(deliveryKey); ok {
-		return c.d
+		return (*Delivery)(c)
 	}
-	return c.Context.Value(key)
+	return c.parent().Value(key)
 }
 
 // Logger returns a logger carrying the request id, correlation id, event id,
