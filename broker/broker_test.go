@@ -8,8 +8,11 @@ import (
 	"log/slog"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/msgx/msgx/broker/mem"
 	"github.com/msgx/msgx/internal/backoff"
@@ -247,4 +250,115 @@ func TestBatchListenerNeedsTheCapability(t *testing.T) {
 	if _, err := b.ListenBatch(context.Background(), Subscription{Topic: "t", Group: "g", Expiry: time.Second}, func(context.Context, []*Delivery) error { return nil }); !errors.Is(err, ErrUnsupported) {
 		t.Fatalf("expiry on an adapter without SubscriptionExpiry: %v, want ErrUnsupported", err)
 	}
+}
+
+// The handler's context carries the delivery (for Logger) and is cancelled
+// with the listener's handler context, also through contexts derived from it.
+func TestHandlerContextCarriesTheDeliveryAndIsCancelledOnStop(t *testing.T) {
+	b := startMem(t, clock.Real{})
+	type seen struct {
+		same bool
+		err  error
+	}
+	got := make(chan seen, 1)
+	started := make(chan struct{})
+	if _, err := b.Listen(context.Background(), Subscription{Topic: "t", Group: "g"}, func(ctx context.Context, d *Delivery) error {
+		child, cancel := context.WithCancel(ctx)
+		defer cancel()
+		close(started)
+		<-child.Done()
+		got <- seen{same: ctx.Value(deliveryKey{}) == d, err: child.Err()}
+		return child.Err()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SendConfirmed(context.Background(), "t", &Message{Payload: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	waitChan(t, started, "handler start")
+	// Stop runs out of time at once and cancels the running handler.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_ = b.Stop(ctx)
+	s := waitChan(t, got, "cancelled handler")
+	if !s.same {
+		t.Error("the handler's context does not carry its delivery")
+	}
+	if !errors.Is(s.err, context.Canceled) {
+		t.Errorf("derived context ended with %v, want context.Canceled", s.err)
+	}
+}
+
+// The metrics a listener tallies per goroutine reach the registry: every
+// handler run in the histogram and every settlement by disposition, as soon
+// as the listener is idle.
+func TestListenerMetricsReachTheRegistry(t *testing.T) {
+	for _, conc := range []int{1, 3} {
+		t.Run(fmt.Sprint("concurrency=", conc), func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			b := startMem(t, clock.Real{}, WithRegisterer(reg), WithRetry(backoff.Policy{MaxAttempts: 1}))
+			const n = 600 // more than one flush's worth
+			var handled atomic.Int64
+			if _, err := b.Listen(context.Background(), Subscription{Topic: "t", Group: "g", Concurrency: conc}, func(_ context.Context, d *Delivery) error {
+				handled.Add(1)
+				if d.Payload[0] == 1 {
+					return errors.New("fails")
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			for i := range n {
+				fail := byte(0)
+				if i%100 == 0 {
+					fail = 1
+				}
+				if err := b.SendConfirmed(context.Background(), "t", &Message{Key: fmt.Sprint(i % 7), Payload: []byte{fail}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want := map[string]float64{"ack": n - n/100, "dead_letter": n / 100}
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				count, settled := gatherListener(t, reg)
+				if count == n && settled["ack"] == want["ack"] && settled["dead_letter"] == want["dead_letter"] {
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("handled %d; histogram count %d, settled %v; want %d and %v", handled.Load(), count, settled, n, want)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
+	}
+}
+
+// gatherListener returns the handler histogram's count and the settled
+// counters by disposition for topic t, group g.
+func gatherListener(t *testing.T, reg *prometheus.Registry) (uint64, map[string]float64) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var count uint64
+	settled := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				labels[lp.GetName()] = lp.GetValue()
+			}
+			if labels["topic"] != "t" || labels["group"] != "g" {
+				continue
+			}
+			switch mf.GetName() {
+			case "msgx_broker_handler_seconds":
+				count = m.GetHistogram().GetSampleCount()
+			case "msgx_broker_settled_total":
+				settled[labels["disposition"]] = m.GetCounter().GetValue()
+			}
+		}
+	}
+	return count, settled
 }

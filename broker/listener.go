@@ -61,12 +61,15 @@ type Listener struct {
 
 	// gate is held for reading while settling; Stop takes it for writing to
 	// close settlement once handlers have been cancelled.
-	gate    sync.RWMutex
-	closed  bool
-	loop    sync.WaitGroup // the receive loop and the workers
-	work    []chan []*Delivery
-	anyW    chan []*Delivery // unkeyed deliveries: whichever worker is free takes them
-	seed    maphash.Seed
+	gate   sync.RWMutex
+	closed bool
+	loop   sync.WaitGroup // the receive loop and the workers
+	work   []chan *Delivery
+	anyW   chan *Delivery // unkeyed deliveries: whichever worker is free takes them
+	seed   maphash.Seed
+	// epoch is the base of the handler timings: time.Since reads only the
+	// monotonic clock, half the cost of time.Now, and it runs twice per message.
+	epoch   time.Time
 	stopped sync.Once
 	stopErr error
 }
@@ -128,17 +131,17 @@ func (b *Broker) listen(ctx context.Context, sub Subscription, h Handler, bh Bat
 		return nil, fmt.Errorf("broker %s: subscribe %q/%q: %w", b.name, sub.Topic, sub.Group, err)
 	}
 	l := &Listener{b: b, sub: sub, ds: ds, h: h, bh: bh, retry: retry, seed: maphash.MakeSeed(),
-		met: b.met.forListener(sub.Topic, sub.Group)}
+		met: b.met.forListener(sub.Topic, sub.Group), epoch: time.Now()}
 	// Listener lifetimes are not bound to the ctx that created them: Stop ends them.
 	l.recvCtx, l.stopRecv = context.WithCancel(context.WithoutCancel(ctx))
 	l.handlerCtx, l.cancelH = context.WithCancel(context.WithoutCancel(ctx))
 	// With one handler at a time (and for batches) the receive loop runs the
 	// handler itself; otherwise each worker owns a key shard.
 	if bh == nil && sub.Concurrency > 1 {
-		l.work = make([]chan []*Delivery, sub.Concurrency)
-		l.anyW = make(chan []*Delivery)
+		l.work = make([]chan *Delivery, sub.Concurrency)
+		l.anyW = make(chan *Delivery)
 		for i := range l.work {
-			l.work[i] = make(chan []*Delivery, 1)
+			l.work[i] = make(chan *Delivery, 1)
 			l.loop.Add(1)
 			go l.worker(l.work[i])
 		}
@@ -152,7 +155,9 @@ func (b *Broker) listen(ctx context.Context, sub Subscription, h Handler, bh Bat
 }
 
 func (l *Listener) receive() {
+	var t tally // the counts of the handlers run on this goroutine
 	defer func() {
+		l.met.flush(&t)
 		for _, c := range l.work {
 			close(c)
 		}
@@ -169,6 +174,7 @@ func (l *Listener) receive() {
 	}
 	failures := 0
 	for {
+		l.met.flush(&t) // before Receive may block
 		raw, err := l.ds.Receive(l.recvCtx, max)
 		if err != nil {
 			if l.recvCtx.Err() != nil || errors.Is(err, driver.ErrClosed) {
@@ -187,26 +193,30 @@ func (l *Listener) receive() {
 		failures = 0
 		// One allocation for the whole receive instead of one per delivery.
 		backing := make([]Delivery, len(raw))
-		ds := make([]*Delivery, len(raw))
 		for i, r := range raw {
-			ds[i] = initDelivery(&backing[i], r, l.sub.Topic, l.sub.Group)
+			initDelivery(&backing[i], r, l)
 		}
-		l.met.received.Add(float64(len(ds)))
+		l.met.received.Add(float64(len(raw)))
 		if l.bh != nil {
 			// A batch listener has one worker: the receive loop itself.
-			l.process(ds)
+			ds := make([]*Delivery, len(backing))
+			for i := range backing {
+				ds[i] = &backing[i]
+			}
+			l.processBatch(ds, &t)
 			continue
 		}
-		for i, d := range ds {
+		for i := range backing {
+			d := &backing[i]
 			if l.recvCtx.Err() != nil {
 				return // stopping: what has not started stays unsettled
 			}
 			if l.work == nil {
 				// One worker: run it here and save a goroutine hand-off per message.
-				l.process(ds[i : i+1])
+				l.process(d, &t)
 				continue
 			}
-			if !l.dispatch(l.workerFor(d), ds[i:i+1]) {
+			if !l.dispatch(l.workerFor(d), d) {
 				return
 			}
 		}
@@ -217,98 +227,148 @@ func (l *Listener) receive() {
 // worker, which keeps per-key order with concurrent handlers. An unkeyed
 // delivery goes to whichever worker is free, so it never waits behind a slow
 // handler while another worker idles.
-func (l *Listener) workerFor(d *Delivery) chan []*Delivery {
+func (l *Listener) workerFor(d *Delivery) chan *Delivery {
 	if d.Key == "" {
 		return l.anyW
 	}
 	return l.work[maphash.String(l.seed, d.Key)%uint64(len(l.work))]
 }
 
-func (l *Listener) dispatch(c chan []*Delivery, ds []*Delivery) bool {
+func (l *Listener) dispatch(c chan *Delivery, d *Delivery) bool {
 	select {
-	case c <- ds:
+	case c <- d:
 		return true
 	case <-l.recvCtx.Done():
 		return false
 	}
 }
 
-func (l *Listener) worker(c chan []*Delivery) {
-	defer l.loop.Done()
+func (l *Listener) worker(c chan *Delivery) {
+	var t tally // the counts of the handlers run on this goroutine
+	defer func() {
+		l.met.flush(&t)
+		l.loop.Done()
+	}()
 	own, shared := c, l.anyW
 	for own != nil || shared != nil {
+		var d *Delivery
+		var ok bool
 		select {
-		case ds, ok := <-own:
+		case d, ok = <-own:
 			if !ok {
 				own = nil
 				continue
 			}
-			l.process(ds)
-		case ds, ok := <-shared:
+		case d, ok = <-shared:
 			if !ok {
 				shared = nil
 				continue
 			}
-			l.process(ds)
+		default:
+			// Nothing queued: publish the counts before waiting.
+			l.met.flush(&t)
+			select {
+			case d, ok = <-own:
+				if !ok {
+					own = nil
+					continue
+				}
+			case d, ok = <-shared:
+				if !ok {
+					shared = nil
+					continue
+				}
+			}
 		}
+		l.process(d, &t)
 	}
 }
 
-// process runs the handler for one delivery (or one batch) and settles it.
-func (l *Listener) process(ds []*Delivery) {
+// process runs the handler for one delivery and settles it; t is the calling
+// goroutine's tally.
+func (l *Listener) process(d *Delivery, t *tally) {
+	ctx := l.handlerCtx
+	if ctx.Err() != nil {
+		return // stopping: leave it unsettled for redelivery
+	}
+	if l.foreign(d, t) {
+		return
+	}
+	if !l.b.caps.NativeDelay {
+		if nb, ok := d.notBefore(); ok && !l.hold(ctx, nb) {
+			return
+		}
+	}
+	start := time.Since(l.epoch)
+	err := l.call(d)
+	if t.observe(time.Since(l.epoch) - start) {
+		l.met.flush(t)
+	}
+	disp := decide(ctx, err)
+	if !l.settles(disp, 1, err, t) {
+		return
+	}
+	if err := l.settleOne(d, disp, err, t); err != nil {
+		l.b.report(Event{Topic: l.sub.Topic, Group: l.sub.Group, Err: err})
+	}
+}
+
+// processBatch runs the batch handler and settles the batch as a whole.
+func (l *Listener) processBatch(ds []*Delivery, t *tally) {
 	ctx := l.handlerCtx
 	if ctx.Err() != nil {
 		return // stopping: leave it unsettled for redelivery
 	}
 	// Deliveries requeued by another group on a re-publishing broker are not ours.
-	ds = l.dropForeign(ds)
-	if len(ds) == 0 {
-		return
-	}
-	if !l.hold(ctx, ds) {
-		return
-	}
-	start := l.b.opts.clock.Now()
-	var err error
-	if l.bh != nil {
-		err = l.callBatch(ctx, ds)
-	} else {
-		err = l.call(ctx, ds[0])
-	}
-	l.met.handlerSeconds.Observe(l.b.opts.clock.Now().Sub(start).Seconds())
-	l.settle(ds, decide(ctx, err), err)
-}
-
-func (l *Listener) dropForeign(ds []*Delivery) []*Delivery {
 	kept := ds[:0]
+	var latest time.Time
 	for _, d := range ds {
-		if g := d.Header(HeaderForGroup); g != "" && g != l.sub.Group {
-			if err := l.settleOne(d, Ack, nil); err != nil {
-				l.b.report(Event{Topic: l.sub.Topic, Group: l.sub.Group, Err: err})
-			}
+		if l.foreign(d, t) {
 			continue
+		}
+		if nb, ok := d.notBefore(); ok && nb.After(latest) {
+			latest = nb
 		}
 		kept = append(kept, d)
 	}
-	return kept
+	ds = kept
+	if len(ds) == 0 {
+		return
+	}
+	if !l.b.caps.NativeDelay && !latest.IsZero() && !l.hold(ctx, latest) {
+		return
+	}
+	start := time.Since(l.epoch)
+	err := l.callBatch(ds)
+	t.observe(time.Since(l.epoch) - start)
+	disp := decide(ctx, err)
+	if !l.settles(disp, len(ds), err, t) {
+		return
+	}
+	for _, d := range ds {
+		if err := l.settleOne(d, disp, err, t); err != nil {
+			l.b.report(Event{Topic: l.sub.Topic, Group: l.sub.Group, Err: err})
+		}
+	}
+}
+
+// foreign settles a delivery that a re-publishing broker requeued for another
+// group: it is not ours to handle.
+func (l *Listener) foreign(d *Delivery, t *tally) bool {
+	g := d.Header(HeaderForGroup)
+	if g == "" || g == l.sub.Group {
+		return false
+	}
+	if err := l.settleOne(d, Ack, nil, t); err != nil {
+		l.b.report(Event{Topic: l.sub.Topic, Group: l.sub.Group, Err: err})
+	}
+	return true
 }
 
 // hold is the port-local scheduler: it keeps deliveries unsettled until their
 // not-before time. It reports false if the listener stopped meanwhile.
-func (l *Listener) hold(ctx context.Context, ds []*Delivery) bool {
-	if l.b.caps.NativeDelay {
-		return true
-	}
-	var latest time.Time
-	for _, d := range ds {
-		if nb, ok := d.notBefore(); ok && nb.After(latest) {
-			latest = nb
-		}
-	}
-	if latest.IsZero() {
-		return true
-	}
-	wait := latest.Sub(l.b.opts.clock.Now())
+func (l *Listener) hold(ctx context.Context, notBefore time.Time) bool {
+	wait := notBefore.Sub(l.b.opts.clock.Now())
 	if wait <= 0 {
 		return true
 	}
@@ -322,54 +382,51 @@ func (l *Listener) hold(ctx context.Context, ds []*Delivery) bool {
 	}
 }
 
-func (l *Listener) call(ctx context.Context, d *Delivery) (err error) {
+func (l *Listener) call(d *Delivery) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("handler panic: %v\n%s", r, debug.Stack())
 		}
 	}()
-	return l.h(withDelivery(ctx, d), d)
+	return l.h((*deliveryCtx)(d), d)
 }
 
-func (l *Listener) callBatch(ctx context.Context, ds []*Delivery) (err error) {
+func (l *Listener) callBatch(ds []*Delivery) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("batch handler panic: %v\n%s", r, debug.Stack())
 		}
 	}()
-	return l.bh(withDelivery(ctx, ds[0]), ds)
+	return l.bh((*deliveryCtx)(ds[0]), ds)
 }
 
-// settle carries out a disposition for a delivery or a whole batch.
-func (l *Listener) settle(ds []*Delivery, disp Disposition, cause error) {
+// settles reports whether a disposition for n deliveries is carried out; the
+// ones that settle nothing are counted (and a conflict reported) here.
+func (l *Listener) settles(disp Disposition, n int, cause error, t *tally) bool {
 	switch disp {
 	case NoSettlement:
-		l.met.settled(NoSettlement, len(ds))
-		return
+		t.settled[NoSettlement] += uint64(n)
+		return false
 	case Conflict:
-		l.met.settled(Conflict, len(ds))
+		t.settled[Conflict] += uint64(n)
 		l.b.report(Event{Topic: l.sub.Topic, Group: l.sub.Group,
 			Err: fmt.Errorf("%w: %v (left unsettled)", ErrConflictingDisposition, cause)})
-		return
+		return false
 	}
-	for _, d := range ds {
-		if err := l.settleOne(d, disp, cause); err != nil {
-			l.b.report(Event{Topic: l.sub.Topic, Group: l.sub.Group, Err: err})
-		}
-	}
+	return true
 }
 
-// settleOne settles one delivery. A second settlement of the same delivery is
-// refused with ErrConflictingDisposition and does nothing.
-func (l *Listener) settleOne(d *Delivery, disp Disposition, cause error) error {
+// settleOne settles one delivery and counts it in t. A second settlement of
+// the same delivery is refused with ErrConflictingDisposition and does nothing.
+func (l *Listener) settleOne(d *Delivery, disp Disposition, cause error, t *tally) error {
 	l.gate.RLock()
 	defer l.gate.RUnlock()
 	if l.closed {
-		l.met.settled(NoSettlement, 1)
+		t.settled[NoSettlement]++
 		return nil // stop ran out of time: cancelled handlers are not settled
 	}
 	if err := d.settled.claim(); err != nil {
-		l.met.settled(Conflict, 1)
+		t.settled[Conflict]++
 		return fmt.Errorf("settle %s: %w", disp, err)
 	}
 	// Acks are local or one frame; only the publishing settlements get their
@@ -420,7 +477,7 @@ func (l *Listener) settleOne(d *Delivery, disp Disposition, cause error) error {
 		l.met.settleErrors.Inc()
 		return fmt.Errorf("settle %s of message (key %q, event %q): %w", disp, d.Key, d.Header(HeaderEventID), err)
 	}
-	l.met.settled(disp, 1)
+	t.settled[disp]++
 	if disp != Ack {
 		l.logFor(d).Warn("message not acknowledged", "disposition", disp.String(), "attempts", attempts, "err", cause)
 	}
@@ -468,8 +525,23 @@ func (l *Listener) Stop(ctx context.Context) error {
 
 type deliveryKey struct{}
 
-func withDelivery(ctx context.Context, d *Delivery) context.Context {
-	return context.WithValue(ctx, deliveryKey{}, d)
+// deliveryCtx is the context a handler runs with: the listener's handler
+// context plus the delivery, for Logger. It is the Delivery itself under
+// another type, so handing it over allocates nothing and the Delivery's own
+// method set stays as it is.
+type deliveryCtx Delivery
+
+func (c *deliveryCtx) parent() context.Context { return c.l.handlerCtx }
+
+func (c *deliveryCtx) Deadline() (time.Time, bool) { return c.parent().Deadline() }
+func (c *deliveryCtx) Done() <-chan struct{}       { return c.parent().Done() }
+func (c *deliveryCtx) Err() error                  { return c.parent().Err() }
+
+func (c *deliveryCtx) Value(key any) any {
+	if _, ok := key.(deliveryKey); ok {
+		return (*Delivery)(c)
+	}
+	return c.parent().Value(key)
 }
 
 // Logger returns a logger carrying the request id, correlation id, event id,

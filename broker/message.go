@@ -70,19 +70,19 @@ type Delivery struct {
 	RedeliveryCount int
 
 	drv     driver.Delivery
+	l       *Listener // for the handler's context, see deliveryCtx
 	settled settleOnce
 }
 
 // initDelivery fills out (allocated by the caller, often in bulk) from d.
-func initDelivery(out *Delivery, d driver.Delivery, topic, group string) *Delivery {
+func initDelivery(out *Delivery, d driver.Delivery, l *Listener) {
 	m := d.Message()
-	out.Message, out.Topic, out.Group, out.drv = Message(*m), topic, group, d
+	out.Message, out.Topic, out.Group, out.drv, out.l = Message(*m), l.sub.Topic, l.sub.Group, d, l
 	if s := m.Headers[HeaderRedeliveryCount]; s != "" {
 		if n, err := strconv.Atoi(s); err == nil && n > 0 {
 			out.RedeliveryCount = n
 		}
 	}
-	return out
 }
 
 // notBefore returns the earliest delivery time the envelope asks for.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -16,6 +17,7 @@ import (
 
 // partState is this consumer's view of one owned partition.
 type partState struct {
+	s         *subscription
 	id        int32
 	t         tracker
 	inflight  int   // handed to the port and not settled
@@ -187,14 +189,15 @@ func (s *subscription) register(fetches kgo.Fetches) error {
 		// Records came too: deliver them and report the error on the side.
 		s.d.rep.Report(ferr)
 	}
+	// The deliveries of a poll share one array: an allocation per record costs
+	// more than the rest of the driver's work.
 	ds := make([]delivery, n)
 	i := 0
 	fetches.EachRecord(func(r *kgo.Record) {
 		d := &ds[i]
 		i++
-		d.s = s
 		d.offset, d.epoch = r.Offset, r.LeaderEpoch
-		d.msg.Key = string(r.Key)
+		d.msg.Key = aliasString(r.Key)
 		d.msg.Payload = r.Value
 		if n := len(r.Headers); n > 0 {
 			d.msg.Headers = make(map[string]string, n)
@@ -209,9 +212,12 @@ func (s *subscription) register(fetches kgo.Fetches) error {
 	if s.closing {
 		return nil // never handed out nor tracked: redelivered after Close
 	}
+	var p *partState
 	for i := range ds {
 		d := &ds[i]
-		p := s.parts[d.partition]
+		if p == nil || p.id != d.partition {
+			p = s.parts[d.partition]
+		}
 		if p != nil && d.offset <= p.last {
 			// The client rewound the partition (a reset after log truncation):
 			// start a fresh tracker; the old one's deliveries no longer count.
@@ -219,7 +225,7 @@ func (s *subscription) register(fetches kgo.Fetches) error {
 			p = nil
 		}
 		if p == nil {
-			p = &partState{id: d.partition, committed: -1, live: true}
+			p = &partState{s: s, id: d.partition, committed: -1, live: true}
 			s.parts[d.partition] = p
 		}
 		d.p = p
@@ -267,6 +273,18 @@ func (s *subscription) settle(d *delivery) error {
 	s.mu.Unlock()
 	signal(s.room)
 	return nil
+}
+
+// aliasString returns b as a string without copying it. A record's key, like
+// its value, lives in the fetched batch's buffer, which the client never
+// reuses: it would only take buffers back from records that are recycled, and
+// this driver never recycles one. So the bytes never change, as a string
+// requires, and copying each key would cost an allocation per record.
+func aliasString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
 }
 
 func (s *subscription) owns(d *delivery) bool {
@@ -500,43 +518,45 @@ func (s *subscription) Close(ctx context.Context) error {
 	return s.closeErr
 }
 
-// delivery is one record handed to the port.
+// delivery is one record handed to the port. Its subscription is p.s: one
+// pointer less per record.
 type delivery struct {
 	entry
-	s         *subscription
 	p         *partState
-	partition int32
 	msg       driver.Message
+	partition int32
 }
 
 func (d *delivery) Message() *driver.Message { return &d.msg }
 
 // Ack implements driver.Delivery.
-func (d *delivery) Ack(context.Context) error { return d.s.settle(d) }
+func (d *delivery) Ack(context.Context) error { return d.p.s.settle(d) }
 
 // Requeue implements driver.Delivery: Kafka has no per-message nack, so the
 // message (with the port's updated headers) is re-published to the same
 // topic and key, confirmed, and then the original is settled. The delay is
 // carried by the port's not-before header.
 func (d *delivery) Requeue(ctx context.Context, msg *driver.Message, _ time.Duration) error {
-	if !d.s.owns(d) {
+	s := d.p.s
+	if !s.owns(d) {
 		return ErrRevoked
 	}
-	if err := d.s.d.Publish(ctx, d.s.spec.Topic, []*driver.Message{msg}); err != nil {
+	if err := s.d.Publish(ctx, s.spec.Topic, []*driver.Message{msg}); err != nil {
 		return fmt.Errorf("kafka: requeue: %w", err)
 	}
-	return d.s.settle(d)
+	return s.settle(d)
 }
 
 // DeadLetter implements driver.Delivery: a confirmed publish to the
 // dead-letter topic, then the original is settled. If the publish fails
 // nothing is settled.
 func (d *delivery) DeadLetter(ctx context.Context, msg *driver.Message) error {
-	if !d.s.owns(d) {
+	s := d.p.s
+	if !s.owns(d) {
 		return ErrRevoked
 	}
-	if err := d.s.d.Publish(ctx, d.s.spec.DeadLetterTopic, []*driver.Message{msg}); err != nil {
-		return fmt.Errorf("kafka: dead-letter to %s: %w", d.s.spec.DeadLetterTopic, err)
+	if err := s.d.Publish(ctx, s.spec.DeadLetterTopic, []*driver.Message{msg}); err != nil {
+		return fmt.Errorf("kafka: dead-letter to %s: %w", s.spec.DeadLetterTopic, err)
 	}
-	return d.s.settle(d)
+	return s.settle(d)
 }
