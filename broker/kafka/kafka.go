@@ -18,7 +18,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -227,24 +229,16 @@ func (d *Driver) Close(ctx context.Context) error {
 		return nil
 	}
 	d.closed = true
-	subs := make([]*subscription, 0, len(d.subs))
-	for s := range d.subs {
-		subs = append(subs, s)
-	}
+	subs := slices.Collect(maps.Keys(d.subs))
 	prod := d.prod
 	d.mu.Unlock()
 
-	var errs []error
-	for _, s := range subs {
-		if err := s.Close(ctx); err != nil {
-			errs = append(errs, err)
-		}
-	}
+	err := driver.CloseAll(ctx, subs)
 	if prod != nil {
 		prod.Close()
 	}
 	d.rep.Close()
-	return errors.Join(errs...)
+	return err
 }
 
 func (d *Driver) forget(s *subscription) {

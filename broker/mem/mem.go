@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -262,15 +263,10 @@ func (d *Driver) Subscribe(_ context.Context, spec driver.SubscriptionSpec) (dri
 // Close implements driver.Broker: its subscriptions' unsettled deliveries return.
 func (d *Driver) Close(ctx context.Context) error {
 	d.mu.Lock()
-	subs := make([]*subscription, 0, len(d.subs))
-	for s := range d.subs {
-		subs = append(subs, s)
-	}
+	subs := slices.Collect(maps.Keys(d.subs))
 	d.closed = true
 	d.mu.Unlock()
-	for _, s := range subs {
-		_ = s.Close(ctx)
-	}
+	_ = driver.CloseAll(ctx, subs) // unsettled deliveries are redelivered either way
 	return nil
 }
 

@@ -29,8 +29,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -378,19 +380,11 @@ func (d *Driver) Close(ctx context.Context) error {
 		return nil
 	}
 	d.closed = true
-	subs := make([]*subscription, 0, len(d.subs))
-	for s := range d.subs {
-		subs = append(subs, s)
-	}
+	subs := slices.Collect(maps.Keys(d.subs))
 	pub := d.pub
 	d.mu.Unlock()
 
-	var errs []error
-	for _, s := range subs {
-		if err := s.Close(ctx); err != nil {
-			errs = append(errs, err)
-		}
-	}
+	errs := []error{driver.CloseAll(ctx, subs)}
 	if pub != nil {
 		if err := pub.Disconnect(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("mqtt: disconnect publisher: %w", err))

@@ -28,6 +28,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -398,14 +400,9 @@ func (d *Driver) Close(ctx context.Context) error {
 	}
 	d.closed = true
 	nc := d.nc
-	subs := make([]*subscription, 0, len(d.subs))
-	for s := range d.subs {
-		subs = append(subs, s)
-	}
+	subs := slices.Collect(maps.Keys(d.subs))
 	d.mu.Unlock()
-	for _, s := range subs {
-		_ = s.Close(ctx)
-	}
+	_ = driver.CloseAll(ctx, subs) // unsettled deliveries are redelivered either way
 	if nc != nil {
 		// A round trip makes sure the server has read the last
 		// acknowledgements. Without a connection there is nothing to wait

@@ -23,8 +23,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -485,10 +487,7 @@ func (d *Driver) Close(ctx context.Context) error {
 		return nil
 	}
 	d.closed = true
-	subs := make([]*subscription, 0, len(d.subs))
-	for s := range d.subs {
-		subs = append(subs, s)
-	}
+	subs := slices.Collect(maps.Keys(d.subs))
 	var producers []pulsar.Producer
 	for _, slot := range d.producers {
 		select {
@@ -504,12 +503,7 @@ func (d *Driver) Close(ctx context.Context) error {
 	d.mu.Unlock()
 
 	close(d.stop)
-	var errs []error
-	for _, s := range subs {
-		if err := s.Close(ctx); err != nil {
-			errs = append(errs, err)
-		}
-	}
+	err := driver.CloseAll(ctx, subs)
 	for _, p := range producers {
 		p.Close()
 	}
@@ -521,7 +515,7 @@ func (d *Driver) Close(ctx context.Context) error {
 		client.Close()
 	}
 	close(d.errs)
-	return errors.Join(errs...)
+	return err
 }
 
 // minLevel passes on records at or above min: the client library logs every

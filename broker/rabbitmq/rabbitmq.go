@@ -33,7 +33,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -272,18 +274,10 @@ func (d *Driver) Close(ctx context.Context) error {
 	}
 	d.closed = true
 	d.cancel()
-	subs := make([]*subscription, 0, len(d.subs))
-	for s := range d.subs {
-		subs = append(subs, s)
-	}
+	subs := slices.Collect(maps.Keys(d.subs))
 	d.mu.Unlock()
 
-	var errs []error
-	for _, s := range subs {
-		if err := s.Close(ctx); err != nil {
-			errs = append(errs, err)
-		}
-	}
+	errs := []error{driver.CloseAll(ctx, subs)}
 	d.pool.drain()
 	if err := d.pub.close(); err != nil {
 		errs = append(errs, err)
