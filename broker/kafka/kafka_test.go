@@ -403,3 +403,86 @@ func TestRevokeWaitsForInFlight(t *testing.T) {
 		}
 	}
 }
+
+// TestReceiveWaitsForRoomAndASettlementWakesIt: with the prefetch window
+// full, Receive waits; the settlement that makes room wakes it, whichever
+// delivery it settles.
+func TestReceiveWaitsForRoomAndASettlementWakesIt(t *testing.T) {
+	c := newCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	topic := "room-" + randomSuffix()
+	if err := c.createTopic(ctx, topic, 1); err != nil {
+		t.Fatal(err)
+	}
+	d := c.driver()
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close(context.Background())
+	msgs := make([]*driver.Message, 6)
+	for i := range msgs {
+		msgs[i] = &driver.Message{Key: "k", Payload: []byte{byte('0' + i)}}
+	}
+	if err := d.Publish(ctx, topic, msgs); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := d.Subscribe(ctx, driver.SubscriptionSpec{Topic: topic, Group: "g-" + randomSuffix(), Prefetch: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting := make(chan struct{}, 1)
+	kafka.OnWaitingForRoom(sub, func() {
+		select {
+		case waiting <- struct{}{}:
+		default:
+		}
+	})
+	var held []driver.Delivery
+	for len(held) < 2 {
+		ds, err := sub.Receive(ctx, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, ds...)
+	}
+	if len(held) != 2 {
+		t.Fatalf("%d deliveries out with a prefetch of 2", len(held))
+	}
+	for round := range 4 {
+		got := make(chan []driver.Delivery, 1)
+		go func() {
+			ds, err := sub.Receive(ctx, 10)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- ds
+		}()
+		select {
+		case <-waiting:
+		case <-ctx.Done():
+			t.Fatalf("round %d: Receive did not wait with the window full", round)
+		}
+		// The older delivery on even rounds, the newer on odd ones.
+		i := round % 2
+		if err := held[i].Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+		held = append(held[:i], held[i+1:]...)
+		select {
+		case ds := <-got:
+			if len(ds) != 1 {
+				t.Fatalf("round %d: %d deliveries for one freed slot", round, len(ds))
+			}
+			held = append(held, ds...)
+		case <-ctx.Done():
+			t.Fatalf("round %d: the settlement that made room did not wake Receive", round)
+		}
+	}
+	for _, h := range held {
+		if err := h.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = sub.Close(ctx)
+}

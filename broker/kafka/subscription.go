@@ -55,6 +55,10 @@ type subscription struct {
 	room     chan struct{} // a settlement freed prefetch room
 	drained  chan struct{} // a revoking partition drained, or closing
 
+	// waitingForRoom, when set (tests), is called as Receive starts waiting
+	// for a settlement to free prefetch room.
+	waitingForRoom func()
+
 	stop     chan struct{}
 	loopDone chan struct{}
 	closeErr error
@@ -133,6 +137,9 @@ func (s *subscription) Receive(ctx context.Context, n int) ([]driver.Delivery, e
 		room := s.prefetch - s.inflight
 		s.mu.Unlock()
 		if room <= 0 {
+			if s.waitingForRoom != nil {
+				s.waitingForRoom()
+			}
 			select {
 			case <-s.room:
 				continue
@@ -265,13 +272,19 @@ func (s *subscription) settle(d *delivery) error {
 		return errors.New("kafka: delivery already settled")
 	}
 	p.t.settle(&d.entry)
+	// Receive waits for room only when it found none: only the settlement
+	// that makes room wakes it (a channel operation per message costs as
+	// much as the rest of this function).
+	full := s.inflight >= s.prefetch
 	p.inflight--
 	s.inflight--
 	if p.revoking && p.inflight == 0 {
 		signal(s.drained)
 	}
 	s.mu.Unlock()
-	signal(s.room)
+	if full {
+		signal(s.room)
+	}
 	return nil
 }
 
