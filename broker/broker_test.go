@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/msgx/msgx/broker/mem"
 	"github.com/msgx/msgx/internal/backoff"
@@ -331,6 +332,68 @@ func TestListenerMetricsReachTheRegistry(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHandlerTimesStayWithTheirHandlers: deliveries handled back to back are
+// timed with one clock read each, from the end of the previous handler; a
+// slow handler's time is its own and does not spill into the next one's.
+func TestHandlerTimesStayWithTheirHandlers(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	b := startMem(t, clock.Real{}, WithRegisterer(reg))
+	const n, slow = 51, 25
+	var handled atomic.Int64
+	for i := range n {
+		if err := b.SendConfirmed(context.Background(), "t", &Message{Payload: []byte{byte(i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.Listen(context.Background(), Subscription{Topic: "t", Group: "g", Prefetch: 100}, func(_ context.Context, d *Delivery) error {
+		if d.Payload[0] == slow {
+			// The handler's own work: measured time, not a wait for a condition.
+			for start := time.Now(); time.Since(start) < 3*time.Millisecond; {
+			}
+		}
+		handled.Add(1)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		h := gatherHandlerHistogram(t, reg)
+		if h.GetSampleCount() == n {
+			fast := h.GetBucket()[0] // le 0.5 ms
+			if fast.GetUpperBound() != 0.0005 || fast.GetCumulativeCount() != n-1 {
+				t.Fatalf("%d of %d handlers within %v s; want all but the slow one", fast.GetCumulativeCount(), n, fast.GetUpperBound())
+			}
+			if h.GetBucket()[1].GetCumulativeCount() != n-1 || h.GetSampleSum() < 0.003 {
+				t.Fatalf("the slow handler is not in the (2 ms, 8 ms] bucket: %v", h)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("handled %d; histogram count %d", handled.Load(), h.GetSampleCount())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// gatherHandlerHistogram returns the handler histogram of topic t, group g.
+func gatherHandlerHistogram(t *testing.T, reg *prometheus.Registry) *dto.Histogram {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "msgx_broker_handler_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			return m.GetHistogram()
+		}
+	}
+	return &dto.Histogram{}
 }
 
 // gatherListener returns the handler histogram's count and the settled

@@ -32,7 +32,7 @@ func newMetrics(reg prometheus.Registerer, adapter string) *metrics {
 		settleErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_broker_settle_errors_total",
 			Help: "Settlements the adapter failed to carry out (left unsettled).", ConstLabels: cl}, []string{"topic", "group"}),
 		handler: &handlerHistogram{
-			desc:   prometheus.NewDesc("msgx_broker_handler_seconds", "Handler run time.", []string{"topic", "group"}, cl),
+			desc:   prometheus.NewDesc("msgx_broker_handler_seconds", "Handler run time; for deliveries handled back to back, from the end of the previous handler (so with its acknowledgement, a fraction of a microsecond).", []string{"topic", "group"}, cl),
 			series: map[[2]string]*histogramSeries{},
 		},
 		events: prometheus.NewCounter(prometheus.CounterOpts{Name: "msgx_broker_events_total",
