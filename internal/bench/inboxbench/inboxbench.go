@@ -164,21 +164,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer) ([]bench.Result, error)
 // and committed once per page, with no inbox state, identity, lease, poller
 // or backfill. The engine's share of the time is the difference.
 func runRaw(ctx context.Context, cfg Config, variant string, group int, msgs [][]byte) (bench.Result, error) {
-	db, drop, err := freshSchema(ctx, cfg.DSN)
+	db, table, drop, err := prepare(ctx, cfg.DSN, msgs)
 	if err != nil {
 		return bench.Result{}, err
 	}
 	defer drop()
-	if _, err := db.Exec(ctx, createFlight); err != nil {
-		return bench.Result{}, err
-	}
-	if err := fillMailbox(ctx, db, msgs); err != nil {
-		return bench.Result{}, err
-	}
-	table, err := mailbox.NewStore(db)
-	if err != nil {
-		return bench.Result{}, err
-	}
 	proc := FlopProcessor{}
 	cpu := startCPU(ctx, db, appName(ctx, db))
 	start := time.Now()
@@ -233,23 +223,13 @@ func processRaw(ctx context.Context, tx store.Tx, proc FlopProcessor, rows []mai
 }
 
 func runVariant(ctx context.Context, cfg Config, variant string, group int, msgs [][]byte) (bench.Result, error) {
-	db, drop, err := freshSchema(ctx, cfg.DSN)
+	db, table, drop, err := prepare(ctx, cfg.DSN, msgs)
 	if err != nil {
 		return bench.Result{}, err
 	}
 	defer drop()
 	var syncCommit string
 	if err := db.QueryRow(ctx, "SHOW synchronous_commit").Scan(&syncCommit); err != nil {
-		return bench.Result{}, err
-	}
-	if _, err := db.Exec(ctx, createFlight); err != nil {
-		return bench.Result{}, err
-	}
-	if err := fillMailbox(ctx, db, msgs); err != nil {
-		return bench.Result{}, err
-	}
-	table, err := mailbox.NewStore(db)
-	if err != nil {
 		return bench.Result{}, err
 	}
 	const stream = "sis"
@@ -330,6 +310,30 @@ const createFlight = `CREATE TABLE IF NOT EXISTS bench_flight (
 const upsertFlight = `INSERT INTO bench_flight (flid, last_msg_id, last_styp, version) VALUES ($1, $2, $3, 1)
 ON CONFLICT (flid) DO UPDATE SET last_msg_id = EXCLUDED.last_msg_id, last_styp = EXCLUDED.last_styp,
 	version = bench_flight.version + 1`
+
+// prepare is what every variant starts from: a fresh schema with the flight
+// table and the messages in its mailbox table. drop removes the schema.
+func prepare(ctx context.Context, dsn string, msgs [][]byte) (db *store.DB, table *mailbox.Table, drop func(), err error) {
+	db, drop, err = freshSchema(ctx, dsn)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	defer func() {
+		if err != nil {
+			drop()
+		}
+	}()
+	if err := CreateFlightTable(ctx, db); err != nil {
+		return nil, nil, nil, err
+	}
+	if err := fillMailbox(ctx, db, msgs); err != nil {
+		return nil, nil, nil, err
+	}
+	if table, err = mailbox.NewStore(db); err != nil {
+		return nil, nil, nil, err
+	}
+	return db, table, drop, nil
+}
 
 // freshSchema creates a schema on the server and opens a migrated store in
 // it; the sessions carry the schema's name as application_name.
