@@ -77,6 +77,23 @@ func rank(a string) int {
 	return len(order)
 }
 
+// header writes a table's header rows: the leading columns, then one column
+// per adapter.
+func header(b *bytes.Buffer, reports []brokertest.Report, leading ...string) {
+	b.WriteString("|")
+	for _, h := range leading {
+		fmt.Fprintf(b, " %s |", h)
+	}
+	for _, r := range reports {
+		fmt.Fprintf(b, " %s |", r.Adapter)
+	}
+	b.WriteString("\n|")
+	for range len(leading) + len(reports) {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+}
+
 func render(reports []brokertest.Report) []byte {
 	var b bytes.Buffer
 	b.WriteString("# Broker conformance (TCK) matrix\n\n")
@@ -84,15 +101,7 @@ func render(reports []brokertest.Report) []byte {
 	b.WriteString("writes when the adapter tests run with `MSGX_TCK_REPORT` set (`.ci/run` does this\n")
 	b.WriteString("and fails when this file is out of date). A case is skipped only when the adapter\n")
 	b.WriteString("does not declare the capability it needs.\n\n")
-	b.WriteString("| # | case |")
-	for _, r := range reports {
-		fmt.Fprintf(&b, " %s |", r.Adapter)
-	}
-	b.WriteString("\n|---|---|")
-	for range reports {
-		b.WriteString("---|")
-	}
-	b.WriteString("\n")
+	header(&b, reports, "#", "case")
 	for _, c := range brokertest.Cases() {
 		fmt.Fprintf(&b, "| %d | %s |", c.Num, c.Name)
 		for _, r := range reports {
@@ -100,15 +109,8 @@ func render(reports []brokertest.Report) []byte {
 		}
 		b.WriteString("\n")
 	}
-	b.WriteString("\n## Declared capabilities\n\n| capability |")
-	for _, r := range reports {
-		fmt.Fprintf(&b, " %s |", r.Adapter)
-	}
-	b.WriteString("\n|---|")
-	for range reports {
-		b.WriteString("---|")
-	}
-	b.WriteString("\n")
+	b.WriteString("\n## Declared capabilities\n\n")
+	header(&b, reports, "capability")
 	caps := []struct {
 		name string
 		get  func(brokertest.Report) bool
