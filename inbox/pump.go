@@ -247,19 +247,16 @@ func (e *Engine) processBatch(ctx context.Context, tx store.Tx, rows []unfinishe
 				out = append(out, settled{id: ok.id, status: ok.status})
 				continue
 			}
+			// The batch ends at its first failure.
 			if err := e.flush(ctx, tx, done, now); err != nil {
 				return err
 			}
-			done = nil
-			ch, err := e.recordFailure(ctx, tx, w, fail.class, fail.cause, owners, now)
+			ch, err := e.recordFailure(ctx, tx, w, fail.class, fail.cause, now)
 			if err != nil {
 				return err
 			}
 			out = append(out, ch)
-			if ch.status == Skipped {
-				continue // its identity turned out taken: a duplicate, not a failure
-			}
-			break
+			return nil
 		}
 		return e.flush(ctx, tx, done, now)
 	}
@@ -488,8 +485,9 @@ func (e *Engine) bind(ctx context.Context, tx store.Tx, w *work, now time.Time) 
 
 // recordFailure records a failed attempt where the message is held: FAILED
 // with backoff for retryable classes, DEAD otherwise. The identity is bound
-// even so, so a retry does not find itself a duplicate.
-func (e *Engine) recordFailure(ctx context.Context, tx store.Tx, w *work, class Class, cause error, owners map[string]int64, now time.Time) (settled, error) {
+// even so, so a retry does not find itself a duplicate: in a batch bindFirst
+// bound it; after a lost transaction it is bound here.
+func (e *Engine) recordFailure(ctx context.Context, tx store.Tx, w *work, class Class, cause error, now time.Time) (settled, error) {
 	u := w.row
 	if !w.bound && w.identity != "" {
 		err := e.bind(ctx, tx, w, now)
@@ -500,7 +498,6 @@ func (e *Engine) recordFailure(ctx context.Context, tx store.Tx, w *work, class 
 		if err != nil {
 			return settled{}, err
 		}
-		owners[w.identity] = u.id
 	}
 	attempt := u.attempts + 1
 	reason := truncate(cause.Error())
@@ -536,7 +533,7 @@ func (e *Engine) recordTxFailure(ctx context.Context, u unfinished, cause error)
 		}
 		w := &work{row: u, identity: u.identity, bound: u.identity != ""}
 		var err error
-		ch, err = e.recordFailure(ctx, tx, w, Infra, fmt.Errorf("transaction failed: %w", cause), map[string]int64{}, now)
+		ch, err = e.recordFailure(ctx, tx, w, Infra, fmt.Errorf("transaction failed: %w", cause), now)
 		return err
 	})
 	return ch, err
