@@ -245,7 +245,7 @@ func RunRelay(ctx context.Context, cfg RelayConfig, out io.Writer) (bench.Result
 		relays.Go(func() error { return r.Run(rctx) })
 	}
 	start := time.Now()
-	cpu0 := processCPU()
+	cpu0 := bench.ProcessCPU()
 
 	var live errgroup.Group
 	if cfg.Mode == "live" {
@@ -310,7 +310,7 @@ func RunRelay(ctx context.Context, cfg RelayConfig, out io.Writer) (bench.Result
 		time.Sleep(2 * time.Millisecond)
 	}
 	elapsed := time.Since(start)
-	cpu := processCPU() - cpu0
+	cpu := bench.ProcessCPU() - cpu0
 	dbCPU, dbOK := backendCPU(ctx, db, app)
 	stopRelays()
 	if err := relays.Wait(); err != nil && !errors.Is(err, context.Canceled) {
