@@ -9,6 +9,13 @@
 package sisxml
 
 import (
+	"bytes"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -88,40 +95,327 @@ type Options struct {
 	MaxDepth    int
 	MaxElements int
 	MaxAttrLen  int
+	// MaxTextLen bounds the character data of one element.
+	MaxTextLen int
+}
+
+// Default limits. They are far above anything real SIS traffic carries (the
+// largest known message, a daily SCHD download, is a few hundred KiB) and low
+// enough that a hostile payload fails fast with bounded memory.
+const (
+	DefaultMaxBytes    = 16 << 20 // 16 MiB
+	DefaultMaxDepth    = 32
+	DefaultMaxElements = 200_000
+	DefaultMaxAttrLen  = 1 << 20 // 1 MiB
+	DefaultMaxTextLen  = 1 << 20 // 1 MiB
+)
+
+// withDefaults returns o with every zero (or negative) field replaced by its default.
+func (o Options) withDefaults() Options {
+	if o.Location == nil {
+		o.Location = DefaultLocation()
+	}
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&o.MaxBytes, DefaultMaxBytes)
+	def(&o.MaxDepth, DefaultMaxDepth)
+	def(&o.MaxElements, DefaultMaxElements)
+	def(&o.MaxAttrLen, DefaultMaxAttrLen)
+	def(&o.MaxTextLen, DefaultMaxTextLen)
+	return o
+}
+
+func malformed(format string, args ...any) *Error {
+	return &Error{Class: Malformed, Err: fmt.Errorf(format, args...)}
 }
 
 // Decode parses a payload. Any failure is an *Error.
 func Decode(payload []byte, opts Options) (*Message, error) {
-	panic("sisxml: Decode not implemented yet")
+	opts = opts.withDefaults()
+	if len(payload) > opts.MaxBytes {
+		return nil, malformed("payload is %d bytes, over the limit of %d", len(payload), opts.MaxBytes)
+	}
+	root, err := parseTree(payload, opts)
+	if err != nil {
+		return nil, err
+	}
+	return fromTree(root, opts.Location)
 }
 
-// Encode writes m as UTF-8 XML with a declaration (for outbound requests and tests).
-func Encode(m *Message) []byte {
-	panic("sisxml: Encode not implemented yet")
+// fromTree checks the envelope (<MSG>, <META>, a body) and reads META.
+func fromTree(root *Element, loc *time.Location) (*Message, error) {
+	if root.Name != "MSG" {
+		return nil, malformed("root element is <%s>, want <MSG>", root.Name)
+	}
+	m := &Message{RootAttrs: root.Attrs}
+	var meta *Element
+	for _, c := range root.Children {
+		if c.Name != "META" {
+			m.Body = append(m.Body, c)
+			continue
+		}
+		if meta != nil {
+			return nil, malformed("MSG has more than one <META>")
+		}
+		meta = c
+	}
+	if meta == nil {
+		return nil, malformed("MSG has no <META>")
+	}
+	if len(m.Body) == 0 {
+		return nil, malformed("MSG has no body element after <META>")
+	}
+	field := func(name string) (string, error) {
+		c := meta.Child(name)
+		if c == nil {
+			return "", malformed("META has no <%s>", name)
+		}
+		if c.Text == "" {
+			return "", malformed("META/%s is empty", name)
+		}
+		return c.Text, nil
+	}
+	var err error
+	if m.Meta.Sender, err = field("SNDR"); err != nil {
+		return nil, err
+	}
+	seq, err := field("SEQN")
+	if err != nil {
+		return nil, err
+	}
+	if m.Meta.Seq, err = parseSeq(seq); err != nil {
+		return nil, malformed("META/SEQN %q: %w", seq, err)
+	}
+	if m.Meta.SentRaw, err = field("DTTM"); err != nil {
+		return nil, err
+	}
+	if m.Meta.Sent, err = ParseDTTM(m.Meta.SentRaw, loc); err != nil {
+		return nil, malformed("META/DTTM: %w", err)
+	}
+	if m.Meta.Type, err = field("TYPE"); err != nil {
+		return nil, err
+	}
+	if m.Meta.Subtype, err = field("STYP"); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// parseSeq reads a SEQN: decimal digits only (no sign), fitting an int64.
+func parseSeq(s string) (int64, error) {
+	if !allDigits(s) {
+		return 0, errors.New("not a non-negative integer")
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, errors.New("out of range")
+	}
+	return n, nil
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// frame is an element being built, with its character data so far.
+type frame struct {
+	el   *Element
+	text []byte
+}
+
+// parseTree reads the payload into an element tree, enforcing the limits
+// token by token so that hostile input stops early.
+func parseTree(payload []byte, opts Options) (*Element, error) {
+	body, fromBOM, err := sniff(payload)
+	if err != nil {
+		return nil, err
+	}
+	cs := &charsets{fromBOM: fromBOM}
+	d := xml.NewDecoder(bytes.NewReader(body))
+	d.Strict = true
+	d.CharsetReader = cs.reader
+
+	var (
+		stack    []frame
+		root     *Element
+		elements int
+	)
+	path := func() string {
+		names := make([]string, len(stack))
+		for i, f := range stack {
+			names[i] = f.el.Name
+		}
+		return strings.Join(names, "/")
+	}
+	fail := func(format string, args ...any) *Error {
+		line, _ := d.InputPos()
+		where := path()
+		if where == "" {
+			return malformed("line %d: "+format, append([]any{line}, args...)...)
+		}
+		return malformed("line %d, in %s: "+format, append([]any{line, where}, args...)...)
+	}
+	for {
+		tok, err := d.RawToken()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			if cs.err != nil {
+				return nil, cs.err
+			}
+			return nil, fail("%w", err)
+		}
+		switch t := tok.(type) {
+		case xml.StartElement:
+			if root != nil && len(stack) == 0 {
+				return nil, fail("content after the root element: <%s>", qname(t.Name))
+			}
+			if len(stack) >= opts.MaxDepth {
+				return nil, fail("elements nested deeper than %d", opts.MaxDepth)
+			}
+			if elements++; elements > opts.MaxElements {
+				return nil, fail("more than %d elements", opts.MaxElements)
+			}
+			el := &Element{Name: qname(t.Name)}
+			if len(t.Attr) > 0 {
+				el.Attrs = make([]Attr, len(t.Attr))
+				for i, a := range t.Attr {
+					if len(a.Value) > opts.MaxAttrLen {
+						return nil, fail("attribute %s of <%s> is %d bytes, over the limit of %d", qname(a.Name), el.Name, len(a.Value), opts.MaxAttrLen)
+					}
+					el.Attrs[i] = Attr{Name: qname(a.Name), Value: a.Value}
+				}
+			}
+			if len(stack) == 0 {
+				root = el
+			} else {
+				parent := stack[len(stack)-1].el
+				parent.Children = append(parent.Children, el)
+			}
+			stack = append(stack, frame{el: el})
+		case xml.EndElement:
+			// RawToken does not match end tags to start tags; do it here.
+			if len(stack) == 0 {
+				if root != nil && qname(t.Name) == root.Name {
+					// Real traffic (ABNR_ADD_1) closes the root twice;
+					// nothing is lost by tolerating the repeat.
+					continue
+				}
+				return nil, fail("unexpected end tag </%s>", qname(t.Name))
+			}
+			top := &stack[len(stack)-1]
+			if name := qname(t.Name); name != top.el.Name {
+				return nil, fail("end tag </%s> does not match <%s>", name, top.el.Name)
+			}
+			top.el.Text = string(bytes.TrimSpace(top.text))
+			stack = stack[:len(stack)-1]
+		case xml.CharData:
+			if len(stack) == 0 {
+				if len(bytes.TrimSpace(t)) != 0 {
+					if root == nil {
+						return nil, fail("text before the root element")
+					}
+					return nil, fail("text after the root element")
+				}
+				continue
+			}
+			top := &stack[len(stack)-1]
+			if len(top.text) == 0 && len(bytes.TrimSpace(t)) == 0 {
+				continue // leading white space is trimmed anyway
+			}
+			if len(top.text)+len(t) > opts.MaxTextLen {
+				return nil, fail("text is over the limit of %d bytes", opts.MaxTextLen)
+			}
+			top.text = append(top.text, t...)
+		case xml.Directive:
+			return nil, fail("<!%s...> rejected: DOCTYPE and entity declarations are not accepted (they are how entity-expansion attacks start)", directiveWord(t))
+		case xml.Comment, xml.ProcInst:
+			// Neither carries data.
+		}
+	}
+	if len(stack) != 0 {
+		return nil, fail("document ends inside <%s>", stack[len(stack)-1].el.Name)
+	}
+	if root == nil {
+		return nil, malformed("no root element")
+	}
+	return root, nil
+}
+
+// qname is a name as written: prefix:local, no namespace processing.
+func qname(n xml.Name) string {
+	if n.Space == "" {
+		return n.Local
+	}
+	return n.Space + ":" + n.Local
+}
+
+// directiveWord returns the first word of a directive (DOCTYPE, ENTITY...),
+// short enough to quote in an error.
+func directiveWord(d xml.Directive) string {
+	w := bytes.Fields(d)
+	if len(w) == 0 {
+		return ""
+	}
+	if len(w[0]) > 20 {
+		return string(w[0][:20])
+	}
+	return string(w[0])
 }
 
 // Child returns the first child named name, or nil.
 func (e *Element) Child(name string) *Element {
-	panic("sisxml: not implemented yet")
+	if e == nil {
+		return nil
+	}
+	for _, c := range e.Children {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
 }
 
 // ChildText returns the text of the first child named name, or "".
 func (e *Element) ChildText(name string) string {
-	panic("sisxml: not implemented yet")
+	if c := e.Child(name); c != nil {
+		return c.Text
+	}
+	return ""
 }
 
 // All returns the children named name, in order.
 func (e *Element) All(name string) []*Element {
-	panic("sisxml: not implemented yet")
+	if e == nil {
+		return nil
+	}
+	var out []*Element
+	for _, c := range e.Children {
+		if c.Name == name {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // Attr returns the value of the attribute named name, or "".
 func (e *Element) Attr(name string) string {
-	panic("sisxml: not implemented yet")
-}
-
-// ParseBodyTime parses a body time, ddMONyyHHmm (23JAN210535) or ddMONyy
-// (23JAN21), in loc. Month names are English, case-insensitive.
-func ParseBodyTime(s string, loc *time.Location) (t time.Time, dateOnly bool, err error) {
-	panic("sisxml: ParseBodyTime not implemented yet")
+	if e == nil {
+		return ""
+	}
+	for _, a := range e.Attrs {
+		if a.Name == name {
+			return a.Value
+		}
+	}
+	return ""
 }

@@ -1,0 +1,102 @@
+package sisxml
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"golang.org/x/text/encoding"
+	"golang.org/x/text/encoding/htmlindex"
+	"golang.org/x/text/encoding/simplifiedchinese"
+	"golang.org/x/text/encoding/unicode"
+	"golang.org/x/text/transform"
+)
+
+// sniff looks at the first bytes for a byte order mark, or for the UTF-16
+// form of "<?" (XML 1.0, appendix F), and returns the payload as UTF-8.
+// fromBOM reports that the encoding was decided here, so the declaration's
+// encoding is then not consulted.
+func sniff(p []byte) (utf8 []byte, fromBOM bool, err error) {
+	switch {
+	case bytes.HasPrefix(p, []byte{0xEF, 0xBB, 0xBF}):
+		return p[3:], true, nil
+	case bytes.HasPrefix(p, []byte{0x00, 0x00, 0xFE, 0xFF}), bytes.HasPrefix(p, []byte{0xFF, 0xFE, 0x00, 0x00}):
+		return nil, false, &Error{Class: CodecError, Err: errors.New("UTF-32 payloads are not supported")}
+	case bytes.HasPrefix(p, []byte{0xFF, 0xFE}), bytes.HasPrefix(p, []byte{'<', 0, '?', 0}):
+		return fromUTF16(p, unicode.LittleEndian)
+	case bytes.HasPrefix(p, []byte{0xFE, 0xFF}), bytes.HasPrefix(p, []byte{0, '<', 0, '?'}):
+		return fromUTF16(p, unicode.BigEndian)
+	}
+	return p, false, nil
+}
+
+func fromUTF16(p []byte, order unicode.Endianness) ([]byte, bool, error) {
+	// IgnoreBOM: the order is the one sniffed; a BOM matching it is removed.
+	out, err := unicode.UTF16(order, unicode.IgnoreBOM).NewDecoder().Bytes(p)
+	if err != nil {
+		return nil, false, malformed("not valid UTF-16: %w", err)
+	}
+	return out, true, nil
+}
+
+// charsets answers encoding/xml's CharsetReader for the encoding named in
+// the XML declaration. It remembers its failure so Decode can classify it.
+type charsets struct {
+	fromBOM bool
+	err     *Error
+}
+
+func (c *charsets) reader(label string, r io.Reader) (io.Reader, error) {
+	if c.fromBOM {
+		return r, nil // already UTF-8; the byte order mark decided
+	}
+	enc, err := lookup(label)
+	if err != nil {
+		c.err = &Error{Class: CodecError, Err: err}
+		return nil, err
+	}
+	if enc == nil {
+		return r, nil
+	}
+	return &decodeErrReader{r: transform.NewReader(r, enc.NewDecoder()), label: label, c: c}, nil
+}
+
+// lookup maps a declared encoding label onto a decoder; nil means the bytes
+// are UTF-8 already.
+func lookup(label string) (encoding.Encoding, error) {
+	switch strings.ToLower(strings.TrimSpace(label)) {
+	case "utf-8", "utf8":
+		return nil, nil
+	case "utf-16", "utf-16le", "utf-16be", "ucs-2", "unicode":
+		// A UTF-16 declaration on a payload that is not UTF-16 (no byte
+		// order mark, "<?xml" in single bytes) was written by a layer that
+		// transcoded the text and kept the declaration: it is UTF-8 now.
+		return nil, nil
+	case "gbk", "gb2312", "gb18030", "gb_2312-80", "csgb2312", "x-gbk", "cp936", "ms936", "windows-936", "euc-cn", "chinese", "iso-ir-58":
+		// GB18030 is a superset of GBK, which is a superset of GB2312.
+		return simplifiedchinese.GB18030, nil
+	}
+	enc, err := htmlindex.Get(label)
+	if err != nil || enc == encoding.Replacement {
+		return nil, fmt.Errorf("declared encoding %q is not supported", label)
+	}
+	return enc, nil
+}
+
+// decodeErrReader turns a transcoding failure into a MALFORMED error that
+// names the declared encoding.
+type decodeErrReader struct {
+	r     io.Reader
+	label string
+	c     *charsets
+}
+
+func (d *decodeErrReader) Read(p []byte) (int, error) {
+	n, err := d.r.Read(p)
+	if err != nil && err != io.EOF && d.c.err == nil {
+		d.c.err = malformed("payload is not valid %s: %w", d.label, err)
+	}
+	return n, err
+}
