@@ -24,16 +24,20 @@ func sniff(p []byte) (utf8 []byte, fromBOM bool, err error) {
 		return p[3:], true, nil
 	case bytes.HasPrefix(p, []byte{0x00, 0x00, 0xFE, 0xFF}), bytes.HasPrefix(p, []byte{0xFF, 0xFE, 0x00, 0x00}):
 		return nil, false, &Error{Class: CodecError, Err: errors.New("UTF-32 payloads are not supported")}
-	case bytes.HasPrefix(p, []byte{0xFF, 0xFE}), bytes.HasPrefix(p, []byte{'<', 0, '?', 0}):
+	case bytes.HasPrefix(p, []byte{0xFF, 0xFE}):
+		return fromUTF16(p[2:], unicode.LittleEndian)
+	case bytes.HasPrefix(p, []byte{0xFE, 0xFF}):
+		return fromUTF16(p[2:], unicode.BigEndian)
+	case bytes.HasPrefix(p, []byte{'<', 0, '?', 0}):
 		return fromUTF16(p, unicode.LittleEndian)
-	case bytes.HasPrefix(p, []byte{0xFE, 0xFF}), bytes.HasPrefix(p, []byte{0, '<', 0, '?'}):
+	case bytes.HasPrefix(p, []byte{0, '<', 0, '?'}):
 		return fromUTF16(p, unicode.BigEndian)
 	}
 	return p, false, nil
 }
 
 func fromUTF16(p []byte, order unicode.Endianness) ([]byte, bool, error) {
-	// IgnoreBOM: the order is the one sniffed; a BOM matching it is removed.
+	// The byte order is the one sniffed; the caller removed the BOM.
 	out, err := unicode.UTF16(order, unicode.IgnoreBOM).NewDecoder().Bytes(p)
 	if err != nil {
 		return nil, false, malformed("not valid UTF-16: %w", err)

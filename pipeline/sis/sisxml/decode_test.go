@@ -149,6 +149,7 @@ func requireClass(t *testing.T, payload []byte, opts Options, class Class, conta
 	if e.Class != class {
 		t.Errorf("class %s, want %s (%v)", e.Class, class, err)
 	}
+	t.Log(err)
 	if !strings.Contains(err.Error(), contains) {
 		t.Errorf("error %q does not mention %q", err, contains)
 	}

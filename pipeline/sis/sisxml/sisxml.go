@@ -272,6 +272,10 @@ func parseTree(payload []byte, opts Options) (*Element, error) {
 			if cs.err != nil {
 				return nil, cs.err
 			}
+			var se *xml.SyntaxError
+			if errors.As(err, &se) {
+				return nil, fail("%s", se.Msg) // fail names the line already
+			}
 			return nil, fail("%w", err)
 		}
 		switch t := tok.(type) {

@@ -26,7 +26,7 @@ func ParseDTTM(s string, loc *time.Location) (time.Time, error) {
 	}
 	t, err := time.ParseInLocation("20060102150405", s, loc)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("%q is not a valid time: %w", s, err)
+		return time.Time{}, fmt.Errorf("%q is not a valid date and time", s)
 	}
 	return t, nil
 }
