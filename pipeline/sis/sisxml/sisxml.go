@@ -82,6 +82,12 @@ type Message struct {
 	Body []*Element
 	// RootAttrs are the attributes of <MSG> (namespace declarations etc.).
 	RootAttrs []Attr
+	// MetaAttrs are the attributes of <META>, if a sender wrote any.
+	MetaAttrs []Attr
+	// MetaExtra are the children of <META> other than SNDR, SEQN, DTTM,
+	// TYPE and STYP, in order: installations add their own, and nothing a
+	// sender wrote is dropped.
+	MetaExtra []*Element
 }
 
 // Options bound decoding.
@@ -145,10 +151,19 @@ func Decode(payload []byte, opts Options) (*Message, error) {
 	return fromTree(root, opts.Location)
 }
 
+// metaFields are the META children read into Meta, in their usual order.
+var metaFields = [...]string{"SNDR", "SEQN", "DTTM", "TYPE", "STYP"}
+
 // fromTree checks the envelope (<MSG>, <META>, a body) and reads META.
+// Whatever cannot be placed in a Message (text directly inside MSG or
+// META, a META field given twice or with structure) is rejected rather
+// than dropped.
 func fromTree(root *Element, loc *time.Location) (*Message, error) {
 	if root.Name != "MSG" {
 		return nil, malformed("root element is <%s>, want <MSG>", root.Name)
+	}
+	if root.Text != "" {
+		return nil, malformed("text directly inside <MSG>: %.40q", root.Text)
 	}
 	m := &Message{RootAttrs: root.Attrs}
 	var meta *Element
@@ -168,38 +183,45 @@ func fromTree(root *Element, loc *time.Location) (*Message, error) {
 	if len(m.Body) == 0 {
 		return nil, malformed("MSG has no body element after <META>")
 	}
-	field := func(name string) (string, error) {
-		c := meta.Child(name)
-		if c == nil {
-			return "", malformed("META has no <%s>", name)
-		}
-		if c.Text == "" {
-			return "", malformed("META/%s is empty", name)
-		}
-		return c.Text, nil
+	if meta.Text != "" {
+		return nil, malformed("text directly inside <META>: %.40q", meta.Text)
 	}
+	m.MetaAttrs = meta.Attrs
+
+	var values [len(metaFields)]string
+	var seen [len(metaFields)]bool
+children:
+	for _, c := range meta.Children {
+		for i, name := range metaFields {
+			if c.Name != name {
+				continue
+			}
+			if seen[i] {
+				return nil, malformed("META has more than one <%s>", name)
+			}
+			if len(c.Attrs) > 0 || len(c.Children) > 0 {
+				return nil, malformed("META/%s has attributes or child elements; it must be text only", name)
+			}
+			seen[i], values[i] = true, c.Text
+			continue children
+		}
+		m.MetaExtra = append(m.MetaExtra, c)
+	}
+	for i, name := range metaFields {
+		if !seen[i] {
+			return nil, malformed("META has no <%s>", name)
+		}
+		if values[i] == "" {
+			return nil, malformed("META/%s is empty", name)
+		}
+	}
+	m.Meta.Sender, m.Meta.SentRaw, m.Meta.Type, m.Meta.Subtype = values[0], values[2], values[3], values[4]
 	var err error
-	if m.Meta.Sender, err = field("SNDR"); err != nil {
-		return nil, err
-	}
-	seq, err := field("SEQN")
-	if err != nil {
-		return nil, err
-	}
-	if m.Meta.Seq, err = parseSeq(seq); err != nil {
-		return nil, malformed("META/SEQN %q: %w", seq, err)
-	}
-	if m.Meta.SentRaw, err = field("DTTM"); err != nil {
-		return nil, err
+	if m.Meta.Seq, err = parseSeq(values[1]); err != nil {
+		return nil, malformed("META/SEQN %q: %w", values[1], err)
 	}
 	if m.Meta.Sent, err = ParseDTTM(m.Meta.SentRaw, loc); err != nil {
 		return nil, malformed("META/DTTM: %w", err)
-	}
-	if m.Meta.Type, err = field("TYPE"); err != nil {
-		return nil, err
-	}
-	if m.Meta.Subtype, err = field("STYP"); err != nil {
-		return nil, err
 	}
 	return m, nil
 }
@@ -320,11 +342,11 @@ func parseTree(payload []byte, opts Options) (*Element, error) {
 			if name := qname(t.Name); name != top.el.Name {
 				return nil, fail("end tag </%s> does not match <%s>", name, top.el.Name)
 			}
-			top.el.Text = string(bytes.TrimSpace(top.text))
+			top.el.Text = string(trimXMLSpace(top.text))
 			stack = stack[:len(stack)-1]
 		case xml.CharData:
 			if len(stack) == 0 {
-				if len(bytes.TrimSpace(t)) != 0 {
+				if len(trimXMLSpace(t)) != 0 {
 					if root == nil {
 						return nil, fail("text before the root element")
 					}
@@ -333,7 +355,7 @@ func parseTree(payload []byte, opts Options) (*Element, error) {
 				continue
 			}
 			top := &stack[len(stack)-1]
-			if len(top.text) == 0 && len(bytes.TrimSpace(t)) == 0 {
+			if len(top.text) == 0 && len(trimXMLSpace(t)) == 0 {
 				continue // leading white space is trimmed anyway
 			}
 			if len(top.text)+len(t) > opts.MaxTextLen {
@@ -354,6 +376,10 @@ func parseTree(payload []byte, opts Options) (*Element, error) {
 	}
 	return root, nil
 }
+
+// trimXMLSpace trims XML white space (space, tab, CR, LF) only: an
+// ideographic space or a no-break space is text.
+func trimXMLSpace(b []byte) []byte { return bytes.Trim(b, " \t\r\n") }
 
 // qname is a name as written: prefix:local, no namespace processing.
 func qname(n xml.Name) string {

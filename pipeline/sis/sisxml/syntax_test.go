@@ -35,6 +35,7 @@ func TestDecodeSyntaxVariants(t *testing.T) {
 		`    <EMPT/>`,
 		`    <MIX>  a <B/> b  </MIX>`,
 		`    <ENT>&lt;&amp;&gt;&quot;&apos;&#x4E2D;&#25991;</ENT>`,
+		"    <WIDE>\u3000\u00a0x\u00a0\u3000</WIDE>",
 		`    <LINES>line1`,
 		`line2</LINES>`,
 		`</FLOP>`,
@@ -63,6 +64,7 @@ func TestDecodeSyntaxVariants(t *testing.T) {
 			{Name: "EMPT"},
 			{Name: "MIX", Text: "a  b", Children: []*Element{{Name: "B"}}},
 			{Name: "ENT", Text: `<&>"'中文`},
+			{Name: "WIDE", Text: "\u3000\u00a0x\u00a0\u3000"}, // not XML white space: kept
 			{Name: "LINES", Text: "line1\nline2"}, // CRLF read as LF, as XML requires
 		}}},
 	}
