@@ -65,7 +65,7 @@ func TestDecodeSyntaxVariants(t *testing.T) {
 			{Name: "MIX", Text: "a  b", Children: []*Element{{Name: "B"}}},
 			{Name: "ENT", Text: `<&>"'中文`},
 			{Name: "WIDE", Text: "\u3000\u00a0x\u00a0\u3000"}, // not XML white space: kept
-			{Name: "LINES", Text: "line1\nline2"}, // CRLF read as LF, as XML requires
+			{Name: "LINES", Text: "line1\nline2"},             // CRLF read as LF, as XML requires
 		}}},
 	}
 	if !reflect.DeepEqual(m, want) {
