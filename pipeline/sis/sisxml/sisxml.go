@@ -249,8 +249,31 @@ func allDigits(s string) bool {
 
 // frame is an element being built, with its character data so far.
 type frame struct {
-	el   *Element
-	text []byte
+	el *Element
+	n  int // bytes of character data so far, leading white space not counted
+	// Most elements have one piece of text: it is kept as a string, and
+	// only a second piece (mixed content, CDATA next to text) starts a buffer.
+	first string
+	more  []byte
+}
+
+func (f *frame) add(t []byte) {
+	switch {
+	case f.n == 0:
+		f.first = string(t)
+	case f.more == nil:
+		f.more = append([]byte(f.first), t...)
+	default:
+		f.more = append(f.more, t...)
+	}
+	f.n += len(t)
+}
+
+func (f *frame) text() string {
+	if f.more != nil {
+		return string(trimXMLSpace(f.more))
+	}
+	return strings.Trim(f.first, xmlSpace)
 }
 
 // parseTree reads the payload into an element tree, enforcing the limits
@@ -342,7 +365,7 @@ func parseTree(payload []byte, opts Options) (*Element, error) {
 			if name := qname(t.Name); name != top.el.Name {
 				return nil, fail("end tag </%s> does not match <%s>", name, top.el.Name)
 			}
-			top.el.Text = string(trimXMLSpace(top.text))
+			top.el.Text = top.text()
 			stack = stack[:len(stack)-1]
 		case xml.CharData:
 			if len(stack) == 0 {
@@ -355,13 +378,13 @@ func parseTree(payload []byte, opts Options) (*Element, error) {
 				continue
 			}
 			top := &stack[len(stack)-1]
-			if len(top.text) == 0 && len(trimXMLSpace(t)) == 0 {
+			if top.n == 0 && len(trimXMLSpace(t)) == 0 {
 				continue // leading white space is trimmed anyway
 			}
-			if len(top.text)+len(t) > opts.MaxTextLen {
+			if top.n+len(t) > opts.MaxTextLen {
 				return nil, fail("text is over the limit of %d bytes", opts.MaxTextLen)
 			}
-			top.text = append(top.text, t...)
+			top.add(t)
 		case xml.Directive:
 			return nil, fail("<!%s...> rejected: DOCTYPE and entity declarations are not accepted (they are how entity-expansion attacks start)", directiveWord(t))
 		case xml.Comment, xml.ProcInst:
@@ -379,7 +402,9 @@ func parseTree(payload []byte, opts Options) (*Element, error) {
 
 // trimXMLSpace trims XML white space (space, tab, CR, LF) only: an
 // ideographic space or a no-break space is text.
-func trimXMLSpace(b []byte) []byte { return bytes.Trim(b, " \t\r\n") }
+func trimXMLSpace(b []byte) []byte { return bytes.Trim(b, xmlSpace) }
+
+const xmlSpace = " \t\r\n"
 
 // qname is a name as written: prefix:local, no namespace processing.
 func qname(n xml.Name) string {
