@@ -48,13 +48,13 @@ func fromUTF16(p []byte, order unicode.Endianness) ([]byte, bool, error) {
 // charsets answers encoding/xml's CharsetReader for the encoding named in
 // the XML declaration. It remembers its failure so Decode can classify it.
 type charsets struct {
-	fromBOM bool
-	err     *Error
+	fixed bool // a byte order mark or Options.AlreadyUTF8 decided: UTF-8
+	err   *Error
 }
 
 func (c *charsets) reader(label string, r io.Reader) (io.Reader, error) {
-	if c.fromBOM {
-		return r, nil // already UTF-8; the byte order mark decided
+	if c.fixed {
+		return r, nil
 	}
 	enc, err := lookup(label)
 	if err != nil {

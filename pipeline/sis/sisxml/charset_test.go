@@ -174,3 +174,26 @@ func TestDecodeEncodingErrors(t *testing.T) {
 		requireClass(t, append([]byte{0xFE, 0xFF}, p[:len(p)-1]...), Options{}, Malformed, "EOF")
 	})
 }
+
+// TestDecodeAlreadyUTF8: a message read from a text column is UTF-8 even
+// when its declaration still says GBK. Only the option can tell; without
+// it the declaration is believed and the Chinese text comes out wrong.
+func TestDecodeAlreadyUTF8(t *testing.T) {
+	orig, _ := traffic.Read("AIRL_ADD_1.xml")
+	p, _ := transcode(t, orig, `<?xml version="1.0" encoding="GBK"?>`, nil, nil)
+	want := decodeFixture(t, "AIRL_ADD_1.xml")
+	got, err := Decode(p, Options{AlreadyUTF8: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Error("AlreadyUTF8: tree differs from the UTF-8 original")
+	}
+	got, err = Decode(p, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reflect.DeepEqual(got, want) {
+		t.Error("without AlreadyUTF8 the GBK declaration must be believed")
+	}
+}

@@ -6,6 +6,58 @@
 // per message type: SIS carries hundreds of optional fields and installations
 // add their own, and nothing a sender wrote may be dropped (unknown elements
 // travel in the events). Processors read the fields they know by name.
+//
+// # What is accepted
+//
+// Decode accepts any well-formed XML 1.0 document whose root is <MSG>, in the
+// forms SIS senders and the layers between them produce:
+//
+//   - Encodings: UTF-8 with or without a byte order mark and with or without
+//     a declaration; UTF-16 LE/BE with a byte order mark (or, without one,
+//     recognised from the first characters "<?"); any encoding the XML
+//     declaration names that golang.org/x/text knows, in particular GBK,
+//     GB2312 and GB18030 (all read as GB18030, which contains the other two).
+//     A byte order mark decides the encoding and the declaration is then not
+//     consulted; so does Options.AlreadyUTF8. A UTF-16 declaration on a
+//     payload that is not UTF-16 is read as UTF-8: a layer transcoded the
+//     text and kept the declaration. Element text and attribute values are
+//     always UTF-8 after decoding.
+//   - Layout: CRLF or LF, any indentation, comments and processing
+//     instructions (ignored), CDATA sections, the predefined entities and
+//     character references, spaces around '=' (RTNO = "1"), single or double
+//     quotes, elements with attributes and text (<TRML MVIN="A">T1</TRML>).
+//   - Names are kept as written, without namespace processing: the
+//     attributes of <MSG> come out as "xmlns:xsi" and
+//     "xsi:noNamespaceSchemaLocation", an element a:B as "a:B".
+//   - Order: META may stand anywhere among MSG's children and its fields in
+//     any order; the body is every other child of MSG, in document order.
+//     Elements nobody defined are kept, in META (Message.MetaExtra) as in
+//     the body.
+//   - Text: an element's character data, all pieces joined, with XML white
+//     space (space, tab, CR, LF) trimmed at both ends; line ends read as LF.
+//   - A repeated </MSG> after the root element is tolerated: real traffic
+//     carries one.
+//
+// # What is rejected
+//
+// Every failure is an *Error. MALFORMED: not well-formed XML (including
+// invalid characters for the encoding and undefined entities); a root other
+// than <MSG>; anything but white space, comments and processing
+// instructions after the root; no META or more than one; a META field
+// (SNDR, SEQN, DTTM, TYPE, STYP) missing, empty, given twice or with
+// attributes or children; SEQN not decimal digits fitting an int64; DTTM not
+// a real yyyyMMddHHmmss time; no body element; text directly inside MSG or
+// META (nothing in a Message could hold it, and it is not dropped
+// silently). Any DOCTYPE is rejected: internal entity declarations are how
+// entity-expansion ("billion laughs") attacks start, external ones read
+// files, and SIS uses neither. The limits in Options (size, depth, element
+// count, attribute and text length) are checked token by token while the
+// tree is built, so a hostile payload stops early with memory bounded by
+// the payload size. CODEC_ERROR: a declared encoding this codec does not
+// know, or UTF-32; the payload may be fine and a newer codec may read it.
+//
+// Errors name what was wrong and where: the line and the element path
+// ("line 12, in MSG/FLOP/REMK: text is over the limit of 1048576 bytes").
 package sisxml
 
 import (
@@ -103,6 +155,12 @@ type Options struct {
 	MaxAttrLen  int
 	// MaxTextLen bounds the character data of one element.
 	MaxTextLen int
+	// AlreadyUTF8 says the payload is UTF-8 whatever its XML declaration
+	// says, because the transport already transcoded it: text read from a
+	// database text column (the mailbox's CLOB) or from a string API.
+	// Without it, a payload declaring GBK that is in fact UTF-8 would decode
+	// without error into the wrong characters.
+	AlreadyUTF8 bool
 }
 
 // Default limits. They are far above anything real SIS traffic carries (the
@@ -283,7 +341,7 @@ func parseTree(payload []byte, opts Options) (*Element, error) {
 	if err != nil {
 		return nil, err
 	}
-	cs := &charsets{fromBOM: fromBOM}
+	cs := &charsets{fixed: fromBOM || opts.AlreadyUTF8}
 	d := xml.NewDecoder(bytes.NewReader(body))
 	d.Strict = true
 	d.CharsetReader = cs.reader
