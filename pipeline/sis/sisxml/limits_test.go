@@ -39,17 +39,17 @@ func TestDecodeHostile(t *testing.T) {
 		p := testMsg(`<FLOP A="` + strings.Repeat("x", 20<<20) + `"/>`)
 		requireClass(t, p, Options{}, Malformed, "over the limit of 16777216")
 	})
-	t.Run("2 MiB attribute", func(t *testing.T) {
-		p := testMsg(`<FLOP><REMK A="` + strings.Repeat("x", 2<<20) + `"/></FLOP>`)
-		requireClass(t, p, Options{}, Malformed, "attribute A of <REMK> is 2097152 bytes, over the limit of 1048576")
+	t.Run("1 MiB + 1 attribute", func(t *testing.T) {
+		p := testMsg(`<FLOP><REMK A="` + strings.Repeat("x", 1<<20+1) + `"/></FLOP>`)
+		requireClass(t, p, Options{}, Malformed, "attribute A of <REMK> is 1048577 bytes, over the limit of 1048576")
 	})
-	t.Run("2 MiB text", func(t *testing.T) {
-		p := testMsg(`<FLOP><REMK>` + strings.Repeat("x", 2<<20) + `</REMK></FLOP>`)
+	t.Run("1 MiB + 1 text", func(t *testing.T) {
+		p := testMsg(`<FLOP><REMK>` + strings.Repeat("x", 1<<20+1) + `</REMK></FLOP>`)
 		requireClass(t, p, Options{}, Malformed, "in MSG/FLOP/REMK: text is over the limit of 1048576")
 	})
-	t.Run("2 MiB text in CDATA pieces", func(t *testing.T) {
+	t.Run("1 MiB + 1 text in CDATA pieces", func(t *testing.T) {
 		piece := `<![CDATA[` + strings.Repeat("x", 64<<10) + `]]>`
-		p := testMsg(`<FLOP><REMK>` + strings.Repeat(piece, 32) + `</REMK></FLOP>`)
+		p := testMsg(`<FLOP><REMK>` + strings.Repeat(piece, 16) + "y" + `</REMK></FLOP>`)
 		requireClass(t, p, Options{}, Malformed, "text is over the limit")
 	})
 	t.Run("200 001 elements", func(t *testing.T) {
