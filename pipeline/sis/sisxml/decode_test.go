@@ -128,6 +128,8 @@ func TestDecodeMalformed(t *testing.T) {
 		{"SNDR with attribute", `<MSG>` + strings.Replace(meta, "<SNDR>", `<SNDR a="1">`, 1) + `<FLOP/></MSG>`, "META/SNDR has attributes"},
 		{"text in MSG", `<MSG>` + meta + `<FLOP/>stray</MSG>`, "text directly inside <MSG>"},
 		{"text in META", `<MSG>` + strings.Replace(meta, "</META>", "stray</META>", 1) + `<FLOP/></MSG>`, "text directly inside <META>"},
+		{"second declaration", `<?xml version="1.0"?><?xml version="1.0" encoding="GBK"?><MSG>` + meta + `<FLOP/></MSG>`, "XML declaration may only open"},
+		{"declaration inside", `<MSG><?xml version="1.0" encoding="GBK"?>` + meta + `<FLOP/></MSG>`, "XML declaration may only open"},
 		{"trailing element", `<MSG>` + meta + `<FLOP/></MSG><MSG/>`, "after the root element"},
 		{"stray end tag", `<MSG>` + meta + `<FLOP/></MSG></FLOP>`, "unexpected end tag </FLOP>"},
 		{"trailing text", `<MSG>` + meta + `<FLOP/></MSG>garbage`, "after the root element"},

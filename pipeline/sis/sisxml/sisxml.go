@@ -41,7 +41,8 @@
 // # What is rejected
 //
 // Every failure is an *Error. MALFORMED: not well-formed XML (including
-// invalid characters for the encoding and undefined entities); a root other
+// invalid characters for the encoding, undefined entities and an XML
+// declaration anywhere but before the root element); a root other
 // than <MSG>; anything but white space, comments and processing
 // instructions after the root; no META or more than one; a META field
 // (SNDR, SEQN, DTTM, TYPE, STYP) missing, empty, given twice or with
@@ -352,6 +353,7 @@ func parseTree(payload []byte, opts Options) (*Element, error) {
 		stack    []frame
 		root     *Element
 		elements int
+		declared bool
 	)
 	path := func() string {
 		names := make([]string, len(stack))
@@ -447,8 +449,16 @@ func parseTree(payload []byte, opts Options) (*Element, error) {
 			top.add(t)
 		case xml.Directive:
 			return nil, fail("<!%s...> rejected: DOCTYPE and entity declarations are not accepted (they are how entity-expansion attacks start)", directiveWord(t))
-		case xml.Comment, xml.ProcInst:
-			// Neither carries data.
+		case xml.ProcInst:
+			// encoding/xml switches encodings at any <?xml ...?>; only one
+			// before the root element is a declaration.
+			if strings.EqualFold(t.Target, "xml") {
+				if root != nil || declared {
+					return nil, fail("an XML declaration may only open the document")
+				}
+				declared = true
+			}
+		case xml.Comment:
 		}
 	}
 	if len(stack) != 0 {
