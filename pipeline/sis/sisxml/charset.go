@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/text/encoding"
 	"golang.org/x/text/encoding/htmlindex"
 	"golang.org/x/text/encoding/simplifiedchinese"
 	"golang.org/x/text/encoding/unicode"
-	"golang.org/x/text/transform"
 )
 
 // sniff looks at the first bytes for a byte order mark, or for the UTF-16
@@ -64,7 +64,44 @@ func (c *charsets) reader(label string, r io.Reader) (io.Reader, error) {
 	if enc == nil {
 		return r, nil
 	}
-	return &decodeErrReader{r: transform.NewReader(r, enc.NewDecoder()), label: label, c: c}, nil
+	// The rest of the payload is in memory already (and within MaxBytes):
+	// transcode it at once, so that bytes invalid in the declared encoding
+	// can be told from text.
+	rest, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	out, err := toUTF8(rest, enc)
+	if err != nil {
+		c.err = malformed("payload is not valid %s: %w", label, err)
+		return nil, c.err
+	}
+	return bytes.NewReader(out), nil
+}
+
+// toUTF8 decodes p from enc to UTF-8. x/text decoders write U+FFFD for
+// bytes invalid in their encoding rather than failing; more U+FFFD out than
+// encoded U+FFFD in means the payload was not in enc, and its text would be
+// silently lost.
+func toUTF8(p []byte, enc encoding.Encoding) ([]byte, error) {
+	out, err := enc.NewDecoder().Bytes(p)
+	if err != nil {
+		return nil, err
+	}
+	replaced := bytes.Count(out, []byte(string(utf8.RuneError)))
+	if replaced == 0 {
+		return out, nil
+	}
+	literal := 0
+	if seq, err := enc.NewEncoder().Bytes([]byte(string(utf8.RuneError))); err == nil {
+		literal = bytes.Count(p, seq)
+	}
+	if replaced > literal {
+		i := bytes.Index(out, []byte(string(utf8.RuneError)))
+		before := strings.ToValidUTF8(string(out[max(0, i-30):i]), "")
+		return nil, fmt.Errorf("%d byte sequences do not decode, the first after %q", replaced-literal, before)
+	}
+	return out, nil
 }
 
 // lookup maps a declared encoding label onto a decoder; nil means the bytes
@@ -87,20 +124,4 @@ func lookup(label string) (encoding.Encoding, error) {
 		return nil, fmt.Errorf("declared encoding %q is not supported", label)
 	}
 	return enc, nil
-}
-
-// decodeErrReader turns a transcoding failure into a MALFORMED error that
-// names the declared encoding.
-type decodeErrReader struct {
-	r     io.Reader
-	label string
-	c     *charsets
-}
-
-func (d *decodeErrReader) Read(p []byte) (int, error) {
-	n, err := d.r.Read(p)
-	if err != nil && err != io.EOF && d.c.err == nil {
-		d.c.err = malformed("payload is not valid %s: %w", d.label, err)
-	}
-	return n, err
 }

@@ -176,8 +176,7 @@ func TestDecodeEncodingErrors(t *testing.T) {
 }
 
 // TestDecodeAlreadyUTF8: a message read from a text column is UTF-8 even
-// when its declaration still says GBK. Only the option can tell; without
-// it the declaration is believed and the Chinese text comes out wrong.
+// when its declaration still says GBK; the option says so.
 func TestDecodeAlreadyUTF8(t *testing.T) {
 	orig, _ := traffic.Read("AIRL_ADD_1.xml")
 	p, _ := transcode(t, orig, `<?xml version="1.0" encoding="GBK"?>`, nil, nil)
@@ -189,11 +188,28 @@ func TestDecodeAlreadyUTF8(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Error("AlreadyUTF8: tree differs from the UTF-8 original")
 	}
-	got, err = Decode(p, Options{})
+	// Without the option the declaration is believed: here the UTF-8
+	// bytes are not valid GBK, which is caught; often they would be, and
+	// the text would come out wrong.
+	requireClass(t, p, Options{}, Malformed, "payload is not valid GBK")
+}
+
+// TestDecodeInvalidInDeclaredEncoding: bytes that are not GBK in a
+// payload declaring GBK are MALFORMED, not silently replaced; a U+FFFD the
+// sender really encoded is text.
+func TestDecodeInvalidInDeclaredEncoding(t *testing.T) {
+	head := `<?xml version="1.0" encoding="GBK"?><MSG>` + testMeta + `<FLOP><REMK>`
+	requireClass(t, []byte(head+"ok \x81\x20 bad</REMK></FLOP></MSG>"), Options{}, Malformed, `not valid GBK: 1 byte sequences do not decode, the first after "`+`K</STYP></META><FLOP><REMK>ok "`)
+	// UTF-8 "中文" read as GBK is valid GBK (the wrong text, as
+	// TestDecodeAlreadyUTF8 shows); a lone UTF-8 lead byte at the end is not.
+	requireClass(t, []byte(head+"中文\xe4</REMK></FLOP></MSG>"), Options{}, Malformed, "not valid GBK")
+
+	literal, _ := simplifiedchinese.GB18030.NewEncoder().Bytes([]byte("a\uFFFDb"))
+	m, err := Decode(append(append([]byte(head), literal...), "</REMK></FLOP></MSG>"...), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if reflect.DeepEqual(got, want) {
-		t.Error("without AlreadyUTF8 the GBK declaration must be believed")
+	if got := m.Body[0].ChildText("REMK"); got != "a\uFFFDb" {
+		t.Errorf("REMK = %q", got)
 	}
 }

@@ -41,7 +41,7 @@
 // # What is rejected
 //
 // Every failure is an *Error. MALFORMED: not well-formed XML (including
-// invalid characters for the encoding, undefined entities and an XML
+// bytes invalid in the encoding, undefined entities and an XML
 // declaration anywhere but before the root element); a root other
 // than <MSG>; anything but white space, comments and processing
 // instructions after the root; no META or more than one; a META field
