@@ -38,7 +38,7 @@ func sniff(p []byte) (utf8 []byte, fromBOM bool, err error) {
 
 func fromUTF16(p []byte, order unicode.Endianness) ([]byte, bool, error) {
 	// The byte order is the one sniffed; the caller removed the BOM.
-	out, err := unicode.UTF16(order, unicode.IgnoreBOM).NewDecoder().Bytes(p)
+	out, err := toUTF8(p, unicode.UTF16(order, unicode.IgnoreBOM))
 	if err != nil {
 		return nil, false, malformed("not valid UTF-16: %w", err)
 	}

@@ -169,9 +169,15 @@ func TestDecodeEncodingErrors(t *testing.T) {
 	t.Run("invalid UTF-8", func(t *testing.T) {
 		requireClass(t, []byte(strings.Replace(rest, "<SNDR>A<", "<SNDR>\xff\xfe<", 1)), Options{}, Malformed, "UTF-8")
 	})
+	t.Run("lone surrogate in UTF-16", func(t *testing.T) {
+		p, _ := unicode.UTF16(unicode.LittleEndian, unicode.IgnoreBOM).NewEncoder().Bytes([]byte(strings.Replace(rest, "<SNDR>A<", "<SNDR>AB<", 1)))
+		i := bytes.Index(p, []byte{'B', 0})
+		p[i], p[i+1] = 0x00, 0xD8 // U+D800, a high surrogate with no low one
+		requireClass(t, append([]byte{0xFF, 0xFE}, p...), Options{}, Malformed, "not valid UTF-16: 1 byte sequences do not decode")
+	})
 	t.Run("odd UTF-16", func(t *testing.T) {
 		p, _ := unicode.UTF16(unicode.BigEndian, unicode.IgnoreBOM).NewEncoder().Bytes([]byte(rest))
-		requireClass(t, append([]byte{0xFE, 0xFF}, p[:len(p)-1]...), Options{}, Malformed, "EOF")
+		requireClass(t, append([]byte{0xFE, 0xFF}, p[:len(p)-1]...), Options{}, Malformed, "not valid UTF-16")
 	})
 }
 
