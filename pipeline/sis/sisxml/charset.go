@@ -18,7 +18,7 @@ import (
 // form of "<?" (XML 1.0, appendix F), and returns the payload as UTF-8.
 // fromBOM reports that the encoding was decided here, so the declaration's
 // encoding is then not consulted.
-func sniff(p []byte) (utf8 []byte, fromBOM bool, err error) {
+func sniff(p []byte) (text []byte, fromBOM bool, err error) {
 	switch {
 	case bytes.HasPrefix(p, []byte{0xEF, 0xBB, 0xBF}):
 		return p[3:], true, nil
@@ -99,7 +99,7 @@ func toUTF8(p []byte, enc encoding.Encoding) ([]byte, error) {
 	if replaced > literal {
 		i := bytes.Index(out, []byte(string(utf8.RuneError)))
 		before := strings.ToValidUTF8(string(out[max(0, i-30):i]), "")
-		return nil, fmt.Errorf("%d byte sequences do not decode, the first after %q", replaced-literal, before)
+		return nil, fmt.Errorf("%d invalid byte sequence(s), the first after %q", replaced-literal, before)
 	}
 	return out, nil
 }
