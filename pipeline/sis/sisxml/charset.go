@@ -23,7 +23,7 @@ func sniff(p []byte) (text []byte, fromBOM bool, err error) {
 	case bytes.HasPrefix(p, []byte{0xEF, 0xBB, 0xBF}):
 		return p[3:], true, nil
 	case bytes.HasPrefix(p, []byte{0x00, 0x00, 0xFE, 0xFF}), bytes.HasPrefix(p, []byte{0xFF, 0xFE, 0x00, 0x00}):
-		return nil, false, &Error{Class: CodecError, Err: errors.New("UTF-32 payloads are not supported")}
+		return nil, false, classified(CodecError, errors.New("UTF-32 payloads are not supported"))
 	case bytes.HasPrefix(p, []byte{0xFF, 0xFE}):
 		return fromUTF16(p[2:], unicode.LittleEndian)
 	case bytes.HasPrefix(p, []byte{0xFE, 0xFF}):
@@ -58,7 +58,7 @@ func (c *charsets) reader(label string, r io.Reader) (io.Reader, error) {
 	}
 	enc, err := lookup(label)
 	if err != nil {
-		c.err = &Error{Class: CodecError, Err: err}
+		c.err = classified(CodecError, err)
 		return nil, err
 	}
 	if enc == nil {

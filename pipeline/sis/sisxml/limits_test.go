@@ -72,3 +72,27 @@ func TestDecodeCustomLimits(t *testing.T) {
 		t.Fatalf("exactly at the limits: %v", err)
 	}
 }
+
+// TestDecodeErrorLength: error messages quote the payload, but never much
+// of it.
+func TestDecodeErrorLength(t *testing.T) {
+	long := strings.Repeat("N", 100_000)
+	for name, p := range map[string][]byte{
+		"root name":      []byte(`<` + long + `/>`),
+		"end tag":        testMsg(`<FLOP></` + long + `>`),
+		"SEQN":           []byte(strings.Replace(string(testMsg(`<FLOP/>`)), "<SEQN>1<", "<SEQN>"+long+"<", 1)),
+		"DTTM":           []byte(strings.Replace(string(testMsg(`<FLOP/>`)), "20211005120000", long, 1)),
+		"encoding label": []byte(`<?xml version="1.0" encoding="` + long + `"?><MSG/>`),
+		"entity":         testMsg(`<FLOP>&` + long + `;</FLOP>`),
+		"deep path":      testMsg(strings.Repeat("<"+long+">", 40)),
+	} {
+		_, err := Decode(p, Options{})
+		if err == nil {
+			t.Errorf("%s: decoded", name)
+			continue
+		}
+		if n := len(err.Error()); n > 400 {
+			t.Errorf("%s: error message is %d bytes: %.100s...", name, n, err)
+		}
+	}
+}

@@ -196,7 +196,19 @@ func (o Options) withDefaults() Options {
 }
 
 func malformed(format string, args ...any) *Error {
-	return &Error{Class: Malformed, Err: fmt.Errorf(format, args...)}
+	return classified(Malformed, fmt.Errorf(format, args...))
+}
+
+// maxErrorLen bounds an error's message: it quotes names and values from
+// the payload, and a hostile payload must not turn into a megabyte
+// dead-letter reason.
+const maxErrorLen = 300
+
+func classified(class Class, err error) *Error {
+	if msg := err.Error(); len(msg) > maxErrorLen {
+		err = errors.New(strings.ToValidUTF8(msg[:maxErrorLen], "") + "...")
+	}
+	return &Error{Class: class, Err: err}
 }
 
 // Decode parses a payload. Any failure is an *Error.
