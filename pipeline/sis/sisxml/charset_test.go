@@ -198,6 +198,18 @@ func TestDecodeAlreadyUTF8(t *testing.T) {
 	// bytes are not valid GBK, which is caught; often they would be, and
 	// the text would come out wrong.
 	requireClass(t, p, Options{}, Malformed, "payload is not valid GBK")
+
+	// UTF-16, with or without a byte order mark, is still UTF-16.
+	for _, bom := range [][]byte{{0xFF, 0xFE}, nil} {
+		p, _ := transcode(t, orig, `<?xml version="1.0" encoding="UTF-16"?>`, unicode.UTF16(unicode.LittleEndian, unicode.IgnoreBOM), bom)
+		got, err := Decode(p, Options{AlreadyUTF8: true})
+		if err != nil {
+			t.Fatalf("UTF-16, BOM %x: %v", bom, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("UTF-16, BOM %x: tree differs from the UTF-8 original", bom)
+		}
+	}
 }
 
 // TestDecodeInvalidInDeclaredEncoding: bytes that are not GBK in a

@@ -166,8 +166,10 @@ type Options struct {
 	// AlreadyUTF8 says the payload is UTF-8 whatever its XML declaration
 	// says, because the transport already transcoded it: text read from a
 	// database text column (the mailbox's CLOB) or from a string API.
-	// Without it, a payload declaring GBK that is in fact UTF-8 would decode
-	// without error into the wrong characters.
+	// Without it, a payload declaring GBK that is in fact UTF-8 would fail
+	// as not valid GBK or, rarely, decode into the wrong characters. A
+	// UTF-16 payload (byte order mark, or "<?" in UTF-16) is still read as
+	// UTF-16: the option overrides the declaration only.
 	AlreadyUTF8 bool
 }
 
