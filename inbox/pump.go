@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/msgx/msgx/internal/clock"
 	"github.com/msgx/msgx/store"
 )
 
@@ -82,10 +83,15 @@ func (e *Engine) step(ctx context.Context) (stepResult, error) {
 			e.lowMark, e.fullScanAt = 0, now.Add(fullScanEvery)
 		}
 		rows, err := e.loadUnfinished(ctx, tx, limit, e.lowMark)
-		if err != nil || len(rows) == 0 {
+		if err != nil {
 			return err
 		}
+		if len(rows) == 0 {
+			e.setHead(0, now)
+			return nil
+		}
 		head := rows[0]
+		e.setHead(head.id, now)
 		e.lowMark = head.id // everything below the head is finished
 		e.m.headBlocked.Set(0)
 		if head.status == Failed && head.startedAt != nil {
@@ -370,8 +376,15 @@ func (e *Engine) processOne(ctx context.Context, tx store.Tx, w *work, owners ma
 	}
 	var out Outcome
 	err := tx.Savepoint(ctx, func(ctx context.Context) error {
+		actx, cancel := e.attemptContext(ctx)
+		defer cancel()
 		var err error
-		out, err = e.process(ctx, tx, msg)
+		out, err = e.process(actx, tx, msg)
+		if errors.Is(context.Cause(actx), errAttemptTimeout) && ctx.Err() == nil {
+			// Whatever the processor made of its ended context, the
+			// attempt failed for taking too long.
+			return Failf(Infra, "%w (%s); processor said: %v", errAttemptTimeout, e.o.attemptLimit, err)
+		}
 		if err != nil {
 			return err
 		}
@@ -448,6 +461,49 @@ func decodeClass(err error) Class {
 		return f.Class
 	}
 	return CodecError
+}
+
+// errAttemptTimeout ends the context of an attempt that ran past the
+// attempt timeout.
+var errAttemptTimeout = errors.New("processing attempt timed out")
+
+// attemptContext bounds one processing attempt on the engine's clock.
+func (e *Engine) attemptContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := e.clk.(clock.Real); ok {
+		return context.WithTimeoutCause(ctx, e.o.attemptLimit, errAttemptTimeout)
+	}
+	actx, cancel := context.WithCancelCause(ctx)
+	t := e.clk.NewTimer(e.o.attemptLimit)
+	go func() {
+		select {
+		case <-t.C():
+			cancel(errAttemptTimeout)
+		case <-actx.Done():
+			t.Stop()
+		}
+	}()
+	return actx, func() { cancel(context.Canceled) }
+}
+
+// setHead records the current head (0: none) for the head-age gauge.
+func (e *Engine) setHead(id int64, now time.Time) {
+	if id == 0 {
+		e.headID.Store(0)
+		e.headSince.Store(0)
+		return
+	}
+	if e.headID.Swap(id) != id {
+		e.headSince.Store(now.UnixNano())
+	}
+}
+
+// headAge is how long the current head has been the head, in seconds.
+func (e *Engine) headAge() float64 {
+	since := e.headSince.Load()
+	if since == 0 || e.headID.Load() == 0 {
+		return 0
+	}
+	return e.clk.Now().Sub(time.Unix(0, since)).Seconds()
 }
 
 // process runs the processor; a panic is an INFRA failure of the message.
