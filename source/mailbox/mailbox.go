@@ -180,25 +180,35 @@ func (t *Table) Create(ctx context.Context) error {
 
 // Scan returns up to limit rows with an id above after, in id order.
 func (t *Table) Scan(ctx context.Context, after int64, limit int) ([]Row, error) {
+	return t.read(ctx, "Scan", after, limit)
+}
+
+// ScanRange returns up to limit rows with an id from from to to, in id order.
+func (t *Table) ScanRange(ctx context.Context, from, to int64, limit int) ([]Row, error) {
+	return t.read(ctx, "ScanRange", from, to, limit)
+}
+
+// read runs a query of (id, message) rows.
+func (t *Table) read(ctx context.Context, query string, args ...any) ([]Row, error) {
 	var (
 		out []Row
 		err error
 	)
 	if t.sqldb != nil {
 		var rows *sql.Rows
-		if rows, err = t.sqldb.QueryContext(ctx, t.q.Get("Scan"), after, limit); err == nil {
+		if rows, err = t.sqldb.QueryContext(ctx, t.q.Get(query), args...); err == nil {
 			out, err = readRows(rows)
 			_ = rows.Close()
 		}
 	} else {
 		var rows store.Rows
-		if rows, err = t.st.Query(ctx, t.q.Get("Scan"), after, limit); err == nil {
+		if rows, err = t.st.Query(ctx, t.q.Get(query), args...); err == nil {
 			out, err = readRows(rows)
 			rows.Close()
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("mailbox: scan %s: %w", t.name, err)
+		return nil, fmt.Errorf("mailbox: read %s: %w", t.name, err)
 	}
 	return out, nil
 }

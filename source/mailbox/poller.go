@@ -12,9 +12,11 @@ import (
 	"github.com/msgx/msgx/store"
 )
 
-// Scanner reads mailbox rows after a watermark; *Table implements it.
+// Scanner reads mailbox rows after a watermark, or in an id range (the late
+// rows of a permanent gap); *Table implements it.
 type Scanner interface {
 	Scan(ctx context.Context, after int64, limit int) ([]Row, error)
+	ScanRange(ctx context.Context, from, to int64, limit int) ([]Row, error)
 }
 
 // Poller enqueues new mailbox rows into a stream of the inbox. It reads rows
@@ -24,14 +26,39 @@ type Scanner interface {
 // rescan enqueues nothing twice. A missing id (a gap: a row not committed
 // yet, or never) stops it there until the row appears or the gap is older
 // than the max commit delay; then the gap is recorded as permanent and
-// skipped. It never reads the processed mark.
+// skipped. A row of a permanent gap that commits later still is found for a
+// retention period and taken in late or refused, as configured, with a
+// record, a metric and a log line. It never reads the processed mark.
+//
+// The Poller is a prometheus.Collector of its metrics.
 type Poller struct {
 	table  Scanner
 	db     *store.DB
 	stream string
 	o      pollerOptions
 	nudge  chan struct{}
+	m      *pollerMetrics
+	// nextLateCheck: when the permanent gaps are looked at again (Poll's caller only).
+	nextLateCheck time.Time
 }
+
+// LatePolicy says what becomes of a row that shows up in a permanent gap.
+type LatePolicy int
+
+// Late policies.
+const (
+	// TakeLate enqueues it, out of order: it is processed after the ids
+	// above it, and recorded as late.
+	TakeLate LatePolicy = iota
+	// RefuseLate records it as refused and does not enqueue it.
+	RefuseLate
+)
+
+// lateCheckEvery is how often the permanent gaps are looked at for late rows.
+const lateCheckEvery = 10 * time.Second
+
+// maxWatchedGaps bounds the gaps looked at per check (the newest).
+const maxWatchedGaps = 100
 
 type pollerOptions struct {
 	clock          clock.Clock
@@ -41,6 +68,8 @@ type pollerOptions struct {
 	maxCommitDelay time.Duration
 	startAfter     int64
 	scans          int
+	latePolicy     LatePolicy
+	gapRetention   time.Duration
 }
 
 // PollerOption configures a Poller.
@@ -71,6 +100,13 @@ func WithMaxCommitDelay(d time.Duration) PollerOption {
 	return func(o *pollerOptions) { o.maxCommitDelay = d }
 }
 
+// WithLateRows sets what becomes of a row that commits in a gap already
+// declared permanent (default TakeLate) and how long permanent gaps are
+// watched for such rows (default 24 h; the gap record stays after that).
+func WithLateRows(policy LatePolicy, retention time.Duration) PollerOption {
+	return func(o *pollerOptions) { o.latePolicy, o.gapRetention = policy, retention }
+}
+
 // WithStartAfter sets the watermark a stream starts from when it has none
 // (default 0: every row of the table). Use the current maximum id to skip the
 // rows an earlier system already handled.
@@ -78,7 +114,8 @@ func WithStartAfter(id int64) PollerOption { return func(o *pollerOptions) { o.s
 
 // NewPoller returns a poller enqueueing rows of table into stream in db.
 func NewPoller(table Scanner, db *store.DB, stream string, opts ...PollerOption) *Poller {
-	o := pollerOptions{clock: clock.Real{}, log: slog.Default(), interval: time.Second, batch: 50, maxCommitDelay: time.Minute, scans: 10}
+	o := pollerOptions{clock: clock.Real{}, log: slog.Default(), interval: time.Second, batch: 50, maxCommitDelay: time.Minute, scans: 10,
+		gapRetention: 24 * time.Hour}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -88,7 +125,10 @@ func NewPoller(table Scanner, db *store.DB, stream string, opts ...PollerOption)
 	if o.scans < 1 {
 		o.scans = 1
 	}
-	return &Poller{table: table, db: db, stream: stream, o: o, nudge: make(chan struct{}, 1)}
+	if o.gapRetention <= 0 {
+		o.gapRetention = 24 * time.Hour
+	}
+	return &Poller{table: table, db: db, stream: stream, o: o, nudge: make(chan struct{}, 1), m: newPollerMetrics(stream)}
 }
 
 // Nudge makes the poller scan now (the HTTP ingress calls it after an insert).
@@ -113,6 +153,8 @@ type PollResult struct {
 	Advanced bool
 	// More: the last read was a full batch and W advanced; poll again at once.
 	More bool
+	// Late counts rows of permanent gaps found in this poll (taken or refused).
+	Late int
 }
 
 // Poll reads the rows after W and enqueues the ones it may, in one transaction.
@@ -130,6 +172,13 @@ func (p *Poller) Poll(ctx context.Context) (PollResult, error) {
 		}
 	}
 	now := p.o.clock.Now()
+	late := 0
+	if !now.Before(p.nextLateCheck) {
+		if late, err = p.checkLate(ctx, now); err != nil {
+			return PollResult{Watermark: cur.Watermark, GapFrom: cur.GapFrom}, err
+		}
+		p.nextLateCheck = now.Add(lateCheckEvery)
+	}
 	next := inbox.Cursor{Watermark: cur.Watermark}
 	var (
 		take     []inbox.Incoming
@@ -144,8 +193,9 @@ func (p *Poller) Poll(ctx context.Context) (PollResult, error) {
 	for scan := 0; scan < p.o.scans; scan++ {
 		rows, err := p.table.Scan(ctx, expected-1, p.o.batch)
 		if err != nil {
-			return PollResult{Watermark: cur.Watermark, GapFrom: cur.GapFrom}, err
+			return PollResult{Watermark: cur.Watermark, GapFrom: cur.GapFrom, Late: late}, err
 		}
+		p.m.rowsPerScan.Observe(float64(len(rows)))
 		full = len(rows) == p.o.batch
 		stopped := false
 		for _, r := range rows {
@@ -158,6 +208,8 @@ func (p *Poller) Poll(ctx context.Context) (PollResult, error) {
 				if cur.GapFrom == expected && now.Sub(cur.GapSeenAt) >= p.o.maxCommitDelay {
 					declared = append(declared, [2]int64{expected, r.ID - 1})
 					skipped += r.ID - expected
+					p.m.gapsPermanent.Inc()
+					p.m.idsSkipped.Add(float64(r.ID - expected))
 					p.o.log.Warn("mailbox: gap declared permanent; skipping it", "stream", p.stream,
 						"from", expected, "to", r.ID-1, "first_seen", cur.GapSeenAt)
 				} else {
@@ -180,7 +232,12 @@ func (p *Poller) Poll(ctx context.Context) (PollResult, error) {
 	next.Watermark = expected - 1
 	res := PollResult{Watermark: next.Watermark, GapFrom: next.GapFrom, Skipped: skipped,
 		Advanced: next.Watermark > cur.Watermark,
-		More:     full && next.Watermark > cur.Watermark}
+		More:     full && next.Watermark > cur.Watermark, Late: late}
+	if next.GapFrom != 0 {
+		p.m.gapWaiting.Set(now.Sub(next.GapSeenAt).Seconds())
+	} else {
+		p.m.gapWaiting.Set(0)
+	}
 	if next == cur {
 		return res, nil
 	}
@@ -199,9 +256,9 @@ func (p *Poller) Poll(ctx context.Context) (PollResult, error) {
 	})
 	if err != nil {
 		if errors.Is(err, inbox.ErrCursorMoved) {
-			return PollResult{Watermark: cur.Watermark, More: true}, nil
+			return PollResult{Watermark: cur.Watermark, More: true, Late: late}, nil
 		}
-		return PollResult{Watermark: cur.Watermark, GapFrom: cur.GapFrom}, fmt.Errorf("mailbox: enqueue: %w", err)
+		return PollResult{Watermark: cur.Watermark, GapFrom: cur.GapFrom, Late: late}, fmt.Errorf("mailbox: enqueue: %w", err)
 	}
 	return res, nil
 }
@@ -217,10 +274,11 @@ func (p *Poller) Run(ctx context.Context, wake func()) error {
 		wait := p.o.interval
 		if err != nil {
 			failures++
+			p.m.scanErrors.Inc()
 			p.o.log.Warn("mailbox: poll failed", "stream", p.stream, "err", err, "failures", failures)
 		} else {
 			failures = 0
-			if res.Advanced {
+			if res.Advanced || res.Late > 0 {
 				wake()
 			}
 			if res.More {
@@ -237,4 +295,59 @@ func (p *Poller) Run(ctx context.Context, wake func()) error {
 		}
 		t.Stop()
 	}
+}
+
+// checkLate looks at the permanent gaps declared within the retention period
+// for rows that committed after all, and takes each in late or refuses it
+// (recorded either way, once). It returns how many it found.
+func (p *Poller) checkLate(ctx context.Context, now time.Time) (int, error) {
+	gaps, err := inbox.GapsSince(ctx, p.db, p.stream, now.Add(-p.o.gapRetention), maxWatchedGaps)
+	if err != nil {
+		return 0, err
+	}
+	p.m.gapsWatched.Set(float64(len(gaps)))
+	action := inbox.LateTaken
+	if p.o.latePolicy == RefuseLate {
+		action = inbox.LateRefused
+	}
+	found := 0
+	for _, g := range gaps {
+		rows, err := p.table.ScanRange(ctx, g.From, g.To, p.o.batch)
+		if err != nil || len(rows) == 0 {
+			if err != nil {
+				return found, err
+			}
+			continue
+		}
+		var fresh []Row
+		err = p.db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+			fresh = fresh[:0]
+			for _, r := range rows {
+				isNew, err := inbox.RecordLate(ctx, tx, p.stream, g.ID, r.ID, action, now)
+				if err != nil {
+					return err
+				}
+				if !isNew {
+					continue
+				}
+				if action == inbox.LateTaken {
+					if _, err := inbox.Enqueue(ctx, tx, p.stream, now, inbox.Incoming{ID: r.ID, Payload: r.Msg}); err != nil {
+						return err
+					}
+				}
+				fresh = append(fresh, r)
+			}
+			return nil
+		})
+		if err != nil {
+			return found, fmt.Errorf("mailbox: record late rows of gap %d-%d: %w", g.From, g.To, err)
+		}
+		for _, r := range fresh {
+			p.m.late.WithLabelValues(string(action)).Inc()
+			p.o.log.Warn("mailbox: a row of a permanent gap committed late", "stream", p.stream, "id", r.ID,
+				"gap_from", g.From, "gap_to", g.To, "gap_declared", g.DeclaredAt, "action", action)
+		}
+		found += len(fresh)
+	}
+	return found, nil
 }

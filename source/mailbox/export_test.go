@@ -1,0 +1,11 @@
+package mailbox
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// LateRows is the late-rows counter of an action (tests).
+func (p *Poller) LateRows(action string) prometheus.Collector {
+	return p.m.late.WithLabelValues(action)
+}
+
+// GapsWatched is the watched-gaps gauge (tests).
+func (p *Poller) GapsWatched() prometheus.Collector { return p.m.gapsWatched }

@@ -1,0 +1,120 @@
+package mailbox_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/source/mailbox"
+)
+
+// lateRecord reads what was recorded of a late row.
+func (e *env) lateRecord(id int64) (action string, gapID int64) {
+	e.t.Helper()
+	err := e.db.QueryRow(context.Background(), "SELECT action, gap_id FROM msgx_inbox_late WHERE stream = 'sis' AND msg_id = $1", id).
+		Scan(&action, &gapID)
+	if err != nil {
+		e.t.Fatalf("late record of %d: %v", id, err)
+	}
+	return action, gapID
+}
+
+// value reads a counter or gauge.
+func value(t *testing.T, c prometheus.Collector) float64 {
+	t.Helper()
+	ch := make(chan prometheus.Metric, 1)
+	c.Collect(ch)
+	var m dto.Metric
+	if err := (<-ch).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Counter != nil {
+		return m.Counter.GetValue()
+	}
+	return m.Gauge.GetValue()
+}
+
+func TestLateRowOfAPermanentGapOnMariaDB(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		policy mailbox.LatePolicy
+		action string
+		want   []int64
+	}{
+		{"take", mailbox.TakeLate, "TAKEN", []int64{1, 2, 3}},
+		{"refuse", mailbox.RefuseLate, "REFUSED", []int64{1, 3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newMariaDBEnv(t)
+			ctx := context.Background()
+			if _, err := e.table.Insert(ctx, []byte(payload(1)), t0, mailbox.Meta{}); err != nil {
+				t.Fatal(err)
+			}
+			// A writer takes id 2 and commits only after its gap went permanent.
+			late, err := e.raw.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = late.Rollback() }()
+			if _, err := late.ExecContext(ctx, "INSERT INTO "+e.table.Name()+" (CMINMSGS_CLOB_MSG) VALUES (?)", payload(2)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.table.Insert(ctx, []byte(payload(3)), t0, mailbox.Meta{}); err != nil {
+				t.Fatal(err)
+			}
+			clk := clock.NewFake(t0)
+			p := e.poller(clk, mailbox.WithMaxCommitDelay(time.Minute), mailbox.WithLateRows(tc.policy, time.Hour))
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(p)
+			if res := e.poll(p); res.GapFrom != 2 || res.Watermark != 1 {
+				t.Fatalf("poll = %+v, want to wait at 2", res)
+			}
+			clk.Advance(time.Minute)
+			if res := e.poll(p); res.Skipped != 1 || res.Watermark != 3 {
+				t.Fatalf("poll = %+v, want 2 declared permanent", res)
+			}
+			if err := late.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			clk.Advance(10 * time.Second)
+			if res := e.poll(p); res.Late != 1 {
+				t.Fatalf("poll = %+v, want the late row", res)
+			}
+			if got := e.enqueued(); !slices.Equal(got, tc.want) {
+				t.Fatalf("enqueued %v, want %v", got, tc.want)
+			}
+			if action, gap := e.lateRecord(2); action != tc.action || gap == 0 {
+				t.Fatalf("late record = %s (gap %d), want %s", action, gap, tc.action)
+			}
+			if n := value(t, p.LateRows(tc.action)); n != 1 {
+				t.Fatalf("late rows metric = %v", n)
+			}
+			// Found once: later checks neither record nor count it again.
+			clk.Advance(10 * time.Second)
+			if res := e.poll(p); res.Late != 0 {
+				t.Fatalf("poll = %+v: the late row was found twice", res)
+			}
+			if mfs, err := reg.Gather(); err != nil || len(mfs) == 0 {
+				t.Fatalf("the poller's metrics do not gather: %v", err)
+			}
+			// Past the retention period the gap is no longer watched.
+			clk.Advance(time.Hour)
+			e.poll(p)
+			if n := value(t, p.GapsWatched()); n != 0 {
+				t.Fatalf("gaps watched after retention = %v", n)
+			}
+			if tc.policy == mailbox.TakeLate {
+				r, err := inbox.Get(ctx, e.db, "sis", 2)
+				if err != nil || r.Status != inbox.Pending {
+					t.Fatalf("late message: %+v %v", r, err)
+				}
+			}
+		})
+	}
+}
