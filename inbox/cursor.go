@@ -150,3 +150,17 @@ func RecordLate(ctx context.Context, tx store.Tx, stream string, gapID, msgID in
 	}
 	return n == 1, nil
 }
+
+// DBNow reads the database's clock. Times that several hosts compare (gap
+// aging, lease expiry) come from it, not from each host's clock.
+func DBNow(ctx context.Context, q store.Querier) (time.Time, error) {
+	qs, err := queriesFor(q.Dialect())
+	if err != nil {
+		return time.Time{}, err
+	}
+	var now time.Time
+	if err := q.QueryRow(ctx, qs.Get("Now")).Scan(&now); err != nil {
+		return time.Time{}, fmt.Errorf("inbox: read the database's clock: %w", err)
+	}
+	return now, nil
+}

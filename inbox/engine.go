@@ -69,6 +69,8 @@ type options struct {
 	jobs         []Job
 	onCommit     func(Committed)
 	parkHook     func(until time.Time)
+	// leaseHostTime: lease expiry on the engine clock (tests).
+	leaseHostTime bool
 
 	backfiller      Backfiller
 	shadow          bool
@@ -278,7 +280,7 @@ func New(db *store.DB, stream string, proc Processor, opts ...Option) (*Engine, 
 		db: db, q: q, stream: stream, proc: proc, o: o, clk: o.clock,
 		log: o.log.With("stream", stream),
 		lease: lease{db: db, q: q, name: "inbox:" + stream, owner: o.owner, ttl: o.leaseTTL,
-			stmtTimeout: millis(o.stmtTimeout), lockTimeout: millis(o.lockTimeout)},
+			stmtTimeout: millis(o.stmtTimeout), lockTimeout: millis(o.lockTimeout), hostTime: o.leaseHostTime},
 		wake:       make(chan struct{}, 1),
 		backfillCh: make(chan []int64, 64),
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/internal/clock"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
@@ -143,5 +144,48 @@ func TestLeaseRenewalNeverWaitsForThePump(t *testing.T) {
 	case err := <-taken:
 		t.Fatalf("a takeover did not wait for the running batch: %v", err)
 	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+func TestLeaseExpiryIsTheDatabasesTime(t *testing.T) {
+	db := storetest.NewPostgres(t)
+	ctx := context.Background()
+	setupTables(t, db)
+	// This host's clock runs an hour ahead of the database's.
+	clk := clock.NewFake(time.Now().Add(time.Hour))
+	eng, err := inbox.New(db, "s1", newProc(), inbox.WithClock(clk), inbox.WithOwner("skewed"), inbox.WithLogger(quiet),
+		inbox.WithLease(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, "INSERT INTO msgx_lease (name, owner, expires_at, epoch) VALUES ('inbox:s1', 'other', now() + interval '30 seconds', 1)"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := eng.AcquireLease(ctx); err != nil || ok {
+		t.Fatalf("acquire = %v, %v: a host whose clock runs ahead took a live lease", ok, err)
+	}
+	if _, err := db.Exec(ctx, "UPDATE msgx_lease SET expires_at = now() - interval '1 second'"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := eng.AcquireLease(ctx); err != nil || !ok {
+		t.Fatalf("acquire of an expired lease = %v, %v", ok, err)
+	}
+	var ttl float64
+	if err := db.QueryRow(ctx, "SELECT EXTRACT(EPOCH FROM expires_at - now()) FROM msgx_lease").Scan(&ttl); err != nil {
+		t.Fatal(err)
+	}
+	if ttl < 25 || ttl > 31 {
+		t.Fatalf("the lease runs %v s from the database's now, want 30", ttl)
+	}
+	// Live by the database's clock, the lease lets the pump step although this
+	// host's clock says it expired; expired by it, it fences the pump.
+	if _, _, err := eng.Step(ctx); err != nil {
+		t.Fatalf("step on a live lease = %v", err)
+	}
+	if _, err := db.Exec(ctx, "UPDATE msgx_lease SET expires_at = now() - interval '1 second'"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := eng.Step(ctx); err != inbox.ErrLeaseLost {
+		t.Fatalf("step on a lease expired by the database's clock = %v", err)
 	}
 }

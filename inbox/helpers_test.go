@@ -167,7 +167,8 @@ func newFixture(t *testing.T, db *store.DB, opts ...inbox.Option) *fixture {
 func (f *fixture) engine(stream string, p inbox.Processor, opts ...inbox.Option) *inbox.Engine {
 	f.t.Helper()
 	// Step-driven tests move the clock by hours: a lease that outlives them.
-	base := []inbox.Option{inbox.WithClock(f.clk), inbox.WithOwner("test-" + stream), inbox.WithLogger(quiet), inbox.WithLease(1000 * time.Hour)}
+	base := []inbox.Option{inbox.WithClock(f.clk), inbox.WithOwner("test-" + stream), inbox.WithLogger(quiet), inbox.WithLease(1000 * time.Hour),
+		inbox.WithLeaseTimesFromClock()}
 	eng, err := inbox.New(f.db, stream, p, append(base, opts...)...)
 	if err != nil {
 		f.t.Fatal(err)

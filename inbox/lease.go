@@ -26,16 +26,29 @@ type lease struct {
 	// timeouts are PostgreSQL's statement_timeout and lock_timeout for the
 	// pump's transactions, in milliseconds.
 	stmtTimeout, lockTimeout string
+	// hostTime: compare expiry with the engine clock instead of the
+	// database's (SQLite, one host; tests on a fake clock).
+	hostTime bool
+}
+
+// now is the time argument of the lease statements: nil makes PostgreSQL use
+// its own clock.
+func (l *lease) now(now time.Time) any {
+	if l.hostTime || l.db.Dialect() != store.Postgres {
+		return now
+	}
+	return nil
 }
 
 // acquire takes the lease if it is free, expired or ours; it reports whether
-// this process now holds it.
+// this process now holds it. On PostgreSQL expiry is the database's time, not
+// now (which only SQLite and tests use).
 func (l *lease) acquire(ctx context.Context, now time.Time) (bool, error) {
 	var (
 		owner string
 		epoch int64
 	)
-	err := l.db.QueryRow(ctx, l.q.Get("LeaseAcquire"), l.name, l.owner, now.Add(l.ttl), now).Scan(&owner, &epoch)
+	err := l.db.QueryRow(ctx, l.q.Get("LeaseAcquire"), l.name, l.owner, l.ttl.Microseconds(), l.now(now)).Scan(&owner, &epoch)
 	if errors.Is(err, store.ErrNoRows) {
 		return false, nil
 	}
@@ -51,7 +64,7 @@ func (l *lease) acquire(ctx context.Context, now time.Time) (bool, error) {
 
 // renew extends a held lease; ErrLeaseLost when it is no longer ours.
 func (l *lease) renew(ctx context.Context, now time.Time) error {
-	n, err := l.db.Exec(ctx, l.q.Get("LeaseRenew"), l.name, l.owner, now.Add(l.ttl))
+	n, err := l.db.Exec(ctx, l.q.Get("LeaseRenew"), l.name, l.owner, l.ttl.Microseconds(), l.now(now))
 	if err != nil {
 		return fmt.Errorf("inbox: renew lease %s: %w", l.name, err)
 	}
@@ -79,15 +92,16 @@ func (l *lease) fence(ctx context.Context, tx store.Tx, now time.Time) error {
 	if tx.Dialect() == store.Postgres {
 		args = append(args, l.stmtTimeout, l.lockTimeout)
 	}
-	var exp time.Time
-	err := tx.QueryRow(ctx, l.q.Get("LeaseFence"), args...).Scan(&exp)
+	args = append(args, l.now(now))
+	var live bool
+	err := tx.QueryRow(ctx, l.q.Get("LeaseFence"), args...).Scan(&live)
 	if errors.Is(err, store.ErrNoRows) {
 		return ErrLeaseLost
 	}
 	if err != nil {
 		return fmt.Errorf("inbox: check lease %s: %w", l.name, err)
 	}
-	if !now.Before(exp) {
+	if !live {
 		return ErrLeaseLost
 	}
 	return nil

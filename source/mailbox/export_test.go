@@ -9,3 +9,7 @@ func (p *Poller) LateRows(action string) prometheus.Collector {
 
 // GapsWatched is the watched-gaps gauge (tests).
 func (p *Poller) GapsWatched() prometheus.Collector { return p.m.gapsWatched }
+
+// WithGapTimesFromClock ages gaps on the poller's clock instead of the
+// database's, so tests on a fake clock can age them.
+func WithGapTimesFromClock() PollerOption { return func(o *pollerOptions) { o.hostTime = true } }

@@ -12,6 +12,7 @@ import (
 	"github.com/msgx/msgx/inbox"
 	"github.com/msgx/msgx/internal/clock"
 	"github.com/msgx/msgx/source/mailbox"
+	"github.com/msgx/msgx/store/storetest"
 )
 
 // lateRecord reads what was recorded of a late row.
@@ -116,5 +117,32 @@ func TestLateRowOfAPermanentGapOnMariaDB(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestGapsAgeOnTheDatabasesClock(t *testing.T) {
+	e := newStoreEnv(t, "postgres", storetest.NewPostgres(t))
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	p := mailbox.NewPoller(e.table, e.db, "sis", mailbox.WithPollerClock(clk), mailbox.WithPollerLogger(quiet),
+		mailbox.WithMaxCommitDelay(time.Minute))
+	e.put(1, 3)
+	if res := e.poll(p); res.GapFrom != 2 {
+		t.Fatalf("poll = %+v", res)
+	}
+	// This host's clock jumps ahead; the database's has not moved a minute.
+	clk.Advance(2 * time.Minute)
+	if res := e.poll(p); res.GapFrom != 2 || res.Skipped != 0 {
+		t.Fatalf("poll = %+v: a host clock ahead of the database's declared a young gap permanent", res)
+	}
+	if c := e.cursor(); time.Since(c.GapSeenAt).Abs() > time.Minute {
+		t.Fatalf("gap first seen at %v: not the database's time", c.GapSeenAt)
+	}
+	// A minute later by the database's clock it is permanent.
+	if _, err := e.db.Exec(ctx, "UPDATE msgx_inbox_cursor SET gap_seen_at = now() - interval '61 seconds'"); err != nil {
+		t.Fatal(err)
+	}
+	if res := e.poll(p); res.Skipped != 1 || res.Watermark != 3 {
+		t.Fatalf("poll = %+v, want the gap declared permanent", res)
 	}
 }

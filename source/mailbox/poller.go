@@ -70,6 +70,8 @@ type pollerOptions struct {
 	scans          int
 	latePolicy     LatePolicy
 	gapRetention   time.Duration
+	// hostTime: age gaps on the clock option instead of the database's (tests).
+	hostTime bool
 }
 
 // PollerOption configures a Poller.
@@ -159,19 +161,22 @@ type PollResult struct {
 
 // Poll reads the rows after W and enqueues the ones it may, in one transaction.
 func (p *Poller) Poll(ctx context.Context) (PollResult, error) {
+	now, err := p.now(ctx)
+	if err != nil {
+		return PollResult{}, err
+	}
 	cur, ok, err := inbox.LoadCursor(ctx, p.db, p.stream)
 	if err != nil {
 		return PollResult{}, err
 	}
 	if !ok {
-		if err := inbox.InitCursor(ctx, p.db, p.stream, p.o.startAfter, p.o.clock.Now()); err != nil {
+		if err := inbox.InitCursor(ctx, p.db, p.stream, p.o.startAfter, now); err != nil {
 			return PollResult{}, err
 		}
 		if cur, _, err = inbox.LoadCursor(ctx, p.db, p.stream); err != nil {
 			return PollResult{}, err
 		}
 	}
-	now := p.o.clock.Now()
 	late := 0
 	if !now.Before(p.nextLateCheck) {
 		if late, err = p.checkLate(ctx, now); err != nil {
@@ -261,6 +266,15 @@ func (p *Poller) Poll(ctx context.Context) (PollResult, error) {
 		return PollResult{Watermark: cur.Watermark, GapFrom: cur.GapFrom, Late: late}, fmt.Errorf("mailbox: enqueue: %w", err)
 	}
 	return res, nil
+}
+
+// now is the time gaps age by: the store's clock, shared by every host that
+// may run the poller (the clock option only drives the poll timer).
+func (p *Poller) now(ctx context.Context) (time.Time, error) {
+	if p.o.hostTime {
+		return p.o.clock.Now(), nil
+	}
+	return inbox.DBNow(ctx, p.db)
 }
 
 // Run scans until ctx ends; it implements inbox.Source.
