@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"strconv"
 	"sync"
@@ -22,7 +23,11 @@ import (
 
 // Source feeds a stream (a mailbox poller, ...). The engine runs its sources
 // only while it holds the stream's lease; Run returns when ctx ends and calls
-// wake after enqueueing so the pump does not wait for its poll interval.
+// wake after enqueueing so the pump does not wait for its poll interval. A
+// source that keeps the stream's watermark (the cursor) says so with a
+// method KeepsWatermark() bool: until it has created the cursor, the pump
+// then processes nothing, so a message enqueued by another path (HTTP)
+// cannot overtake the rows the source has not read yet.
 type Source interface {
 	Run(ctx context.Context, wake func()) error
 }
@@ -221,6 +226,9 @@ type Engine struct {
 	lowMark    int64
 	fullScanAt time.Time
 	rescan     atomic.Bool
+	// noCursorBound is how far the pump may go while the stream has no
+	// cursor: nowhere when a source keeps the watermark.
+	noCursorBound int64
 	// headID and headSince (engine clock, Unix ns) say which message is the
 	// head and since when; the head-age gauge reads them at scrape time, so a
 	// pump stuck inside a step still shows a growing age.
@@ -283,6 +291,12 @@ func New(db *store.DB, stream string, proc Processor, opts ...Option) (*Engine, 
 			stmtTimeout: millis(o.stmtTimeout), lockTimeout: millis(o.lockTimeout), hostTime: o.leaseHostTime},
 		wake:       make(chan struct{}, 1),
 		backfillCh: make(chan []int64, 64),
+	}
+	e.noCursorBound = math.MaxInt64
+	for _, s := range o.sources {
+		if w, ok := s.(interface{ KeepsWatermark() bool }); ok && w.KeepsWatermark() {
+			e.noCursorBound = 0
+		}
 	}
 	if e.m, err = newMetrics(o.reg, stream, e.headAge); err != nil {
 		return nil, err

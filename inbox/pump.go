@@ -151,7 +151,7 @@ func (e *Engine) step(ctx context.Context) (stepResult, error) {
 }
 
 func (e *Engine) loadUnfinished(ctx context.Context, tx store.Tx, limit int, from int64) ([]unfinished, error) {
-	rows, err := tx.Query(ctx, e.q.Get("Unfinished"), e.stream, limit, from)
+	rows, err := tx.Query(ctx, e.q.Get("Unfinished"), e.stream, limit, from, e.noCursorBound)
 	if err != nil {
 		return nil, fmt.Errorf("inbox: read head: %w", err)
 	}

@@ -200,7 +200,7 @@ func TestFailedEnqueueIsRepairedByThePoller(t *testing.T) {
 	if _, err := inbox.Get(context.Background(), s.db, "sis", 1); !errors.Is(err, inbox.ErrNotFound) {
 		t.Fatalf("enqueued despite the failure: %v", err)
 	}
-	p := mailbox.NewPoller(s.table, s.db, "sis", mailbox.WithPollerLogger(quiet))
+	p := mailbox.NewPoller(s.table, s.db, "sis", mailbox.WithStart(mailbox.FromBeginning()), mailbox.WithPollerLogger(quiet))
 	if res, err := p.Poll(context.Background()); err != nil || res.Enqueued != 1 {
 		t.Fatalf("poll = %+v, %v", res, err)
 	}
@@ -215,7 +215,7 @@ func TestClientRetryIsADuplicate(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	p := mailbox.NewPoller(s.table, s.db, "sis", mailbox.WithPollerLogger(quiet))
+	p := mailbox.NewPoller(s.table, s.db, "sis", mailbox.WithStart(mailbox.FromBeginning()), mailbox.WithPollerLogger(quiet))
 	eng, err := inbox.New(s.db, "sis", identityProc{}, inbox.WithLogger(quiet), inbox.WithSource(p))
 	if err != nil {
 		t.Fatal(err)

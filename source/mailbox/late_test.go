@@ -125,7 +125,7 @@ func TestGapsAgeOnTheDatabasesClock(t *testing.T) {
 	ctx := context.Background()
 	clk := clock.NewFake(t0)
 	p := mailbox.NewPoller(e.table, e.db, "sis", mailbox.WithPollerClock(clk), mailbox.WithPollerLogger(quiet),
-		mailbox.WithMaxCommitDelay(time.Minute))
+		mailbox.WithMaxCommitDelay(time.Minute), mailbox.WithStart(mailbox.FromBeginning()))
 	e.put(1, 3)
 	if res := e.poll(p); res.GapFrom != 2 {
 		t.Fatalf("poll = %+v", res)

@@ -188,6 +188,23 @@ func (t *Table) ScanRange(ctx context.Context, from, to int64, limit int) ([]Row
 	return t.read(ctx, "ScanRange", from, to, limit)
 }
 
+// MaxID returns the newest id of the table (0 when empty).
+func (t *Table) MaxID(ctx context.Context) (int64, error) {
+	var (
+		id  int64
+		err error
+	)
+	if t.sqldb != nil {
+		err = t.sqldb.QueryRowContext(ctx, t.q.Get("MaxID")).Scan(&id)
+	} else {
+		err = t.st.QueryRow(ctx, t.q.Get("MaxID")).Scan(&id)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("mailbox: newest id of %s: %w", t.name, err)
+	}
+	return id, nil
+}
+
 // read runs a query of (id, message) rows.
 func (t *Table) read(ctx context.Context, query string, args ...any) ([]Row, error) {
 	var (

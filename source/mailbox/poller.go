@@ -17,7 +17,37 @@ import (
 type Scanner interface {
 	Scan(ctx context.Context, after int64, limit int) ([]Row, error)
 	ScanRange(ctx context.Context, from, to int64, limit int) ([]Row, error)
+	MaxID(ctx context.Context) (int64, error)
 }
+
+// Start says where a stream without a cursor begins. There is no default: a
+// poller pointed at a shared mailbox must not reprocess its whole history by
+// accident.
+type Start struct {
+	kind  startKind
+	after int64
+}
+
+type startKind int
+
+const (
+	startUnset startKind = iota
+	startAfterID
+	startNow
+	startBeginning
+)
+
+// FromID starts after id: the rows an earlier system handled are skipped.
+func FromID(id int64) Start { return Start{kind: startAfterID, after: id} }
+
+// FromNow starts after the mailbox's newest id when the cursor is created.
+func FromNow() Start { return Start{kind: startNow} }
+
+// FromBeginning takes every row of the mailbox.
+func FromBeginning() Start { return Start{kind: startBeginning} }
+
+// ErrNoStart: the stream has no cursor yet and the poller was given no start.
+var ErrNoStart = errors.New("mailbox: the stream has no cursor and no start was chosen (from-id, from-now or from-beginning)")
 
 // Poller enqueues new mailbox rows into a stream of the inbox. It reads rows
 // with an id above the stream's watermark W in id order, enqueues the ones
@@ -66,7 +96,7 @@ type pollerOptions struct {
 	interval       time.Duration
 	batch          int
 	maxCommitDelay time.Duration
-	startAfter     int64
+	start          Start
 	scans          int
 	latePolicy     LatePolicy
 	gapRetention   time.Duration
@@ -109,10 +139,10 @@ func WithLateRows(policy LatePolicy, retention time.Duration) PollerOption {
 	return func(o *pollerOptions) { o.latePolicy, o.gapRetention = policy, retention }
 }
 
-// WithStartAfter sets the watermark a stream starts from when it has none
-// (default 0: every row of the table). Use the current maximum id to skip the
-// rows an earlier system already handled.
-func WithStartAfter(id int64) PollerOption { return func(o *pollerOptions) { o.startAfter = id } }
+// WithStart sets where a stream begins when it has no cursor yet: FromID,
+// FromNow or FromBeginning. Without it, polling a stream that has no cursor
+// fails with ErrNoStart. Once the cursor exists the start is ignored.
+func WithStart(s Start) PollerOption { return func(o *pollerOptions) { o.start = s } }
 
 // NewPoller returns a poller enqueueing rows of table into stream in db.
 func NewPoller(table Scanner, db *store.DB, stream string, opts ...PollerOption) *Poller {
@@ -170,7 +200,7 @@ func (p *Poller) Poll(ctx context.Context) (PollResult, error) {
 		return PollResult{}, err
 	}
 	if !ok {
-		if err := inbox.InitCursor(ctx, p.db, p.stream, p.o.startAfter, now); err != nil {
+		if err := p.initCursor(ctx, now); err != nil {
 			return PollResult{}, err
 		}
 		if cur, _, err = inbox.LoadCursor(ctx, p.db, p.stream); err != nil {
@@ -267,6 +297,30 @@ func (p *Poller) Poll(ctx context.Context) (PollResult, error) {
 	}
 	return res, nil
 }
+
+// initCursor creates the stream's cursor at the chosen start.
+func (p *Poller) initCursor(ctx context.Context, now time.Time) error {
+	var after int64
+	switch p.o.start.kind {
+	case startUnset:
+		return ErrNoStart
+	case startAfterID:
+		after = p.o.start.after
+	case startNow:
+		max, err := p.table.MaxID(ctx)
+		if err != nil {
+			return err
+		}
+		after = max
+	}
+	p.o.log.Info("mailbox: stream starts", "stream", p.stream, "after_id", after)
+	return inbox.InitCursor(ctx, p.db, p.stream, after, now)
+}
+
+// KeepsWatermark tells the engine that this source keeps the stream's
+// watermark: until the cursor exists, the pump processes nothing, so a
+// message enqueued by another path cannot overtake older mailbox rows.
+func (p *Poller) KeepsWatermark() bool { return true }
 
 // now is the time gaps age by: the store's clock, shared by every host that
 // may run the poller (the clock option only drives the poll timer).
