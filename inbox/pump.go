@@ -41,6 +41,8 @@ type work struct {
 	identity string
 	// bound: the identity is already bound to this message (a retry).
 	bound bool
+	// boundNow: this batch bound the identity to this message.
+	boundNow bool
 }
 
 // settled is a status change made in the current transaction.
@@ -243,7 +245,7 @@ func (e *Engine) processBatch(ctx context.Context, tx store.Tx, rows []unfinishe
 	var out []settled
 	run := func(ctx context.Context) error {
 		var done []success
-		for _, w := range ws {
+		for i, w := range ws {
 			ok, fail, err := e.processOne(ctx, tx, w, owners, now)
 			if err != nil {
 				return err
@@ -262,7 +264,7 @@ func (e *Engine) processBatch(ctx context.Context, tx store.Tx, rows []unfinishe
 				return err
 			}
 			out = append(out, ch)
-			return nil
+			return e.release(ctx, tx, ws[i+1:])
 		}
 		return e.flush(ctx, tx, done, now)
 	}
@@ -334,9 +336,42 @@ func (e *Engine) bindFirst(ctx context.Context, tx store.Tx, ws []*work, now tim
 	for _, w := range ws {
 		if !w.bound && w.identity != "" {
 			w.bound = owners[w.identity] == w.row.id
+			w.boundNow = w.bound
 		}
 	}
 	return owners, nil
+}
+
+// release unbinds the identities this batch bound for messages it did not
+// reach (it ended early at a failure): an earlier message that failed to
+// decode may read the same identity once its codec is fixed, and must own it
+// rather than be a duplicate of a message that never ran.
+func (e *Engine) release(ctx context.Context, tx store.Tx, unreached []*work) error {
+	var (
+		idents []string
+		ids    []int64
+	)
+	for _, w := range unreached {
+		if w.boundNow {
+			idents = append(idents, w.identity)
+			ids = append(ids, w.row.id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	if tx.Dialect() == store.Postgres {
+		if _, err := tx.Exec(ctx, e.q.Get("Release"), e.stream, idents, ids); err != nil {
+			return fmt.Errorf("inbox: release identities: %w", err)
+		}
+		return nil
+	}
+	for i := range ids {
+		if _, err := tx.Exec(ctx, e.q.Get("Release"), e.stream, idents[i], ids[i]); err != nil {
+			return fmt.Errorf("inbox: release identity of %d: %w", ids[i], err)
+		}
+	}
+	return nil
 }
 
 // scanOwners adds the (identity, owner) rows of a query to owners.

@@ -78,3 +78,9 @@ FROM msgx_inbox WHERE stream = $1 AND msg_id = $2
 
 -- name: Counts
 SELECT status, COUNT(*) FROM msgx_inbox WHERE stream = $1 GROUP BY status
+
+-- name: Release
+-- Unbinds identities bound in a batch for messages it did not reach.
+DELETE FROM msgx_inbox_identity i
+USING unnest($2::text[], $3::bigint[]) AS u(identity, id)
+WHERE i.stream = $1 AND i.identity = u.identity AND i.msg_id = u.id

@@ -46,3 +46,7 @@ FROM msgx_inbox WHERE stream = ?1 AND msg_id = ?2
 
 -- name: Counts
 SELECT status, COUNT(*) FROM msgx_inbox WHERE stream = ?1 GROUP BY status
+
+-- name: Release
+-- Unbinds an identity bound in a batch for a message it did not reach.
+DELETE FROM msgx_inbox_identity WHERE stream = ?1 AND identity = ?2 AND msg_id = ?3
