@@ -13,3 +13,8 @@ func (p *Poller) GapsWatched() prometheus.Collector { return p.m.gapsWatched }
 // WithGapTimesFromClock ages gaps on the poller's clock instead of the
 // database's, so tests on a fake clock can age them.
 func WithGapTimesFromClock() PollerOption { return func(o *pollerOptions) { o.hostTime = true } }
+
+// Anomalies is the anomaly counter of a kind (tests).
+func (p *Poller) Anomalies(kind string) prometheus.Collector {
+	return p.m.anomalies.WithLabelValues(kind)
+}

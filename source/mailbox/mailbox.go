@@ -205,6 +205,20 @@ func (t *Table) MaxID(ctx context.Context) (int64, error) {
 	return id, nil
 }
 
+// AutoIncrementStep returns the step between the ids writers get: MySQL's
+// auto_increment_increment (the larger of the server's and this session's);
+// 1 for a table in the store.
+func (t *Table) AutoIncrementStep(ctx context.Context) (int64, error) {
+	if t.sqldb == nil {
+		return 1, nil
+	}
+	var step int64
+	if err := t.sqldb.QueryRowContext(ctx, t.q.Get("AutoIncrementStep")).Scan(&step); err != nil {
+		return 0, fmt.Errorf("mailbox: read auto_increment_increment: %w", err)
+	}
+	return step, nil
+}
+
 // read runs a query of (id, message) rows.
 func (t *Table) read(ctx context.Context, query string, args ...any) ([]Row, error) {
 	var (

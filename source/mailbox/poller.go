@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/internal/backoff"
 	"github.com/msgx/msgx/internal/clock"
 	"github.com/msgx/msgx/store"
 )
@@ -46,6 +47,19 @@ func FromNow() Start { return Start{kind: startNow} }
 // FromBeginning takes every row of the mailbox.
 func FromBeginning() Start { return Start{kind: startBeginning} }
 
+// ErrAutoIncrementStep: the mailbox server hands out ids with a step above 1
+// (auto_increment_increment > 1, as Galera sets it): every id in between
+// would be a gap, and the stream would crawl at one row per max commit delay.
+var ErrAutoIncrementStep = errors.New("mailbox: auto_increment_increment is above 1: ids are not consecutive, so every id in between would wait as a gap")
+
+// ErrRewound: the mailbox's newest id is below the watermark — the table was
+// truncated or its id counter reset — so new rows would get ids the poller
+// has passed and would never be read.
+var ErrRewound = errors.New("mailbox: ids went backwards (newest id below the watermark: table truncated or id counter reset)")
+
+// configCheckEvery is how often the mailbox server's id step is checked.
+const configCheckEvery = 5 * time.Minute
+
 // ErrNoStart: the stream has no cursor yet and the poller was given no start.
 var ErrNoStart = errors.New("mailbox: the stream has no cursor and no start was chosen (from-id, from-now or from-beginning)")
 
@@ -70,6 +84,8 @@ type Poller struct {
 	m      *pollerMetrics
 	// nextLateCheck: when the permanent gaps are looked at again (Poll's caller only).
 	nextLateCheck time.Time
+	// nextConfigCheck: when the id step is checked again.
+	nextConfigCheck time.Time
 }
 
 // LatePolicy says what becomes of a row that shows up in a permanent gap.
@@ -207,6 +223,12 @@ func (p *Poller) Poll(ctx context.Context) (PollResult, error) {
 			return PollResult{}, err
 		}
 	}
+	if !now.Before(p.nextConfigCheck) {
+		if err := p.checkStep(ctx); err != nil {
+			return PollResult{Watermark: cur.Watermark, GapFrom: cur.GapFrom}, err
+		}
+		p.nextConfigCheck = now.Add(configCheckEvery)
+	}
 	late := 0
 	if !now.Before(p.nextLateCheck) {
 		if late, err = p.checkLate(ctx, now); err != nil {
@@ -231,6 +253,11 @@ func (p *Poller) Poll(ctx context.Context) (PollResult, error) {
 			return PollResult{Watermark: cur.Watermark, GapFrom: cur.GapFrom, Late: late}, err
 		}
 		p.m.rowsPerScan.Observe(float64(len(rows)))
+		if len(rows) == 0 && scan == 0 {
+			if err := p.checkRewound(ctx, cur.Watermark); err != nil {
+				return PollResult{Watermark: cur.Watermark, GapFrom: cur.GapFrom, Late: late}, err
+			}
+		}
 		full = len(rows) == p.o.batch
 		stopped := false
 		for _, r := range rows {
@@ -298,6 +325,40 @@ func (p *Poller) Poll(ctx context.Context) (PollResult, error) {
 	return res, nil
 }
 
+// checkStep fails when the mailbox server's ids do not step by one.
+func (p *Poller) checkStep(ctx context.Context) error {
+	t, ok := p.table.(interface {
+		AutoIncrementStep(ctx context.Context) (int64, error)
+	})
+	if !ok {
+		return nil
+	}
+	step, err := t.AutoIncrementStep(ctx)
+	if err != nil {
+		return err
+	}
+	if step > 1 {
+		p.m.anomalies.WithLabelValues("auto_increment_increment").Inc()
+		return fmt.Errorf("%w (it is %d)", ErrAutoIncrementStep, step)
+	}
+	return nil
+}
+
+// checkRewound fails when the mailbox's newest id is below the watermark. It
+// runs when a scan finds nothing, which is also what a rewound mailbox looks
+// like.
+func (p *Poller) checkRewound(ctx context.Context, watermark int64) error {
+	max, err := p.table.MaxID(ctx)
+	if err != nil {
+		return err
+	}
+	if max < watermark {
+		p.m.anomalies.WithLabelValues("ids_backwards").Inc()
+		return fmt.Errorf("%w: newest id %d, watermark %d", ErrRewound, max, watermark)
+	}
+	return nil
+}
+
 // initCursor creates the stream's cursor at the chosen start.
 func (p *Poller) initCursor(ctx context.Context, now time.Time) error {
 	var after int64
@@ -331,21 +392,46 @@ func (p *Poller) now(ctx context.Context) (time.Time, error) {
 	return inbox.DBNow(ctx, p.db)
 }
 
-// Run scans until ctx ends; it implements inbox.Source.
+// errorBackoff is the wait after consecutive failed polls: 1 s doubling to 30 s.
+var errorBackoff = backoff.Policy{Initial: time.Second, Max: 30 * time.Second, Multiplier: 2}
+
+// failureLogEvery bounds how often a run of failed polls is logged.
+const failureLogEvery = 30 * time.Second
+
+// Run scans until ctx ends; it implements inbox.Source. After a failed poll
+// it waits 1 s, doubling to 30 s while the failures go on (nudges do not cut
+// that short), and logs the first failure, then at most one line per 30 s,
+// then the recovery.
 func (p *Poller) Run(ctx context.Context, wake func()) error {
-	failures := 0
+	var (
+		failures int
+		loggedAt time.Time
+	)
 	for {
 		res, err := p.Poll(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
 		wait := p.o.interval
+		nudge := p.nudge
 		if err != nil {
 			failures++
 			p.m.scanErrors.Inc()
-			p.o.log.Warn("mailbox: poll failed", "stream", p.stream, "err", err, "failures", failures)
+			wait, nudge = errorBackoff.Delay(failures), nil
+			if now := p.o.clock.Now(); failures == 1 || now.Sub(loggedAt) >= failureLogEvery {
+				loggedAt = now
+				level := slog.LevelWarn
+				if errors.Is(err, ErrAutoIncrementStep) || errors.Is(err, ErrRewound) {
+					level = slog.LevelError
+				}
+				p.o.log.Log(ctx, level, "mailbox: poll failed", "stream", p.stream, "err", err,
+					"failures", failures, "retry_in", wait)
+			}
 		} else {
-			failures = 0
+			if failures > 0 {
+				p.o.log.Info("mailbox: polling again after failures", "stream", p.stream, "failures", failures)
+				failures = 0
+			}
 			if res.Advanced || res.Late > 0 {
 				wake()
 			}
@@ -358,7 +444,7 @@ func (p *Poller) Run(ctx context.Context, wake func()) error {
 		case <-ctx.Done():
 			t.Stop()
 			return nil
-		case <-p.nudge:
+		case <-nudge:
 		case <-t.C():
 		}
 		t.Stop()
