@@ -139,7 +139,9 @@ func TestSendRejectsWhatItCannotStore(t *testing.T) {
 		{"too large, chunked", "text/xml", io.MultiReader(strings.NewReader(long)), http.StatusRequestEntityTooLarge},
 		{"json", "application/json", strings.NewReader("{}"), http.StatusUnsupportedMediaType},
 		{"form", "multipart/form-data; boundary=x", strings.NewReader("x"), http.StatusUnsupportedMediaType},
-		{"charset", "text/xml; charset=GBK", strings.NewReader("<a/>"), http.StatusUnsupportedMediaType},
+		{"unknown charset", "text/xml; charset=x-klingon", strings.NewReader("<a/>"), http.StatusUnsupportedMediaType},
+		{"declared unknown charset", "text/xml", strings.NewReader(`<?xml version="1.0" encoding="x-klingon"?><a/>`), http.StatusUnsupportedMediaType},
+		{"not GBK", "text/xml; charset=GBK", strings.NewReader("<a>\x81</a>"), http.StatusBadRequest},
 		{"empty", "text/xml", strings.NewReader(""), http.StatusBadRequest},
 		{"not utf-8", "text/xml", strings.NewReader("<a>\xff\xfe</a>"), http.StatusBadRequest},
 	} {

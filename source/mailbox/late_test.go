@@ -146,3 +146,18 @@ func TestGapsAgeOnTheDatabasesClock(t *testing.T) {
 		t.Fatalf("poll = %+v, want the gap declared permanent", res)
 	}
 }
+
+func TestMailboxRowDeclaredGBKIsReadAsTheUTF8ItIsOnMariaDB(t *testing.T) {
+	e := newMariaDBEnv(t)
+	// A legacy writer stored a GBK document through a utf8mb4 connection:
+	// the column holds UTF-8 text whose declaration still says GBK.
+	const stored = `<?xml version="1.0" encoding='GBK'?><MSG><RMRK>航班延误</RMRK></MSG>`
+	e.exec("INSERT INTO TBL (CMINMSGS_CLOB_MSG) VALUES (?)", stored)
+	rows, err := e.table.Scan(context.Background(), 0, 10)
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("scan: %v %v", rows, err)
+	}
+	if want := `<?xml version="1.0" encoding='UTF-8'?><MSG><RMRK>航班延误</RMRK></MSG>`; string(rows[0].Msg) != want {
+		t.Fatalf("read %q, want %q", rows[0].Msg, want)
+	}
+}

@@ -27,7 +27,8 @@ const MySQL store.Dialect = "mysql"
 //go:embed sql
 var sqlFS embed.FS
 
-// Row is one mailbox message as the poller reads it.
+// Row is one mailbox message as the poller reads it: UTF-8 text (the column
+// is text), its XML declaration, if any, saying so.
 type Row struct {
 	ID  int64
 	Msg []byte
@@ -257,6 +258,7 @@ func readRows(rows interface {
 		if err := rows.Scan(&r.ID, &r.Msg); err != nil {
 			return nil, err
 		}
+		r.Msg = DeclareUTF8(r.Msg)
 		out = append(out, r)
 	}
 	return out, rows.Err()

@@ -84,3 +84,10 @@ SELECT status, COUNT(*) FROM msgx_inbox WHERE stream = $1 GROUP BY status
 DELETE FROM msgx_inbox_identity i
 USING unnest($2::text[], $3::bigint[]) AS u(identity, id)
 WHERE i.stream = $1 AND i.identity = u.identity AND i.msg_id = u.id
+
+-- name: KeepOriginal
+INSERT INTO msgx_inbox_original (stream, msg_id, charset, body, received_at) VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (stream, msg_id) DO NOTHING
+
+-- name: Original
+SELECT charset, body FROM msgx_inbox_original WHERE stream = $1 AND msg_id = $2

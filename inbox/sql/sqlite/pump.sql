@@ -50,3 +50,10 @@ SELECT status, COUNT(*) FROM msgx_inbox WHERE stream = ?1 GROUP BY status
 -- name: Release
 -- Unbinds an identity bound in a batch for a message it did not reach.
 DELETE FROM msgx_inbox_identity WHERE stream = ?1 AND identity = ?2 AND msg_id = ?3
+
+-- name: KeepOriginal
+INSERT INTO msgx_inbox_original (stream, msg_id, charset, body, received_at) VALUES (?1, ?2, ?3, ?4, ?5)
+ON CONFLICT (stream, msg_id) DO NOTHING
+
+-- name: Original
+SELECT charset, body FROM msgx_inbox_original WHERE stream = ?1 AND msg_id = ?2
