@@ -52,12 +52,33 @@ type Table struct {
 	st        *store.DB // a same-shape table in the store
 	processed string
 	owned     bool
+	zone      *time.Location
 }
 
 type options struct {
 	table     string
 	processed string
+	zone      *time.Location
 }
+
+// DefaultTimeZone is the airport time zone DATETIME columns of a MySQL
+// mailbox are written in unless WithTimeZone says otherwise.
+const DefaultTimeZone = "Asia/Shanghai"
+
+// defaultZone is Asia/Shanghai, or UTC+8 where the system has no zone
+// database (China has kept UTC+8 without daylight saving since 1991).
+func defaultZone() *time.Location {
+	if loc, err := time.LoadLocation(DefaultTimeZone); err == nil {
+		return loc
+	}
+	return time.FixedZone("CST", 8*3600)
+}
+
+// WithTimeZone sets the airport time zone (airport.timezone) that the
+// DATETIME columns of a MySQL mailbox are written in (default
+// Asia/Shanghai): DATETIME keeps no zone, and the other systems sharing the
+// table read it as local airport time. Tables in the store keep zoned times.
+func WithTimeZone(loc *time.Location) Option { return func(o *options) { o.zone = loc } }
 
 // Option configures a Table.
 type Option func(*options)
@@ -90,12 +111,16 @@ func build(d store.Dialect, opts []Option) (*Table, error) {
 	for k, v := range q {
 		q[k] = strings.ReplaceAll(v, "{{table}}", o.table)
 	}
-	return &Table{dialect: d, name: o.table, q: q, processed: o.processed}, nil
+	if o.zone == nil {
+		o.zone = defaultZone()
+	}
+	return &Table{dialect: d, name: o.table, q: q, processed: o.processed, zone: o.zone}, nil
 }
 
 // OpenMySQL opens the shared mailbox on a MySQL/MariaDB server. The DSN is
 // go-sql-driver/mysql's (user@tcp(host:3306)/db?parseTime=true); parseTime is
-// added when missing, and loc decides the zone DATETIME values are written in.
+// added when missing. DATETIME values are written in the airport zone
+// (WithTimeZone), whatever the DSN's loc.
 func OpenMySQL(ctx context.Context, dsn string, opts ...Option) (*Table, error) {
 	if !strings.Contains(dsn, "parseTime=") {
 		sep := "?"
@@ -119,6 +144,18 @@ func OpenMySQL(ctx context.Context, dsn string, opts ...Option) (*Table, error) 
 	}
 	t.owned = true
 	return t, nil
+}
+
+// datetime is a time as a DATETIME column of the MySQL mailbox holds it: the
+// wall time in the airport zone, whatever the connection's loc.
+func (t *Table) datetime(at time.Time) any {
+	if at.IsZero() {
+		return nil
+	}
+	if t.sqldb == nil {
+		return at
+	}
+	return at.In(t.zone).Format("2006-01-02 15:04:05.999999")
 }
 
 // NewMySQL uses an open MySQL handle (opened with parseTime=true).
@@ -266,7 +303,7 @@ func readRows(rows interface {
 
 // Insert stores a message and returns its mailbox id.
 func (t *Table) Insert(ctx context.Context, msg []byte, received time.Time, meta Meta) (int64, error) {
-	args := []any{string(msg), received, nullString(meta.Subsystem), nullInt(meta.Sequence), nullTime(meta.DateSent),
+	args := []any{string(msg), t.datetime(received), nullString(meta.Subsystem), nullInt(meta.Sequence), t.datetime(meta.DateSent),
 		nullString(meta.Subtype), nullString(meta.Type)}
 	if t.sqldb != nil {
 		res, err := t.sqldb.ExecContext(ctx, t.q.Get("Insert"), args...)
@@ -305,7 +342,7 @@ func (t *Table) Backfill(ctx context.Context, ids []int64, at time.Time) error {
 		}
 		defer stmt.Close()
 		for _, id := range ids {
-			if _, err := stmt.ExecContext(ctx, at, t.processed, id); err != nil {
+			if _, err := stmt.ExecContext(ctx, t.datetime(at), t.processed, id); err != nil {
 				return fmt.Errorf("mailbox: backfill %s row %d: %w", t.name, id, err)
 			}
 		}
@@ -351,11 +388,4 @@ func nullInt(n int64) any {
 		return nil
 	}
 	return n
-}
-
-func nullTime(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	return t
 }

@@ -255,6 +255,13 @@ func (e *env) marks() map[int64]mark {
 		}
 		defer rows.Close()
 		scan(rows.Next, rows.Scan)
+		// DATETIME holds airport wall time (the driver read it as UTC).
+		for id, m := range out {
+			if !m.at.IsZero() {
+				m.at = airportWallTime(m.at)
+				out[id] = m
+			}
+		}
 		return out
 	}
 	rows, err := e.db.Query(context.Background(), q)
