@@ -2,9 +2,6 @@ package httpingress_test
 
 import (
 	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -28,21 +25,7 @@ func doc(encoding string) string { return strings.Replace(chineseDoc, "%s", enco
 
 func TestGBKBodyIsStoredAsUTF8AndKeptByteExactOnMariaDB(t *testing.T) {
 	ctx := context.Background()
-	raw, err := sql.Open("mysql", "root@tcp(127.0.0.1:3306)/test?parseTime=true&loc=UTC")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	table, err := mailbox.NewMySQL(raw, mailbox.WithTable("t_cminmsgs_gbk_"+hex.EncodeToString(b[:])))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := table.Create(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = table.Drop(ctx) }()
+	table, raw := mariaDBMailbox(t)
 	db := storetest.NewPostgres(t)
 	eng, err := inbox.New(db, "sis", identityProc{}, inbox.WithLogger(quiet))
 	if err != nil {

@@ -240,7 +240,10 @@ func TestClientRetryIsADuplicate(t *testing.T) {
 	}
 }
 
-func TestSendIntoMariaDBMailbox(t *testing.T) {
+// mariaDBMailbox is a uniquely named mailbox table on the test MariaDB
+// server, dropped at the end of the test, with its connection.
+func mariaDBMailbox(t *testing.T) (*mailbox.Table, *sql.DB) {
+	t.Helper()
 	dsn := os.Getenv("MSGX_TEST_MYSQL")
 	if dsn == "" {
 		dsn = "root@tcp(127.0.0.1:3306)/test?parseTime=true&loc=UTC"
@@ -249,18 +252,23 @@ func TestSendIntoMariaDBMailbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer raw.Close()
+	t.Cleanup(func() { _ = raw.Close() })
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	table, err := mailbox.NewMySQL(raw, mailbox.WithTable("t_cminmsgs_http_"+hex.EncodeToString(b[:])))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	if err := table.Create(ctx); err != nil {
+	if err := table.Create(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = table.Drop(ctx) }()
+	t.Cleanup(func() { _ = table.Drop(context.Background()) })
+	return table, raw
+}
+
+func TestSendIntoMariaDBMailbox(t *testing.T) {
+	table, _ := mariaDBMailbox(t)
+	ctx := context.Background()
 	mux := http.NewServeMux()
 	httpingress.New(table, httpingress.WithLogger(quiet)).Register(mux)
 	srv := httptest.NewServer(mux)
