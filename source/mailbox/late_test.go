@@ -161,3 +161,24 @@ func TestMailboxRowDeclaredGBKIsReadAsTheUTF8ItIsOnMariaDB(t *testing.T) {
 		t.Fatalf("read %q, want %q", rows[0].Msg, want)
 	}
 }
+
+func TestEveryLateRowOfAWideGapIsFound(t *testing.T) {
+	eachMailbox(t, func(t *testing.T, e *env) {
+		clk := clock.NewFake(t0)
+		p := e.poller(clk, mailbox.WithClaimBatch(2), mailbox.WithMaxCommitDelay(time.Minute))
+		e.put(1, 6)
+		e.poll(p)
+		clk.Advance(time.Minute)
+		if res := e.poll(p); res.Skipped != 4 || res.Watermark != 6 {
+			t.Fatalf("poll = %+v, want 2-5 declared permanent", res)
+		}
+		e.put(2, 3, 4, 5) // more late rows than one claim batch
+		clk.Advance(10 * time.Second)
+		if res := e.poll(p); res.Late != 4 {
+			t.Fatalf("poll = %+v, want all 4 late rows", res)
+		}
+		if got := e.enqueued(); !slices.Equal(got, seq(1, 6)) {
+			t.Fatalf("enqueued %v", got)
+		}
+	})
+}

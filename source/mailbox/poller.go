@@ -466,13 +466,25 @@ func (p *Poller) checkLate(ctx context.Context, now time.Time) (int, error) {
 	}
 	found := 0
 	for _, g := range gaps {
-		rows, err := p.table.ScanRange(ctx, g.From, g.To, p.o.batch)
-		if err != nil || len(rows) == 0 {
-			if err != nil {
-				return found, err
-			}
-			continue
+		n, err := p.takeLate(ctx, g, action, now)
+		found += n
+		if err != nil {
+			return found, err
 		}
+	}
+	return found, nil
+}
+
+// takeLate records the rows that showed up in one permanent gap, a claim
+// batch at a time.
+func (p *Poller) takeLate(ctx context.Context, g inbox.Gap, action inbox.LateAction, now time.Time) (int, error) {
+	found := 0
+	for from := g.From; from <= g.To; {
+		rows, err := p.table.ScanRange(ctx, from, g.To, p.o.batch)
+		if err != nil || len(rows) == 0 {
+			return found, err
+		}
+		from = rows[len(rows)-1].ID + 1
 		var fresh []Row
 		err = p.db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
 			fresh = fresh[:0]
@@ -502,6 +514,9 @@ func (p *Poller) checkLate(ctx context.Context, now time.Time) (int, error) {
 				"gap_from", g.From, "gap_to", g.To, "gap_declared", g.DeclaredAt, "action", action)
 		}
 		found += len(fresh)
+		if len(rows) < p.o.batch {
+			return found, nil
+		}
 	}
 	return found, nil
 }
