@@ -118,7 +118,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	const stream = "sis"
 	eng, err := inbox.New(db, stream, inboxbench.FlopProcessor{},
 		inbox.WithLogger(cfg.Log),
-		inbox.WithSource(mailbox.NewPoller(table, db, stream, mailbox.WithPollerLogger(cfg.Log))),
+		inbox.WithSource(mailbox.NewPoller(table, db, stream, mailbox.WithStart(mailbox.FromBeginning()), mailbox.WithPollerLogger(cfg.Log))),
 		inbox.WithBackfill(table),
 		inbox.WithOnCommit(func(c inbox.Committed) { processed.Add(int64(len(c.IDs))) }),
 	)
