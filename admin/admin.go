@@ -265,3 +265,18 @@ func (s *Server) query(name string) handler {
 		return f(ctx, r.URL.Query())
 	}
 }
+
+// RequireOperator guards a handler (a pipeline's) with the operator scope.
+func (s *Server) RequireOperator(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch scope := s.scope(r); {
+		case scope == Anonymous:
+			w.Header().Set("WWW-Authenticate", `Bearer realm="msgx"`)
+			writeJSON(w, http.StatusUnauthorized, Problem{"missing or unknown bearer token"})
+		case scope < Operator:
+			writeJSON(w, http.StatusForbidden, Problem{"this needs the operator scope"})
+		default:
+			h.ServeHTTP(w, r)
+		}
+	})
+}
