@@ -93,12 +93,12 @@ func WithLogOutput(w io.Writer) Option { return func(o *options) { o.logOut = w 
 // New wires the service: it opens (and migrates) the store, starts the
 // brokers, opens the mailboxes, builds every stream, pipeline and the relay,
 // and binds the listeners. On error everything opened is closed again.
-func New(ctx context.Context, cfg *config.Config, reg *Registry, opts ...Option) (a *App, err error) {
+func New(ctx context.Context, cfg *config.Config, reg *Registry, opts ...Option) (_ *App, err error) {
 	o := options{logOut: os.Stderr, env: os.Getenv}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	a = &App{cfg: cfg, log: newLogger(cfg.Log, o.logOut), brokers: map[string]*broker.Broker{}, mailboxes: map[string]*mailbox.Table{}, mysql: map[string]*sql.DB{}}
+	a := &App{cfg: cfg, log: newLogger(cfg.Log, o.logOut), brokers: map[string]*broker.Broker{}, mailboxes: map[string]*mailbox.Table{}, mysql: map[string]*sql.DB{}}
 	defer func() {
 		if err != nil {
 			a.close(context.WithoutCancel(ctx))
