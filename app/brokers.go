@@ -23,6 +23,9 @@ import (
 
 // newDriver builds the adapter a broker entry names.
 func newDriver(name string, c config.Broker, log *slog.Logger, reg prometheus.Registerer) (driver.Broker, func(), error) {
+	// Adapters with metrics of their own get them labelled with the broker's
+	// name, so that two brokers of a kind can share the registry.
+	own := prometheus.WrapRegistererWith(prometheus.Labels{"broker": name}, reg)
 	switch c.Kind {
 	case config.KindKafka:
 		var opts []kgo.Opt
@@ -47,14 +50,15 @@ func newDriver(name string, c config.Broker, log *slog.Logger, reg prometheus.Re
 		}
 		return kafka.New(kopts...), nil, nil
 	case config.KindRabbitMQ:
-		return rabbitmq.New(rabbitmq.WithURL(c.URL), rabbitmq.WithLogger(log), rabbitmq.WithConnectionName("msgx-"+name)), nil, nil
+		return rabbitmq.New(rabbitmq.WithURL(c.URL), rabbitmq.WithLogger(log), rabbitmq.WithConnectionName("msgx-"+name),
+			rabbitmq.WithRegisterer(own)), nil, nil
 	case config.KindMQTT:
 		d, err := mqtt.New(c.URL, mqtt.WithLogger(log))
 		return d, nil, err
 	case config.KindNATS:
 		return nats.New(nats.WithURL(c.URL), nats.WithLogger(log), nats.WithClientName("msgx-"+name)), nil, nil
 	case config.KindPulsar:
-		return pulsar.New(c.URL, pulsar.WithLogger(log)), nil, nil
+		return pulsar.New(c.URL, pulsar.WithLogger(log), pulsar.WithRegisterer(own)), nil, nil
 	case config.KindMem:
 		srv := mem.NewServer()
 		return mem.New(srv), srv.Close, nil
