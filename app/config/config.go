@@ -291,27 +291,13 @@ func EmbeddedDefault() *Config {
 }
 
 func (c *Config) setDefaults() {
-	if c.Profile == "" {
-		c.Profile = Embedded
-	}
-	if c.Log.Level == "" {
-		c.Log.Level = "info"
-	}
-	if c.Log.Format == "" {
-		c.Log.Format = "text"
-	}
-	if c.Store.Migrate == nil {
-		c.Store.Migrate = ptr(true)
-	}
-	if c.ShutdownTimeout == 0 {
-		c.ShutdownTimeout = Duration(30 * time.Second)
-	}
-	if c.Ingress.MaxBytes == 0 {
-		c.Ingress.MaxBytes = 16<<20 - 1
-	}
-	if c.Ingress.Timeout == 0 {
-		c.Ingress.Timeout = Duration(10 * time.Second)
-	}
+	orDefault(&c.Profile, Embedded)
+	orDefault(&c.Log.Level, "info")
+	orDefault(&c.Log.Format, "text")
+	orDefault(&c.Store.Migrate, ptr(true))
+	orDefault(&c.ShutdownTimeout, Duration(30*time.Second))
+	orDefault(&c.Ingress.MaxBytes, 16<<20-1)
+	orDefault(&c.Ingress.Timeout, Duration(10*time.Second))
 	if c.Ingress.Stream == "" && len(c.Streams) == 1 {
 		for name := range c.Streams {
 			c.Ingress.Stream = name
@@ -319,12 +305,8 @@ func (c *Config) setDefaults() {
 	}
 	for name, b := range c.Brokers {
 		if b.Kind == KindKafka {
-			if b.Acks == "" {
-				b.Acks = "all"
-			}
-			if b.Idempotence == nil {
-				b.Idempotence = ptr(true)
-			}
+			orDefault(&b.Acks, "all")
+			orDefault(&b.Idempotence, ptr(true))
 			if len(b.Seeds) == 0 {
 				b.Seeds = []string{"127.0.0.1:9092"}
 			}
@@ -332,120 +314,66 @@ func (c *Config) setDefaults() {
 		c.Brokers[name] = b
 	}
 	for name, m := range c.Mailboxes {
-		if m.Table == "" {
-			m.Table = "cminmsgs"
-		}
-		if m.ProcessedValue == "" {
-			m.ProcessedValue = "PROCESSED"
-		}
-		if m.Shared == nil {
-			m.Shared = ptr(m.Kind == MailboxMySQL)
-		}
-		if m.PollInterval == 0 {
-			m.PollInterval = Duration(time.Second)
-		}
-		if m.ClaimBatch == 0 {
-			m.ClaimBatch = 50
-		}
-		if m.ScansPerCommit == 0 {
-			m.ScansPerCommit = 10
-		}
-		if m.MaxCommitDelay == 0 {
-			m.MaxCommitDelay = Duration(time.Minute)
-		}
+		orDefault(&m.Table, "cminmsgs")
+		orDefault(&m.ProcessedValue, "PROCESSED")
+		orDefault(&m.Shared, ptr(m.Kind == MailboxMySQL))
+		orDefault(&m.PollInterval, Duration(time.Second))
+		orDefault(&m.ClaimBatch, 50)
+		orDefault(&m.ScansPerCommit, 10)
+		orDefault(&m.MaxCommitDelay, Duration(time.Minute))
 		c.Mailboxes[name] = m
 	}
 	for name, s := range c.Streams {
-		if s.GroupSize == 0 {
-			s.GroupSize = 50
-		}
-		if s.MaxAttempts == 0 {
-			s.MaxAttempts = 5
-		}
-		if s.Backoff.Initial == 0 {
-			s.Backoff.Initial = Duration(time.Second)
-		}
-		if s.Backoff.Max == 0 {
-			s.Backoff.Max = Duration(time.Minute)
-		}
-		if s.HeadDeadline == 0 {
-			s.HeadDeadline = Duration(10 * time.Minute)
-		}
-		if s.PollInterval == 0 {
-			s.PollInterval = Duration(time.Second)
-		}
-		if s.Lease == 0 {
-			s.Lease = Duration(30 * time.Second)
-		}
-		if s.Backfill == nil {
-			s.Backfill = ptr(true)
-		}
-		if s.BackfillEvery == 0 {
-			s.BackfillEvery = Duration(30 * time.Second)
-		}
-		if s.OverdueBackfill == 0 {
-			s.OverdueBackfill = Duration(time.Hour)
-		}
-		if s.BackfillBatch == 0 {
-			s.BackfillBatch = 100
-		}
+		orDefault(&s.GroupSize, 50)
+		orDefault(&s.MaxAttempts, 5)
+		orDefault(&s.Backoff.Initial, Duration(time.Second))
+		orDefault(&s.Backoff.Max, Duration(time.Minute))
+		orDefault(&s.HeadDeadline, Duration(10*time.Minute))
+		orDefault(&s.PollInterval, Duration(time.Second))
+		orDefault(&s.Lease, Duration(30*time.Second))
+		orDefault(&s.Backfill, ptr(true))
+		orDefault(&s.BackfillEvery, Duration(30*time.Second))
+		orDefault(&s.OverdueBackfill, Duration(time.Hour))
+		orDefault(&s.BackfillBatch, 100)
 		c.Streams[name] = s
 	}
 	for name, p := range c.Pipelines {
-		if p.Enabled == nil {
-			p.Enabled = ptr(true)
-		}
+		orDefault(&p.Enabled, ptr(true))
 		c.Pipelines[name] = p
 	}
 	r := &c.Relay
-	if r.MaxAttempts == 0 {
-		r.MaxAttempts = 5
-	}
-	if r.Backoff.Initial == 0 {
-		r.Backoff.Initial = Duration(time.Second)
-	}
-	if r.Backoff.Max == 0 {
-		r.Backoff.Max = Duration(time.Minute)
-	}
-	if r.Lease == 0 {
-		r.Lease = Duration(time.Minute)
-	}
-	if r.PublishTimeout == 0 {
-		r.PublishTimeout = Duration(15 * time.Second)
-	}
-	if r.PollInterval == 0 {
-		r.PollInterval = Duration(100 * time.Millisecond)
-	}
-	if r.Retention == 0 {
-		r.Retention = Duration(24 * time.Hour)
-	}
+	orDefault(&r.MaxAttempts, 5)
+	orDefault(&r.Backoff.Initial, Duration(time.Second))
+	orDefault(&r.Backoff.Max, Duration(time.Minute))
+	orDefault(&r.Lease, Duration(time.Minute))
+	orDefault(&r.PublishTimeout, Duration(15*time.Second))
+	orDefault(&r.PollInterval, Duration(100*time.Millisecond))
+	orDefault(&r.Retention, Duration(24*time.Hour))
 	for name, t := range r.Targets {
-		if t.Lane == "" {
-			t.Lane = "per-key"
-		}
-		if t.Batch == 0 {
-			t.Batch = 500
-		}
+		orDefault(&t.Lane, "per-key")
+		orDefault(&t.Batch, 500)
 		if t.Workers == 0 {
 			t.Workers = 2
 			if t.Lane == "compacted" {
 				t.Workers = 1
 			}
 		}
-		if t.FlushPeriod == 0 {
-			t.FlushPeriod = Duration(3 * time.Second)
-		}
-		if t.FlushLimit == 0 {
-			t.FlushLimit = 500
-		}
+		orDefault(&t.FlushPeriod, Duration(3*time.Second))
+		orDefault(&t.FlushLimit, 500)
 		r.Targets[name] = t
 	}
-	if c.Tracing.ServiceName == "" {
-		c.Tracing.ServiceName = "msgx"
-	}
+	orDefault(&c.Tracing.ServiceName, "msgx")
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// orDefault sets *p to v when it is the zero value (left out of the file).
+func orDefault[T comparable](p *T, v T) {
+	var zero T
+	if *p == zero {
+		*p = v
+	}
+}
 
 // StartPosition is a parsed mailbox.start.
 type StartPosition struct {
