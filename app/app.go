@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -64,6 +65,9 @@ type App struct {
 
 	adminLn, ingressLn net.Listener
 	adminSrv, ingSrv   *http.Server
+	// stopping makes /readyz fail from the moment a stop begins, so that a
+	// load balancer stops sending before the ingress closes.
+	stopping atomic.Bool
 }
 
 type stream struct {
@@ -105,7 +109,10 @@ func New(ctx context.Context, cfg *config.Config, reg *Registry, opts ...Option)
 		}
 	}()
 	a.metrics = prometheus.NewRegistry()
-	a.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	info := prometheus.NewGauge(prometheus.GaugeOpts{Name: "msgx_service_info", Help: "1, labelled with the configuration's profile and shadow mode.",
+		ConstLabels: prometheus.Labels{"profile": cfg.Profile, "shadow": strconv.FormatBool(cfg.Shadow)}})
+	info.Set(1)
+	a.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), info)
 
 	if a.tracing, err = tracing.New(ctx, tracing.Enabled(cfg.Tracing.Enabled, o.env), cfg.Tracing.ServiceName); err != nil {
 		return nil, err
@@ -389,6 +396,12 @@ func (a *App) buildAdmin(reg *Registry, deps Deps) error {
 	for _, h := range a.health {
 		cfg.Checks = append(cfg.Checks, admin.Check{Name: "broker " + h.b.Name(), Check: h.check})
 	}
+	cfg.Checks = append(cfg.Checks, admin.Check{Name: "serving", Check: func(context.Context) error {
+		if a.stopping.Load() {
+			return errors.New("stopping")
+		}
+		return nil
+	}})
 	if a.relay != nil {
 		cfg.Targets = sortedKeys(a.cfg.Relay.Targets)
 		cfg.Lag = a.relay.Lag
@@ -504,6 +517,7 @@ func (a *App) Run(ctx context.Context) error {
 	case err = <-fatal:
 		a.log.Error("stopping: a component failed", "err", err)
 	}
+	a.stopping.Store(true)
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.ShutdownTimeout.D())
 	defer cancel()
 	if a.ingSrv != nil {

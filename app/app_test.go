@@ -186,6 +186,18 @@ func TestStartPositionAndShadowMode(t *testing.T) {
 					time.Sleep(20 * time.Millisecond)
 				}
 			}
+			resp, err := http.Get("http://" + r.app.AdminAddr() + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			metrics, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			for _, m := range []string{fmt.Sprintf(`msgx_service_info{profile="embedded",shadow="%v"} 1`, shadow),
+				`msgx_stream_last_success_timestamp_seconds{stream="s"}`, `msgx_inbox_settled_total{status="SUCCEEDED",stream="s"} 3`} {
+				if !strings.Contains(string(metrics), m) {
+					t.Errorf("/metrics lacks %s", m)
+				}
+			}
 			r.shutdown(t)
 			db, err := store.Open(context.Background(), dsn)
 			if err != nil {
