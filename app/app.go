@@ -13,10 +13,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -179,7 +180,7 @@ func addr(l net.Listener) string {
 }
 
 func (a *App) openBrokers(ctx context.Context) error {
-	for _, name := range sortedKeys(a.cfg.Brokers) {
+	for _, name := range slices.Sorted(maps.Keys(a.cfg.Brokers)) {
 		c := a.cfg.Brokers[name]
 		drv, closer, err := newDriver(name, c, a.log, a.metrics)
 		if err != nil {
@@ -199,7 +200,7 @@ func (a *App) openBrokers(ctx context.Context) error {
 }
 
 func (a *App) openMailboxes(ctx context.Context) error {
-	for _, name := range sortedKeys(a.cfg.Mailboxes) {
+	for _, name := range slices.Sorted(maps.Keys(a.cfg.Mailboxes)) {
 		c := a.cfg.Mailboxes[name]
 		opts := []mailbox.Option{mailbox.WithTable(c.Table), mailbox.WithProcessedValue(c.ProcessedValue)}
 		var (
@@ -274,7 +275,7 @@ func (a *App) maxMailboxID(ctx context.Context, mbName string) (int64, error) {
 }
 
 func (a *App) buildStreams(ctx context.Context, reg *Registry, deps Deps) error {
-	for _, name := range sortedKeys(a.cfg.Streams) {
+	for _, name := range slices.Sorted(maps.Keys(a.cfg.Streams)) {
 		c := a.cfg.Streams[name]
 		factory := reg.processors[c.Processor]
 		if factory == nil {
@@ -330,7 +331,7 @@ func (a *App) buildStreams(ctx context.Context, reg *Registry, deps Deps) error 
 }
 
 func (a *App) buildPipelines(ctx context.Context, reg *Registry, deps Deps) error {
-	for _, name := range sortedKeys(a.cfg.Pipelines) {
+	for _, name := range slices.Sorted(maps.Keys(a.cfg.Pipelines)) {
 		c := a.cfg.Pipelines[name]
 		if !*c.Enabled {
 			continue
@@ -359,7 +360,7 @@ func (a *App) buildRelay() error {
 		outbox.WithLease(rc.Lease.D()), outbox.WithPublishTimeout(rc.PublishTimeout.D()),
 		outbox.WithPollInterval(rc.PollInterval.D()), outbox.WithRetention(rc.Retention.D()),
 	}
-	for _, name := range sortedKeys(rc.Targets) {
+	for _, name := range slices.Sorted(maps.Keys(rc.Targets)) {
 		t := rc.Targets[name]
 		kind, err := outbox.ParseLaneKind(t.Lane)
 		if err != nil {
@@ -389,7 +390,7 @@ func (a *App) buildAdmin(reg *Registry, deps Deps) error {
 				return time.Time{}
 			}})
 	}
-	for _, name := range sortedKeys(a.mailboxes) {
+	for _, name := range slices.Sorted(maps.Keys(a.mailboxes)) {
 		t := a.mailboxes[name]
 		cfg.Checks = append(cfg.Checks, admin.Check{Name: "mailbox " + name, Check: t.Ping})
 	}
@@ -403,7 +404,7 @@ func (a *App) buildAdmin(reg *Registry, deps Deps) error {
 		return nil
 	}})
 	if a.relay != nil {
-		cfg.Targets = sortedKeys(a.cfg.Relay.Targets)
+		cfg.Targets = slices.Sorted(maps.Keys(a.cfg.Relay.Targets))
 		cfg.Lag = a.relay.Lag
 	}
 	for name, f := range reg.queries {
@@ -552,12 +553,7 @@ func (a *App) close(ctx context.Context) {
 	if a.relay != nil {
 		a.relay.Close()
 	}
-	names := make([]string, 0, len(a.brokers))
-	for n := range a.brokers {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(a.brokers)) {
 		if err := a.brokers[n].Stop(stopCtx); err != nil {
 			a.log.Warn("broker stop", "broker", n, "err", err)
 		}
@@ -581,13 +577,4 @@ func (a *App) close(ctx context.Context) {
 		a.db.Close()
 		a.db = nil
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -4,8 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
-	"sort"
+	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
@@ -88,22 +89,13 @@ func (r *Registry) Query(name string, f QueryFactory) {
 }
 
 // Processors lists the registered processor names.
-func (r *Registry) Processors() []string { return names(r.processors) }
+func (r *Registry) Processors() []string { return slices.Sorted(maps.Keys(r.processors)) }
 
 // Pipelines lists the registered pipeline names.
-func (r *Registry) Pipelines() []string { return names(r.pipelines) }
+func (r *Registry) Pipelines() []string { return slices.Sorted(maps.Keys(r.pipelines)) }
 
 func mustBeNew[V any](m map[string]V, kind, name string) {
 	if _, dup := m[name]; dup || name == "" {
 		panic(fmt.Sprintf("app: %s %q registered twice or without a name", kind, name))
 	}
-}
-
-func names[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

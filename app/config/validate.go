@@ -2,10 +2,10 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 )
 
@@ -53,16 +53,16 @@ func (c *Config) validate() []string {
 		p.addf("admin.read-token", "must differ from admin.operator-token")
 	}
 
-	for _, name := range sortedKeys(c.Brokers) {
+	for _, name := range slices.Sorted(maps.Keys(c.Brokers)) {
 		c.validateBroker(&p, name, c.Brokers[name], prod)
 	}
-	for _, name := range sortedKeys(c.Mailboxes) {
+	for _, name := range slices.Sorted(maps.Keys(c.Mailboxes)) {
 		c.validateMailbox(&p, name, c.Mailboxes[name], prod)
 	}
-	for _, name := range sortedKeys(c.Streams) {
+	for _, name := range slices.Sorted(maps.Keys(c.Streams)) {
 		c.validateStream(&p, name, c.Streams[name])
 	}
-	for _, name := range sortedKeys(c.Pipelines) {
+	for _, name := range slices.Sorted(maps.Keys(c.Pipelines)) {
 		pl := c.Pipelines[name]
 		if pl.Broker != "" {
 			if _, ok := c.Brokers[pl.Broker]; !ok {
@@ -216,7 +216,7 @@ func (c *Config) validateStream(p *problems, name string, s Stream) {
 
 func (c *Config) validateRelay(p *problems) {
 	r := c.Relay
-	for _, name := range sortedKeys(r.Targets) {
+	for _, name := range slices.Sorted(maps.Keys(r.Targets)) {
 		t := r.Targets[name]
 		key := "relay.targets." + name
 		if _, ok := c.Brokers[t.Broker]; !ok {
@@ -260,18 +260,9 @@ func checkListen(p *problems, key, addr string) {
 	}
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 func list[V any](m map[string]V) string {
 	if len(m) == 0 {
 		return "none"
 	}
-	return strings.Join(sortedKeys(m), ", ")
+	return strings.Join(slices.Sorted(maps.Keys(m)), ", ")
 }
