@@ -86,8 +86,11 @@ type Config struct {
 	Queries map[string]QueryFunc
 	// Unavailable explains a missing query (default "not available").
 	Unavailable map[string]string
-	Clock       clock.Clock
-	Logger      *slog.Logger
+	// Clock stamps audit rows and replays and, when set, is the "now" ages
+	// are measured from (default: ages from the database's clock, shared by
+	// every instance; the wall clock for the rest).
+	Clock  clock.Clock
+	Logger *slog.Logger
 	// Timeout bounds each request's database work (default 30 s).
 	Timeout time.Duration
 }
@@ -98,6 +101,19 @@ type Server struct {
 	q       store.Queries
 	mux     *http.ServeMux
 	streams map[string]Stream
+	dbClock bool
+}
+
+// now is the time ages are measured from.
+func (s *Server) now(ctx context.Context) (time.Time, error) {
+	if !s.dbClock {
+		return s.cfg.Clock.Now(), nil
+	}
+	var t time.Time
+	if err := s.cfg.DB.QueryRow(ctx, s.q.Get("Now")).Scan(&t); err != nil {
+		return t, fmt.Errorf("admin: database clock: %w", err)
+	}
+	return t, nil
 }
 
 // New returns the handler.
@@ -105,7 +121,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.DB == nil {
 		return nil, errors.New("admin: no database")
 	}
-	if cfg.Clock == nil {
+	dbClock := cfg.Clock == nil
+	if dbClock {
 		cfg.Clock = clock.Real{}
 	}
 	if cfg.Logger == nil {
@@ -118,7 +135,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, q: q, mux: http.NewServeMux(), streams: map[string]Stream{}}
+	s := &Server{cfg: cfg, q: q, mux: http.NewServeMux(), streams: map[string]Stream{}, dbClock: dbClock}
 	for _, st := range cfg.Streams {
 		s.streams[st.Name] = st
 	}

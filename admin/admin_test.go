@@ -214,3 +214,21 @@ func TestNoTokensLetsEverythingThrough(t *testing.T) {
 		t.Fatalf("status without tokens configured: %d %s", rec.Code, rec.Body)
 	}
 }
+
+// Ages are measured from the database's clock; on both dialects it reads
+// as the current time.
+func TestDatabaseClock(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		srv, err := New(Config{DB: db})
+		if err != nil {
+			t.Fatal(err)
+		}
+		now, err := srv.now(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(now); d < -time.Minute || d > time.Minute {
+			t.Fatalf("database clock reads %v, %v from the wall clock", now, d)
+		}
+	})
+}

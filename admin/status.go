@@ -64,7 +64,10 @@ func (s *Server) status(ctx context.Context, _ *http.Request, _ string) (any, er
 
 // Status reads the state of every stream and target.
 func (s *Server) Status(ctx context.Context) (Status, error) {
-	now := s.cfg.Clock.Now()
+	now, err := s.now(ctx)
+	if err != nil {
+		return Status{}, err
+	}
 	out := Status{Time: now, Streams: []StreamStatus{}, Targets: []TargetStatus{}}
 	for _, st := range s.cfg.Streams {
 		ss, err := s.streamStatus(ctx, st, now)
@@ -187,7 +190,10 @@ func (s *Server) backfill(ctx context.Context, _ *http.Request, _ string) (any, 
 
 // Backfill reads the backfill state of every stream.
 func (s *Server) Backfill(ctx context.Context) ([]BackfillStatus, error) {
-	now := s.cfg.Clock.Now()
+	now, err := s.now(ctx)
+	if err != nil {
+		return nil, err
+	}
 	out := []BackfillStatus{}
 	for _, st := range s.cfg.Streams {
 		b := BackfillStatus{Stream: st.Name}
