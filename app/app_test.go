@@ -2,10 +2,12 @@ package app
 
 import (
 	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,6 +22,7 @@ import (
 	"github.com/msgx/msgx/internal/testproc"
 	"github.com/msgx/msgx/source/mailbox"
 	"github.com/msgx/msgx/store"
+	"github.com/msgx/msgx/store/storetest"
 )
 
 const (
@@ -48,19 +51,30 @@ func loadConfig(t *testing.T, yml string, env ...string) *config.Config {
 	return cfg
 }
 
-// fillMailbox puts n FLOP messages in the store's mailbox table.
-func fillMailbox(t *testing.T, dsn string, n int) {
+// mariaDSN is the local MariaDB the shared-mailbox tests use.
+const mariaDSN = "root@tcp(127.0.0.1:3306)/test"
+
+// newMailbox creates a uniquely named mailbox table on MariaDB holding n
+// FLOP messages (ids 1..n), dropped at cleanup.
+func newMailbox(t *testing.T, n int) (table string, db *sql.DB) {
 	t.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, dsn, store.WithMigrate(), store.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	table = "cminmsgs_app_" + hex.EncodeToString(b[:])
+	db, err := sql.Open("mysql", mariaDSN+"?parseTime=true")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	tb, err := mailbox.NewStore(db)
+	t.Cleanup(func() { _ = db.Close() })
+	tb, err := mailbox.NewMySQL(db, mailbox.WithTable(table))
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := tb.Create(ctx); err != nil {
+		t.Fatalf("MariaDB: %v", err)
+	}
+	t.Cleanup(func() { _ = tb.Drop(context.Background()) })
 	msgs, err := inboxbench.Messages(n, 3, time.Now().UnixNano()%1_000_000_000)
 	if err != nil {
 		t.Fatal(err)
@@ -70,6 +84,7 @@ func fillMailbox(t *testing.T, dsn string, n int) {
 			t.Fatal(err)
 		}
 	}
+	return table, db
 }
 
 const embedded = `
@@ -143,7 +158,7 @@ func waitSettled(t *testing.T, addr string) {
 	for {
 		var st admin.Status
 		get(t, addr, "/v1/status", readTok, &st)
-		if len(st.Streams) == 1 && st.Streams[0].Watermark == 5 && st.Streams[0].Backlog == 0 && len(st.Targets) == 1 && st.Targets[0].Pending == 0 {
+		if len(st.Streams) == 1 && st.Streams[0].Watermark == 5 && st.Streams[0].Backlog == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -154,34 +169,38 @@ func waitSettled(t *testing.T, addr string) {
 }
 
 // unmarked counts the mailbox rows without a processed mark.
-func unmarked(t *testing.T, dsn string) int {
-	db, err := store.Open(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+func unmarked(t *testing.T, db *sql.DB, table string) int {
 	var n int
-	if err := db.QueryRow(context.Background(), "SELECT COUNT(*) FROM cminmsgs WHERE CMINMSGS_STATUS IS NULL").Scan(&n); err != nil {
+	if err := db.QueryRow("SELECT COUNT(*) FROM " + table + " WHERE CMINMSGS_STATUS IS NULL").Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
 }
 
-// The start position skips the first rows; shadow mode processes the rest
-// but never writes their processed mark; the normal mode does.
+const production = `
+profile: production
+store: {dsn: "%s"}
+admin: {listen: "127.0.0.1:0", read-token: "` + readTok + `", operator-token: "` + opTok + `"}
+mailboxes: {shared: {kind: mysql, dsn: "` + mariaDSN + `", table: %s, start: "from-id:2", poll-interval: 20ms}}
+streams: {s: {processor: flop, mailbox: shared, poll-interval: 20ms}}
+`
+
+// On PostgreSQL and a shared MariaDB mailbox, the start position skips the
+// first rows; shadow mode processes the rest but never writes their
+// processed mark; the normal mode does.
 func TestStartPositionAndShadowMode(t *testing.T) {
 	for _, shadow := range []bool{true, false} {
 		t.Run(fmt.Sprintf("shadow=%v", shadow), func(t *testing.T) {
-			dsn := "sqlite:" + filepath.Join(t.TempDir(), "msgx.db")
-			fillMailbox(t, dsn, 5)
-			cfg := loadConfig(t, fmt.Sprintf(embedded, strings.TrimPrefix(dsn, "sqlite:")), fmt.Sprintf("MSGX_SHADOW=%v", shadow))
+			_, dsn := storetest.NewSchema(t)
+			table, mdb := newMailbox(t, 5)
+			cfg := loadConfig(t, fmt.Sprintf(production, dsn, table), fmt.Sprintf("MSGX_SHADOW=%v", shadow))
 			r := start(t, cfg, registry())
 			waitSettled(t, r.app.AdminAddr())
 			if !shadow {
 				deadline := time.Now().Add(30 * time.Second)
-				for unmarked(t, dsn) != 2 {
+				for unmarked(t, mdb, table) != 2 {
 					if time.Now().After(deadline) {
-						t.Fatalf("processed marks not written: %d rows unmarked", unmarked(t, dsn))
+						t.Fatalf("processed marks not written: %d rows unmarked", unmarked(t, mdb, table))
 					}
 					time.Sleep(20 * time.Millisecond)
 				}
@@ -192,7 +211,7 @@ func TestStartPositionAndShadowMode(t *testing.T) {
 			}
 			metrics, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			for _, m := range []string{fmt.Sprintf(`msgx_service_info{profile="embedded",shadow="%v"} 1`, shadow),
+			for _, m := range []string{fmt.Sprintf(`msgx_service_info{profile="production",shadow="%v"} 1`, shadow),
 				`msgx_stream_last_success_timestamp_seconds{stream="s"}`, `msgx_inbox_settled_total{status="SUCCEEDED",stream="s"} 3`} {
 				if !strings.Contains(string(metrics), m) {
 					t.Errorf("/metrics lacks %s", m)
@@ -208,9 +227,8 @@ func TestStartPositionAndShadowMode(t *testing.T) {
 			if err != nil || counts[inbox.Succeeded] != 3 || len(counts) != 1 {
 				t.Fatalf("inbox after the run: %v %v (rows 1 and 2 are before the start position)", counts, err)
 			}
-			db.Close()
 			if shadow {
-				if n := unmarked(t, dsn); n != 5 {
+				if n := unmarked(t, mdb, table); n != 5 {
 					t.Fatalf("shadow mode wrote %d processed marks", 5-n)
 				}
 			}
