@@ -1,0 +1,39 @@
+package admin
+
+import (
+	"os"
+	"os/exec"
+	"regexp"
+	"testing"
+)
+
+// The alert rules in the repository are valid Prometheus rules, and every
+// msgx metric they use is one this package or a component exports.
+func TestAlertRules(t *testing.T) {
+	const rules = "../deploy/alerts.yaml"
+	b, err := os.ReadFile(rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := map[string]bool{
+		// admin (collector.go)
+		"msgx_stream_head_age_seconds": true, "msgx_stream_head_blocked_seconds": true, "msgx_mailbox_gap_open_seconds": true,
+		"msgx_mailbox_gap_ids_skipped": true, "msgx_backfill_overdue": true, "msgx_relay_dead": true, "msgx_status_up": true,
+		// inbox, outbox and broker metrics
+		"msgx_inbox_leader": true, "msgx_inbox_settled_total": true, "msgx_inbox_backfill_failures_total": true,
+		"msgx_outbox_lag_seconds": true, "msgx_broker_publish_errors_total": true,
+	}
+	for _, m := range regexp.MustCompile(`msgx_[a-z_]+`).FindAllString(string(b), -1) {
+		if !known[m] {
+			t.Errorf("alert rules use %s, which nothing exports", m)
+		}
+	}
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("promtool is not installed (Debian package prometheus); the rules' syntax is not checked")
+	}
+	out, err := exec.Command(promtool, "check", "rules", rules).CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool check rules: %v\n%s", err, out)
+	}
+}

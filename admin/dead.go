@@ -1,0 +1,202 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/outbox"
+)
+
+// DeadMessage is a FAILED or DEAD inbox message.
+type DeadMessage struct {
+	Stream     string     `json:"stream"`
+	ID         int64      `json:"id"`
+	Status     string     `json:"status"`
+	Class      string     `json:"error_class"`
+	Reason     string     `json:"reason"`
+	Kind       string     `json:"kind,omitempty"`
+	Attempts   int        `json:"attempts"`
+	ReceivedAt time.Time  `json:"received_at"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	Replayable bool       `json:"replayable"`
+}
+
+// DeadEvent is a DEAD outbox event.
+type DeadEvent struct {
+	EventID   string     `json:"event_id"`
+	Seq       int64      `json:"seq"`
+	Target    string     `json:"target"`
+	Topic     string     `json:"topic"`
+	Key       string     `json:"key"`
+	Status    string     `json:"status"`
+	Attempts  int        `json:"attempts"`
+	LastError string     `json:"last_error"`
+	CreatedAt time.Time  `json:"created_at"`
+	DoneAt    *time.Time `json:"done_at,omitempty"`
+}
+
+// DeadList is GET /v1/dead.
+type DeadList struct {
+	Inbox  []DeadMessage `json:"inbox"`
+	Outbox []DeadEvent   `json:"outbox"`
+}
+
+// HistoryEntry is one recorded failure of a message.
+type HistoryEntry struct {
+	Attempt int       `json:"attempt"`
+	Class   string    `json:"error_class"`
+	Reason  string    `json:"reason"`
+	At      time.Time `json:"at"`
+}
+
+// DeadDetail is GET /v1/dead/inbox/{stream}/{id}.
+type DeadDetail struct {
+	DeadMessage
+	Identity     string         `json:"identity,omitempty"`
+	NextAttempt  *time.Time     `json:"next_attempt_at,omitempty"`
+	History      []HistoryEntry `json:"history"`
+	BackfilledAt *time.Time     `json:"backfilled_at,omitempty"`
+}
+
+func intParam(r *http.Request, name string, def, max int64) (int64, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 || (max > 0 && n > max) {
+		return 0, errorf(http.StatusBadRequest, "%s: %q is not a number from 0 to %d", name, v, max)
+	}
+	return n, nil
+}
+
+func (s *Server) deadList(ctx context.Context, r *http.Request, _ string) (any, error) {
+	qp := r.URL.Query()
+	source := qp.Get("source")
+	if source != "" && source != "inbox" && source != "outbox" {
+		return nil, errorf(http.StatusBadRequest, "source: %q is neither inbox nor outbox", source)
+	}
+	limit, err := intParam(r, "limit", 100, 1000)
+	if err != nil {
+		return nil, err
+	}
+	after, err := intParam(r, "after", 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	out := DeadList{Inbox: []DeadMessage{}, Outbox: []DeadEvent{}}
+	if source != "outbox" {
+		streams, err := s.pickStreams(qp.Get("stream"))
+		if err != nil {
+			return nil, err
+		}
+		class := qp.Get("class")
+		for _, st := range streams {
+			rows, err := s.cfg.DB.Query(ctx, s.q.Get("DeadList"), st, class, after, limit)
+			if err != nil {
+				return nil, fmt.Errorf("admin: dead letters of %s: %w", st, err)
+			}
+			for rows.Next() {
+				d := DeadMessage{Stream: st}
+				if err := rows.Scan(&d.ID, &d.Status, &d.Class, &d.Reason, &d.Kind, &d.Attempts, &d.ReceivedAt, &d.FinishedAt); err != nil {
+					rows.Close()
+					return nil, fmt.Errorf("admin: dead letters of %s: %w", st, err)
+				}
+				d.Replayable = inbox.Class(d.Class).Replayable()
+				out.Inbox = append(out.Inbox, d)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return nil, fmt.Errorf("admin: dead letters of %s: %w", st, err)
+			}
+		}
+	}
+	if source != "inbox" {
+		targets := s.cfg.Targets
+		if t := qp.Get("target"); t != "" {
+			targets = []string{t}
+		}
+		for _, t := range targets {
+			recs, err := outbox.ListDead(ctx, s.cfg.DB, t, after, int(limit))
+			if err != nil {
+				return nil, err
+			}
+			for _, r := range recs {
+				out.Outbox = append(out.Outbox, deadEvent(r))
+			}
+		}
+	}
+	return out, nil
+}
+
+func deadEvent(r outbox.Record) DeadEvent {
+	return DeadEvent{EventID: r.EventID, Seq: r.Seq, Target: r.Target, Topic: r.Topic, Key: r.Key, Status: string(r.Status),
+		Attempts: r.Attempts, LastError: r.LastError, CreatedAt: r.CreatedAt, DoneAt: r.DoneAt}
+}
+
+func (s *Server) pickStreams(name string) ([]string, error) {
+	if name != "" {
+		if _, ok := s.streams[name]; !ok {
+			return nil, errorf(http.StatusNotFound, "no stream %q", name)
+		}
+		return []string{name}, nil
+	}
+	out := make([]string, 0, len(s.cfg.Streams))
+	for _, st := range s.cfg.Streams {
+		out = append(out, st.Name)
+	}
+	return out, nil
+}
+
+func (s *Server) deadInbox(ctx context.Context, r *http.Request, _ string) (any, error) {
+	stream := r.PathValue("stream")
+	if _, err := s.pickStreams(stream); err != nil {
+		return nil, err
+	}
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil {
+		return nil, errorf(http.StatusBadRequest, "%q is not a message id", r.PathValue("id"))
+	}
+	row, err := inbox.Get(ctx, s.cfg.DB, stream, id)
+	if errors.Is(err, inbox.ErrNotFound) {
+		return nil, errorf(http.StatusNotFound, "no message %d in stream %s", id, stream)
+	}
+	if err != nil {
+		return nil, err
+	}
+	d := DeadDetail{
+		DeadMessage: DeadMessage{Stream: stream, ID: row.ID, Status: string(row.Status), Class: string(row.ErrorClass),
+			Reason: row.Reason, Kind: row.Kind, Attempts: row.Attempts, ReceivedAt: row.ReceivedAt, FinishedAt: row.FinishedAt,
+			Replayable: (row.Status == inbox.Failed || row.Status == inbox.Dead) && row.ErrorClass.Replayable()},
+		Identity: row.Identity, NextAttempt: row.NextAttemptAt, BackfilledAt: row.BackfilledAt, History: []HistoryEntry{},
+	}
+	rows, err := s.cfg.DB.Query(ctx, s.q.Get("ErrorHistory"), stream, id)
+	if err != nil {
+		return nil, fmt.Errorf("admin: history of %d: %w", id, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var h HistoryEntry
+		if err := rows.Scan(&h.Attempt, &h.Class, &h.Reason, &h.At); err != nil {
+			return nil, fmt.Errorf("admin: history of %d: %w", id, err)
+		}
+		d.History = append(d.History, h)
+	}
+	return d, rows.Err()
+}
+
+func (s *Server) deadOutbox(ctx context.Context, r *http.Request, _ string) (any, error) {
+	rec, err := outbox.Get(ctx, s.cfg.DB, r.PathValue("event"))
+	if errors.Is(err, outbox.ErrNotFound) {
+		return nil, errorf(http.StatusNotFound, "no outbox event %q", r.PathValue("event"))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return deadEvent(rec), nil
+}

@@ -1,0 +1,554 @@
+// Package app wires the msgx service from its configuration: the store, the
+// brokers, the mailboxes and their pollers, the inbox streams with the
+// processors a Registry names, the pipelines, the outbox relay, the HTTP
+// ingress and the admin listener (admin API, /metrics, /healthz, /readyz);
+// and it stops them in order: intake first, then the work in flight.
+package app
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/msgx/msgx/admin"
+	"github.com/msgx/msgx/app/config"
+	"github.com/msgx/msgx/broker"
+	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/internal/backoff"
+	"github.com/msgx/msgx/internal/tracing"
+	"github.com/msgx/msgx/outbox"
+	"github.com/msgx/msgx/source/httpingress"
+	"github.com/msgx/msgx/source/mailbox"
+	"github.com/msgx/msgx/store"
+)
+
+// Unavailable is the admin's answer for the queries no pipeline provides.
+const Unavailable = "not available: the SIS pipeline is not enabled"
+
+// App is a wired service. New opens and starts the connections; Run serves
+// until its context ends.
+type App struct {
+	cfg     *config.Config
+	log     *slog.Logger
+	db      *store.DB
+	metrics *prometheus.Registry
+	tracing *tracing.Provider
+
+	brokers   map[string]*broker.Broker
+	health    []*brokerHealth
+	closers   []func()
+	mailboxes map[string]*mailbox.Table
+	mysql     map[string]*sql.DB
+	streams   []*stream
+	relay     *outbox.Relay
+	pipelines []namedPipeline
+	admin     *admin.Server
+
+	adminLn, ingressLn net.Listener
+	adminSrv, ingSrv   *http.Server
+	// stopping makes /readyz fail from the moment a stop begins, so that a
+	// load balancer stops sending before the ingress closes.
+	stopping atomic.Bool
+}
+
+type stream struct {
+	name        string
+	engine      *inbox.Engine
+	poller      *mailbox.Poller
+	table       *mailbox.Table
+	lastSuccess atomic.Int64 // unix nanoseconds
+}
+
+type namedPipeline struct {
+	name string
+	p    *Pipeline
+}
+
+// Option configures New.
+type Option func(*options)
+
+type options struct {
+	logOut io.Writer
+	env    func(string) string
+}
+
+// WithLogOutput sets where logs go (default stderr).
+func WithLogOutput(w io.Writer) Option { return func(o *options) { o.logOut = w } }
+
+// New wires the service: it opens (and migrates) the store, starts the
+// brokers, opens the mailboxes, builds every stream, pipeline and the relay,
+// and binds the listeners. On error everything opened is closed again.
+func New(ctx context.Context, cfg *config.Config, reg *Registry, opts ...Option) (_ *App, err error) {
+	o := options{logOut: os.Stderr, env: os.Getenv}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	a := &App{cfg: cfg, log: newLogger(cfg.Log, o.logOut), brokers: map[string]*broker.Broker{}, mailboxes: map[string]*mailbox.Table{}, mysql: map[string]*sql.DB{}}
+	defer func() {
+		if err != nil {
+			a.close(context.WithoutCancel(ctx))
+		}
+	}()
+	a.metrics = prometheus.NewRegistry()
+	info := prometheus.NewGauge(prometheus.GaugeOpts{Name: "msgx_service_info", Help: "1, labelled with the configuration's profile and shadow mode.",
+		ConstLabels: prometheus.Labels{"profile": cfg.Profile, "shadow": strconv.FormatBool(cfg.Shadow)}})
+	info.Set(1)
+	a.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), info)
+
+	if a.tracing, err = tracing.New(ctx, tracing.Enabled(cfg.Tracing.Enabled, o.env), cfg.Tracing.ServiceName); err != nil {
+		return nil, err
+	}
+	sopts := []store.Option{store.WithLogger(a.log)}
+	if cfg.Store.MaxConns > 0 {
+		sopts = append(sopts, store.WithMaxConns(int32(cfg.Store.MaxConns)))
+	}
+	if *cfg.Store.Migrate {
+		sopts = append(sopts, store.WithMigrate())
+	}
+	if a.db, err = store.Open(ctx, cfg.Store.DSN, sopts...); err != nil {
+		return nil, err
+	}
+	if err := a.openBrokers(ctx); err != nil {
+		return nil, err
+	}
+	deps := Deps{DB: a.db, Brokers: a.brokers, Registerer: a.metrics, Logger: a.log, Tracer: a.tracing.Tracer(), Shadow: cfg.Shadow}
+	if err := a.openMailboxes(ctx); err != nil {
+		return nil, err
+	}
+	if err := a.buildStreams(ctx, reg, deps); err != nil {
+		return nil, err
+	}
+	if err := a.buildPipelines(ctx, reg, deps); err != nil {
+		return nil, err
+	}
+	if err := a.buildRelay(); err != nil {
+		return nil, err
+	}
+	if err := a.buildAdmin(reg, deps); err != nil {
+		return nil, err
+	}
+	if err := a.buildIngress(); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+func newLogger(c config.Log, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.Level))
+	ho := &slog.HandlerOptions{Level: level}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, ho))
+	}
+	return slog.New(slog.NewTextHandler(w, ho))
+}
+
+// Logger is the service's logger.
+func (a *App) Logger() *slog.Logger { return a.log }
+
+// AdminAddr is the admin listener's address ("" when disabled).
+func (a *App) AdminAddr() string { return addr(a.adminLn) }
+
+// IngressAddr is the HTTP ingress's address ("" when disabled).
+func (a *App) IngressAddr() string { return addr(a.ingressLn) }
+
+func addr(l net.Listener) string {
+	if l == nil {
+		return ""
+	}
+	return l.Addr().String()
+}
+
+func (a *App) openBrokers(ctx context.Context) error {
+	for _, name := range slices.Sorted(maps.Keys(a.cfg.Brokers)) {
+		c := a.cfg.Brokers[name]
+		drv, closer, err := newDriver(name, c, a.log, a.metrics)
+		if err != nil {
+			return fmt.Errorf("broker %s: %w", name, err)
+		}
+		if closer != nil {
+			a.closers = append(a.closers, closer)
+		}
+		b := broker.New(name, drv, broker.WithLogger(a.log), broker.WithRegisterer(a.metrics))
+		if err := b.Start(ctx); err != nil {
+			return err
+		}
+		a.brokers[name] = b
+		a.health = append(a.health, &brokerHealth{b: b, window: 30 * time.Second})
+	}
+	return nil
+}
+
+func (a *App) openMailboxes(ctx context.Context) error {
+	for _, name := range slices.Sorted(maps.Keys(a.cfg.Mailboxes)) {
+		c := a.cfg.Mailboxes[name]
+		opts := []mailbox.Option{mailbox.WithTable(c.Table), mailbox.WithProcessedValue(c.ProcessedValue)}
+		var (
+			t   *mailbox.Table
+			err error
+		)
+		if c.Kind == config.MailboxMySQL {
+			dsn := c.DSN
+			if !strings.Contains(dsn, "parseTime=") {
+				dsn += map[bool]string{true: "&", false: "?"}[strings.Contains(dsn, "?")] + "parseTime=true"
+			}
+			var db *sql.DB
+			if db, err = sql.Open("mysql", dsn); err != nil {
+				return fmt.Errorf("mailbox %s: %w", name, err)
+			}
+			a.mysql[name] = db
+			if err = db.PingContext(ctx); err != nil {
+				return fmt.Errorf("mailbox %s: %w", name, err)
+			}
+			t, err = mailbox.NewMySQL(db, opts...)
+		} else {
+			t, err = mailbox.NewStore(a.db, opts...)
+		}
+		if err != nil {
+			return fmt.Errorf("mailbox %s: %w", name, err)
+		}
+		a.mailboxes[name] = t
+	}
+	return nil
+}
+
+// startPosition translates a mailbox's configured start into the poller's
+// option; it only matters for a stream that has no watermark yet. Without
+// one the poller refuses to guess and fails with mailbox.ErrNoStart.
+func (a *App) startPosition(mbName string) ([]mailbox.PollerOption, error) {
+	c := a.cfg.Mailboxes[mbName]
+	if c.Start == "" {
+		return nil, nil
+	}
+	pos, err := config.ParseStart(c.Start)
+	if err != nil {
+		return nil, err
+	}
+	switch pos.Mode {
+	case "from-id":
+		return []mailbox.PollerOption{mailbox.WithStart(mailbox.FromID(pos.After))}, nil
+	case "from-now":
+		return []mailbox.PollerOption{mailbox.WithStart(mailbox.FromNow())}, nil
+	}
+	return []mailbox.PollerOption{mailbox.WithStart(mailbox.FromBeginning())}, nil
+}
+
+func (a *App) buildStreams(ctx context.Context, reg *Registry, deps Deps) error {
+	for _, name := range slices.Sorted(maps.Keys(a.cfg.Streams)) {
+		c := a.cfg.Streams[name]
+		factory := reg.processors[c.Processor]
+		if factory == nil {
+			if a.cfg.Defaulted {
+				a.log.Warn("stream skipped: its processor is not part of this build", "stream", name, "processor", c.Processor)
+				continue
+			}
+			return fmt.Errorf("streams.%s.processor: no processor %q in this build (registered: %s)", name, c.Processor, strings.Join(reg.Processors(), ", "))
+		}
+		proc, err := factory(ctx, deps, name, c.Options)
+		if err != nil {
+			return fmt.Errorf("stream %s: processor %s: %w", name, c.Processor, err)
+		}
+		s := &stream{name: name}
+		opts := []inbox.Option{
+			inbox.WithLogger(a.log), inbox.WithRegisterer(a.metrics),
+			inbox.WithGroupSize(c.GroupSize), inbox.WithMaxAttempts(c.MaxAttempts),
+			inbox.WithBackoff(backoff.Policy{MaxAttempts: c.MaxAttempts, Initial: c.Backoff.Initial.D(), Max: c.Backoff.Max.D(), Multiplier: 2}),
+			inbox.WithHeadDeadline(c.HeadDeadline.D()), inbox.WithPollInterval(c.PollInterval.D()), inbox.WithLease(c.Lease.D()),
+			inbox.WithShadow(a.cfg.Shadow),
+			inbox.WithOnCommit(func(cm inbox.Committed) {
+				if len(cm.IDs) > 0 {
+					s.lastSuccess.Store(time.Now().UnixNano())
+				}
+			}),
+		}
+		if c.ArchiveAfter > 0 {
+			opts = append(opts, inbox.WithArchive(c.ArchiveAfter.D(), time.Hour, 500))
+		}
+		if c.Mailbox != "" {
+			mc := a.cfg.Mailboxes[c.Mailbox]
+			s.table = a.mailboxes[c.Mailbox]
+			start, err := a.startPosition(c.Mailbox)
+			if err != nil {
+				return fmt.Errorf("stream %s: %w", name, err)
+			}
+			s.poller = mailbox.NewPoller(s.table, a.db, name, append([]mailbox.PollerOption{mailbox.WithPollerLogger(a.log),
+				mailbox.WithPollInterval(mc.PollInterval.D()), mailbox.WithClaimBatch(mc.ClaimBatch),
+				mailbox.WithScansPerCommit(mc.ScansPerCommit), mailbox.WithMaxCommitDelay(mc.MaxCommitDelay.D())}, start...)...)
+			opts = append(opts, inbox.WithSource(s.poller))
+			if *c.Backfill && !a.cfg.Shadow {
+				opts = append(opts, inbox.WithBackfill(s.table), inbox.WithBackfillSweep(c.BackfillEvery.D(),
+					backoff.Policy{Initial: 30 * time.Second, Max: 15 * time.Minute, Multiplier: 2}, c.OverdueBackfill.D(), c.BackfillBatch))
+			}
+		}
+		if s.engine, err = inbox.New(a.db, name, tracing.WrapProcessor(deps.Tracer, proc), opts...); err != nil {
+			return fmt.Errorf("stream %s: %w", name, err)
+		}
+		a.streams = append(a.streams, s)
+	}
+	return nil
+}
+
+func (a *App) buildPipelines(ctx context.Context, reg *Registry, deps Deps) error {
+	for _, name := range slices.Sorted(maps.Keys(a.cfg.Pipelines)) {
+		c := a.cfg.Pipelines[name]
+		if !*c.Enabled {
+			continue
+		}
+		factory := reg.pipelines[name]
+		if factory == nil {
+			return fmt.Errorf("pipelines.%s: no pipeline %q in this build (registered: %s)", name, name, strings.Join(reg.Pipelines(), ", "))
+		}
+		p, err := factory(ctx, deps, PipelineSpec{Name: name, Broker: a.brokers[c.Broker], Options: c.Options})
+		if err != nil {
+			return fmt.Errorf("pipeline %s: %w", name, err)
+		}
+		a.pipelines = append(a.pipelines, namedPipeline{name: name, p: p})
+	}
+	return nil
+}
+
+func (a *App) buildRelay() error {
+	rc := a.cfg.Relay
+	if len(rc.Targets) == 0 {
+		return nil
+	}
+	opts := []outbox.Option{
+		outbox.WithLogger(a.log), outbox.WithRegisterer(a.metrics),
+		outbox.WithRetry(backoff.Policy{MaxAttempts: rc.MaxAttempts, Initial: rc.Backoff.Initial.D(), Max: rc.Backoff.Max.D(), Jitter: 0.2}),
+		outbox.WithLease(rc.Lease.D()), outbox.WithPublishTimeout(rc.PublishTimeout.D()),
+		outbox.WithPollInterval(rc.PollInterval.D()), outbox.WithRetention(rc.Retention.D()),
+	}
+	for _, name := range slices.Sorted(maps.Keys(rc.Targets)) {
+		t := rc.Targets[name]
+		kind, err := outbox.ParseLaneKind(t.Lane)
+		if err != nil {
+			return err
+		}
+		pub := tracing.WrapPublisher(a.tracing.Tracer(), name, a.brokers[t.Broker])
+		opts = append(opts, outbox.Target(name, pub, kind, outbox.Batch(t.Batch), outbox.Workers(t.Workers),
+			outbox.FlushPeriod(t.FlushPeriod.D()), outbox.FlushLimit(t.FlushLimit)))
+	}
+	var err error
+	a.relay, err = outbox.NewRelay(a.db, opts...)
+	return err
+}
+
+func (a *App) buildAdmin(reg *Registry, deps Deps) error {
+	cfg := admin.Config{
+		DB: a.db, ReadToken: a.cfg.Admin.ReadToken, OperatorToken: a.cfg.Admin.OperatorToken,
+		Gatherer: a.metrics, Logger: a.log, Queries: map[string]admin.QueryFunc{},
+		Unavailable: map[string]string{"requests": Unavailable, "flights": Unavailable},
+	}
+	for _, s := range a.streams {
+		cfg.Streams = append(cfg.Streams, admin.Stream{Name: s.name, Engine: s.engine, Overdue: a.cfg.Streams[s.name].OverdueBackfill.D(),
+			LastSuccess: func() time.Time {
+				if n := s.lastSuccess.Load(); n != 0 {
+					return time.Unix(0, n)
+				}
+				return time.Time{}
+			}})
+	}
+	for _, name := range slices.Sorted(maps.Keys(a.mailboxes)) {
+		t := a.mailboxes[name]
+		cfg.Checks = append(cfg.Checks, admin.Check{Name: "mailbox " + name, Check: t.Ping})
+	}
+	for _, h := range a.health {
+		cfg.Checks = append(cfg.Checks, admin.Check{Name: "broker " + h.b.Name(), Check: h.check})
+	}
+	cfg.Checks = append(cfg.Checks, admin.Check{Name: "serving", Check: func(context.Context) error {
+		if a.stopping.Load() {
+			return errors.New("stopping")
+		}
+		return nil
+	}})
+	if a.relay != nil {
+		cfg.Targets = slices.Sorted(maps.Keys(a.cfg.Relay.Targets))
+		cfg.Lag = a.relay.Lag
+	}
+	for name, f := range reg.queries {
+		cfg.Queries[name] = f(deps)
+	}
+	srv, err := admin.New(cfg)
+	if err != nil {
+		return err
+	}
+	a.admin = srv
+	if err := a.metrics.Register(srv.Collector()); err != nil {
+		return err
+	}
+	if a.cfg.Admin.Listen == "" {
+		return nil
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", srv)
+	for _, p := range a.pipelines {
+		for pattern, h := range p.p.Handlers {
+			mux.Handle(pattern, srv.RequireOperator(h))
+		}
+	}
+	if a.adminLn, err = net.Listen("tcp", a.cfg.Admin.Listen); err != nil {
+		return fmt.Errorf("admin.listen: %w", err)
+	}
+	a.adminSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	return nil
+}
+
+func (a *App) buildIngress() error {
+	c := a.cfg.Ingress
+	if c.Listen == "" {
+		return nil
+	}
+	var s *stream
+	for _, st := range a.streams {
+		if st.name == c.Stream {
+			s = st
+		}
+	}
+	if s == nil {
+		if a.cfg.Defaulted {
+			a.log.Warn("HTTP ingress off: its stream is not running", "stream", c.Stream)
+			return nil
+		}
+		return fmt.Errorf("ingress.stream: stream %q is not running", c.Stream)
+	}
+	h := httpingress.New(s.table, httpingress.WithEnqueuer(s.engine), httpingress.WithNudge(s.poller.Nudge),
+		httpingress.WithMaxBytes(c.MaxBytes), httpingress.WithTimeout(c.Timeout.D()), httpingress.WithLogger(a.log))
+	mux := http.NewServeMux()
+	mux.Handle(httpingress.Path, tracing.WrapIngest(a.tracing.Tracer(), h))
+	var err error
+	if a.ingressLn, err = net.Listen("tcp", c.Listen); err != nil {
+		return fmt.Errorf("ingress.listen: %w", err)
+	}
+	a.ingSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	return nil
+}
+
+// Run serves until ctx ends, then stops: the HTTP ingress first (no new
+// messages), then the streams, pipelines and relay (work in flight finishes
+// or is given back unsettled), then the brokers and the admin listener. It
+// returns nil after a stop asked for by ctx, or the error of a component
+// that failed on its own.
+func (a *App) Run(ctx context.Context) error {
+	defer a.close(context.WithoutCancel(ctx))
+	var fatalOnce sync.Once
+	fatal := make(chan error, 1)
+	fail := func(what string, err error) {
+		if err != nil {
+			fatalOnce.Do(func() { fatal <- fmt.Errorf("%s: %w", what, err) })
+		}
+	}
+	serve := func(srv *http.Server, ln net.Listener, what string) {
+		if srv == nil {
+			return
+		}
+		a.log.Info(what+" listening", "addr", ln.Addr().String())
+		go func() {
+			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				fail(what, err)
+			}
+		}()
+	}
+	serve(a.adminSrv, a.adminLn, "admin")
+
+	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWork()
+	var wg sync.WaitGroup
+	for _, h := range a.health {
+		wg.Go(func() { h.follow(workCtx) })
+	}
+	for _, s := range a.streams {
+		wg.Go(func() { fail("stream "+s.name, s.engine.Run(workCtx)) })
+	}
+	for _, p := range a.pipelines {
+		wg.Go(func() { fail("pipeline "+p.name, p.p.Run(workCtx)) })
+	}
+	if a.relay != nil {
+		wg.Go(func() { fail("relay", a.relay.Run(workCtx)) })
+	}
+	serve(a.ingSrv, a.ingressLn, "ingress")
+	a.log.Info("msgx serving", "profile", a.cfg.Profile, "shadow", a.cfg.Shadow, "streams", len(a.streams),
+		"pipelines", len(a.pipelines), "admin", a.AdminAddr(), "ingress", a.IngressAddr())
+
+	var err error
+	select {
+	case <-ctx.Done():
+		a.log.Info("stopping: signal received")
+	case err = <-fatal:
+		a.log.Error("stopping: a component failed", "err", err)
+	}
+	a.stopping.Store(true)
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.ShutdownTimeout.D())
+	defer cancel()
+	if a.ingSrv != nil {
+		if e := a.ingSrv.Shutdown(stopCtx); e != nil {
+			a.log.Warn("ingress: requests still running at the stop deadline", "err", e)
+		}
+	}
+	stopWork()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-stopCtx.Done():
+		a.log.Error("stop deadline passed with work still running; it is abandoned unsettled")
+	}
+	a.log.Info("stopped")
+	return err
+}
+
+// close releases everything New opened, in reverse order.
+func (a *App) close(ctx context.Context) {
+	stopCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if a.adminSrv != nil {
+		_ = a.adminSrv.Shutdown(stopCtx)
+	} else if a.adminLn != nil {
+		_ = a.adminLn.Close()
+	}
+	if a.ingSrv == nil && a.ingressLn != nil {
+		_ = a.ingressLn.Close()
+	}
+	if a.relay != nil {
+		a.relay.Close()
+	}
+	for _, n := range slices.Sorted(maps.Keys(a.brokers)) {
+		if err := a.brokers[n].Stop(stopCtx); err != nil {
+			a.log.Warn("broker stop", "broker", n, "err", err)
+		}
+	}
+	a.brokers = map[string]*broker.Broker{}
+	for _, c := range a.closers {
+		c()
+	}
+	a.closers = nil
+	for _, db := range a.mysql {
+		_ = db.Close()
+	}
+	a.mysql = map[string]*sql.DB{}
+	if a.tracing != nil {
+		if err := a.tracing.Shutdown(stopCtx); err != nil {
+			a.log.Warn("tracing: flush at stop failed", "err", err)
+		}
+		a.tracing = nil
+	}
+	if a.db != nil {
+		a.db.Close()
+		a.db = nil
+	}
+}

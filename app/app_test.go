@@ -1,0 +1,295 @@
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/msgx/msgx/admin"
+	"github.com/msgx/msgx/app/config"
+	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/internal/bench/inboxbench"
+	"github.com/msgx/msgx/internal/testproc"
+	"github.com/msgx/msgx/source/mailbox"
+	"github.com/msgx/msgx/store"
+	"github.com/msgx/msgx/store/storetest"
+)
+
+const (
+	readTok = "app-read-token-0123456789"
+	opTok   = "app-operator-token-0123456789"
+)
+
+func registry() *Registry {
+	reg := NewRegistry()
+	reg.Processor("flop", func(_ context.Context, _ Deps, _ string, opts map[string]string) (inbox.Processor, error) {
+		return testproc.New(opts), nil
+	})
+	return reg
+}
+
+func loadConfig(t *testing.T, yml string, env ...string) *config.Config {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "msgx.yaml")
+	if err := os.WriteFile(path, []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// mariaDSN is the local MariaDB the shared-mailbox tests use.
+const mariaDSN = "root@tcp(127.0.0.1:3306)/test"
+
+// newMailbox creates a uniquely named mailbox table on MariaDB holding n
+// FLOP messages (ids 1..n), dropped at cleanup.
+func newMailbox(t *testing.T, n int) (table string, db *sql.DB) {
+	t.Helper()
+	ctx := context.Background()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	table = "cminmsgs_app_" + hex.EncodeToString(b[:])
+	db, err := sql.Open("mysql", mariaDSN+"?parseTime=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	tb, err := mailbox.NewMySQL(db, mailbox.WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.Create(ctx); err != nil {
+		t.Fatalf("MariaDB: %v", err)
+	}
+	t.Cleanup(func() { _ = tb.Drop(context.Background()) })
+	msgs, err := inboxbench.Messages(n, 3, time.Now().UnixNano()%1_000_000_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range msgs {
+		if _, err := tb.Insert(ctx, m, time.Now(), mailbox.Meta{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return table, db
+}
+
+const embedded = `
+store: {dsn: "sqlite:%s"}
+admin: {listen: "127.0.0.1:0", read-token: "` + readTok + `", operator-token: "` + opTok + `"}
+brokers: {local: {kind: mem}}
+mailboxes: {local: {kind: store, start: "from-id:2", poll-interval: 20ms}}
+streams: {s: {processor: flop, mailbox: local, poll-interval: 20ms}}
+relay: {poll-interval: 20ms, targets: {"kafka:msg": {broker: local}}}
+`
+
+type running struct {
+	app  *App
+	stop func()
+	done chan error
+}
+
+func start(t *testing.T, cfg *config.Config, reg *Registry) *running {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	a, err := New(ctx, cfg, reg, WithLogOutput(io.Discard))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	r := &running{app: a, stop: cancel, done: make(chan error, 1)}
+	go func() { r.done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-r.done
+	})
+	return r
+}
+
+func (r *running) shutdown(t *testing.T) {
+	t.Helper()
+	r.stop()
+	select {
+	case err := <-r.done:
+		if err != nil {
+			t.Fatalf("Run after the stop: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return within 30 s of the stop")
+	}
+	r.done <- nil
+}
+
+func get(t *testing.T, addr, path, token string, out any) int {
+	t.Helper()
+	req, _ := http.NewRequest("GET", "http://"+addr+path, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if out != nil && resp.StatusCode == 200 {
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return resp.StatusCode
+}
+
+func waitSettled(t *testing.T, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var st admin.Status
+		get(t, addr, "/v1/status", readTok, &st)
+		if len(st.Streams) == 1 && st.Streams[0].Watermark == 5 && st.Streams[0].Backlog == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stream not settled: %+v", st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// unmarked counts the mailbox rows without a processed mark.
+func unmarked(t *testing.T, db *sql.DB, table string) int {
+	var n int
+	if err := db.QueryRow("SELECT COUNT(*) FROM " + table + " WHERE CMINMSGS_STATUS IS NULL").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+const production = `
+profile: production
+store: {dsn: "%s"}
+admin: {listen: "127.0.0.1:0", read-token: "` + readTok + `", operator-token: "` + opTok + `"}
+mailboxes: {shared: {kind: mysql, dsn: "` + mariaDSN + `", table: %s, start: "from-id:2", poll-interval: 20ms}}
+streams: {s: {processor: flop, mailbox: shared, poll-interval: 20ms}}
+`
+
+// On PostgreSQL and a shared MariaDB mailbox, the start position skips the
+// first rows; shadow mode processes the rest but never writes their
+// processed mark; the normal mode does.
+func TestStartPositionAndShadowMode(t *testing.T) {
+	for _, shadow := range []bool{true, false} {
+		t.Run(fmt.Sprintf("shadow=%v", shadow), func(t *testing.T) {
+			_, dsn := storetest.NewSchema(t)
+			table, mdb := newMailbox(t, 5)
+			cfg := loadConfig(t, fmt.Sprintf(production, dsn, table), fmt.Sprintf("MSGX_SHADOW=%v", shadow))
+			r := start(t, cfg, registry())
+			waitSettled(t, r.app.AdminAddr())
+			if !shadow {
+				deadline := time.Now().Add(30 * time.Second)
+				for unmarked(t, mdb, table) != 2 {
+					if time.Now().After(deadline) {
+						t.Fatalf("processed marks not written: %d rows unmarked", unmarked(t, mdb, table))
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+			resp, err := http.Get("http://" + r.app.AdminAddr() + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			metrics, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			for _, m := range []string{fmt.Sprintf(`msgx_service_info{profile="production",shadow="%v"} 1`, shadow),
+				`msgx_stream_last_success_timestamp_seconds{stream="s"}`, `msgx_inbox_settled_total{status="SUCCEEDED",stream="s"} 3`} {
+				if !strings.Contains(string(metrics), m) {
+					t.Errorf("/metrics lacks %s", m)
+				}
+			}
+			r.shutdown(t)
+			db, err := store.Open(context.Background(), dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			counts, err := inbox.Counts(context.Background(), db, "s")
+			if err != nil || counts[inbox.Succeeded] != 3 || len(counts) != 1 {
+				t.Fatalf("inbox after the run: %v %v (rows 1 and 2 are before the start position)", counts, err)
+			}
+			if shadow {
+				if n := unmarked(t, mdb, table); n != 5 {
+					t.Fatalf("shadow mode wrote %d processed marks", 5-n)
+				}
+			}
+		})
+	}
+}
+
+func TestUnknownProcessorAndPipeline(t *testing.T) {
+	dsn := filepath.Join(t.TempDir(), "msgx.db")
+	cfg := loadConfig(t, fmt.Sprintf(embedded, dsn), "MSGX_STREAMS_S_PROCESSOR=sis")
+	_, err := New(context.Background(), cfg, registry(), WithLogOutput(io.Discard))
+	if err == nil || !strings.Contains(err.Error(), `no processor "sis" in this build (registered: flop)`) {
+		t.Fatalf("unknown processor: %v", err)
+	}
+	cfg = loadConfig(t, fmt.Sprintf(embedded, dsn)+"pipelines: {routepassport: {}}\n")
+	_, err = New(context.Background(), cfg, registry(), WithLogOutput(io.Discard))
+	if err == nil || !strings.Contains(err.Error(), `no pipeline "routepassport"`) {
+		t.Fatalf("unknown pipeline: %v", err)
+	}
+}
+
+// A registered pipeline runs, its handlers sit behind the operator token,
+// and a registered query answers where the default says "not available".
+func TestPipelinesAndQueries(t *testing.T) {
+	reg := registry()
+	ran := make(chan struct{})
+	reg.Pipeline("demo", func(_ context.Context, d Deps, spec PipelineSpec) (*Pipeline, error) {
+		if spec.Broker == nil || spec.Options["k"] != "v" || d.DB == nil {
+			return nil, fmt.Errorf("spec: %+v", spec)
+		}
+		return &Pipeline{
+			Run: func(ctx context.Context) error { close(ran); <-ctx.Done(); return nil },
+			Handlers: map[string]http.Handler{"GET /v1/demo/ping": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				_, _ = io.WriteString(w, "{}")
+			})},
+		}, nil
+	})
+	reg.Query("flights", func(Deps) admin.QueryFunc {
+		return func(context.Context, map[string][]string) (any, error) { return []string{"SU100"}, nil }
+	})
+	dsn := filepath.Join(t.TempDir(), "msgx.db")
+	cfg := loadConfig(t, fmt.Sprintf(embedded, dsn)+"pipelines: {demo: {broker: local, options: {k: v}}}\n")
+	r := start(t, cfg, reg)
+	select {
+	case <-ran:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the pipeline did not run")
+	}
+	addr := r.app.AdminAddr()
+	if code := get(t, addr, "/v1/demo/ping", readTok, nil); code != 403 {
+		t.Errorf("pipeline handler with the read token: %d", code)
+	}
+	if code := get(t, addr, "/v1/demo/ping", opTok, nil); code != 200 {
+		t.Errorf("pipeline handler with the operator token: %d", code)
+	}
+	var flights []string
+	if code := get(t, addr, "/v1/flights", readTok, &flights); code != 200 || len(flights) != 1 {
+		t.Errorf("flights: %d %v", code, flights)
+	}
+	if code := get(t, addr, "/v1/requests", readTok, nil); code != 501 {
+		t.Errorf("requests: %d", code)
+	}
+	r.shutdown(t)
+}

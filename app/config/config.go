@@ -1,0 +1,399 @@
+// Package config is the msgx service's one configuration: a YAML file, every
+// key of which an environment variable can override (MSGX_ + the key path in
+// upper case, separators as underscores: store.dsn → MSGX_STORE_DSN,
+// brokers.main.seeds → MSGX_BROKERS_MAIN_SEEDS), defaults for what is left
+// out, and a validation that reports every invalid value at once. With no
+// file the embedded default applies: a SQLite file and the in-process broker.
+//
+// The production profile refuses what is only safe on a developer's machine:
+// the in-memory broker, SQLite, Kafka producers without acks=all and
+// idempotence, an admin listener without a token and a shared mailbox without
+// an explicit start position.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Profiles.
+const (
+	Embedded   = "embedded"
+	Production = "production"
+)
+
+// Broker kinds.
+const (
+	KindKafka    = "kafka"
+	KindRabbitMQ = "rabbitmq"
+	KindMQTT     = "mqtt"
+	KindNATS     = "nats"
+	KindPulsar   = "pulsar"
+	KindMem      = "mem"
+)
+
+// Mailbox kinds.
+const (
+	// MailboxMySQL is the shared legacy table on a MySQL/MariaDB server.
+	MailboxMySQL = "mysql"
+	// MailboxStore is a table of the same shape in the engine's own store.
+	MailboxStore = "store"
+)
+
+// Config is the whole service configuration.
+type Config struct {
+	// Profile is embedded (default) or production.
+	Profile string `yaml:"profile"`
+	// Shadow reads the mailboxes and processes, but never writes the processed
+	// mark (backfill) or the outbound mailbox, and takes no HTTP ingress.
+	Shadow    bool                `yaml:"shadow"`
+	Log       Log                 `yaml:"log"`
+	Store     Store               `yaml:"store"`
+	Admin     Admin               `yaml:"admin"`
+	Ingress   Ingress             `yaml:"ingress"`
+	Brokers   map[string]Broker   `yaml:"brokers"`
+	Mailboxes map[string]Mailbox  `yaml:"mailboxes"`
+	Streams   map[string]Stream   `yaml:"streams"`
+	Pipelines map[string]Pipeline `yaml:"pipelines"`
+	Relay     Relay               `yaml:"relay"`
+	Tracing   Tracing             `yaml:"tracing"`
+	// ShutdownTimeout bounds the graceful stop after SIGINT/SIGTERM.
+	ShutdownTimeout Duration `yaml:"shutdown-timeout"`
+
+	// Defaulted is true when no file was given: streams whose processor is
+	// not part of this build are then skipped with a log line instead of
+	// refused.
+	Defaulted bool `yaml:"-"`
+}
+
+// Log configures log/slog.
+type Log struct {
+	Level  string `yaml:"level"`  // debug | info | warn | error
+	Format string `yaml:"format"` // text | json
+}
+
+// Store is the engine's database.
+type Store struct {
+	DSN      string `yaml:"dsn"`
+	MaxConns int    `yaml:"max-conns"`
+	// Migrate applies the embedded migrations at start (default true).
+	Migrate *bool `yaml:"migrate"`
+}
+
+// Admin is the admin listener: the admin API, /metrics, /healthz, /readyz.
+type Admin struct {
+	// Listen is host:port; empty disables the listener.
+	Listen        string `yaml:"listen"`
+	ReadToken     string `yaml:"read-token"`
+	OperatorToken string `yaml:"operator-token"`
+}
+
+// Ingress is the legacy HTTP entry point POST /cminmsgs/send.
+type Ingress struct {
+	// Listen is host:port; empty disables the ingress.
+	Listen string `yaml:"listen"`
+	// Stream receives the messages (its mailbox stores them first).
+	Stream   string   `yaml:"stream"`
+	MaxBytes int64    `yaml:"max-bytes"`
+	Timeout  Duration `yaml:"timeout"`
+}
+
+// Broker is one broker connection.
+type Broker struct {
+	Kind string `yaml:"kind"`
+	// URL: amqp://… (rabbitmq), tcp://host:1883 (mqtt), nats://… (nats),
+	// pulsar://… (pulsar).
+	URL string `yaml:"url"`
+	// Seeds are the Kafka seed brokers.
+	Seeds []string `yaml:"seeds"`
+	// Acks is the Kafka producer's acks: all (default), leader or none.
+	Acks string `yaml:"acks"`
+	// Idempotence is the Kafka producer's idempotent write (default true).
+	Idempotence *bool  `yaml:"idempotence"`
+	ClientID    string `yaml:"client-id"`
+}
+
+// Mailbox is a mailbox table.
+type Mailbox struct {
+	Kind string `yaml:"kind"` // mysql | store
+	// DSN is go-sql-driver/mysql's (user@tcp(host:3306)/db) for kind mysql.
+	DSN            string `yaml:"dsn"`
+	Table          string `yaml:"table"`
+	ProcessedValue string `yaml:"processed-value"`
+	// Shared marks a table other systems own and read (default true for
+	// mysql): the production profile then wants an explicit Start.
+	Shared *bool `yaml:"shared"`
+	// Start is where a stream with no watermark yet begins: from-beginning,
+	// from-now or from-id:N (the first row read is N+1).
+	Start          string   `yaml:"start"`
+	PollInterval   Duration `yaml:"poll-interval"`
+	ClaimBatch     int      `yaml:"claim-batch"`
+	ScansPerCommit int      `yaml:"scans-per-commit"`
+	MaxCommitDelay Duration `yaml:"max-commit-delay"`
+}
+
+// Stream is one inbox stream: a source, a processor and the engine's settings.
+type Stream struct {
+	// Processor names a processor registered in this build (e.g. "sis").
+	Processor string `yaml:"processor"`
+	// Mailbox names the mailbox the stream polls (empty: no poller).
+	Mailbox string `yaml:"mailbox"`
+	// Options are handed to the processor's factory as they are.
+	Options      map[string]string `yaml:"options"`
+	GroupSize    int               `yaml:"group-size"`
+	MaxAttempts  int               `yaml:"max-attempts"`
+	Backoff      Backoff           `yaml:"backoff"`
+	HeadDeadline Duration          `yaml:"head-deadline"`
+	PollInterval Duration          `yaml:"poll-interval"`
+	Lease        Duration          `yaml:"lease"`
+	// Backfill writes the processed mark to the mailbox (default true; never
+	// in shadow mode).
+	Backfill        *bool    `yaml:"backfill"`
+	BackfillEvery   Duration `yaml:"backfill-every"`
+	OverdueBackfill Duration `yaml:"overdue-backfill"`
+	BackfillBatch   int      `yaml:"backfill-batch"`
+	// ArchiveAfter moves terminal rows older than it to the archive (0: off).
+	ArchiveAfter Duration `yaml:"archive-after"`
+}
+
+// Backoff is a retry delay policy.
+type Backoff struct {
+	Initial Duration `yaml:"initial"`
+	Max     Duration `yaml:"max"`
+}
+
+// Pipeline is a registered pipeline (e.g. routepassport) and its options.
+type Pipeline struct {
+	Enabled *bool             `yaml:"enabled"`
+	Broker  string            `yaml:"broker"`
+	Options map[string]string `yaml:"options"`
+}
+
+// Relay is the outbox relay.
+type Relay struct {
+	Targets        map[string]Target `yaml:"targets"`
+	MaxAttempts    int               `yaml:"max-attempts"`
+	Backoff        Backoff           `yaml:"backoff"`
+	Lease          Duration          `yaml:"lease"`
+	PublishTimeout Duration          `yaml:"publish-timeout"`
+	PollInterval   Duration          `yaml:"poll-interval"`
+	Retention      Duration          `yaml:"retention"`
+}
+
+// Target is one relay target (an outbox.Event's Target) and its lane.
+type Target struct {
+	Broker      string   `yaml:"broker"`
+	Lane        string   `yaml:"lane"` // unordered | per-key | compacted
+	Batch       int      `yaml:"batch"`
+	Workers     int      `yaml:"workers"`
+	FlushPeriod Duration `yaml:"flush-period"`
+	FlushLimit  int      `yaml:"flush-limit"`
+}
+
+// Tracing switches OpenTelemetry tracing on; the exporter itself is chosen by
+// the standard OTEL_* variables. Tracing is on when Enabled is true or
+// OTEL_TRACES_EXPORTER names an exporter other than none.
+type Tracing struct {
+	Enabled     bool   `yaml:"enabled"`
+	ServiceName string `yaml:"service-name"`
+}
+
+// Duration is a time.Duration written as "1s", "5m", "250ms".
+type Duration time.Duration
+
+// D is the time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration (e.g. 500ms, 10s, 5m)", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML implements yaml.Marshaler.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// Load reads the file at path (empty: the embedded default), applies the
+// environment (a list of KEY=value, usually os.Environ()), fills in the
+// defaults and validates. Every problem is reported in one error.
+func Load(path string, environ []string) (*Config, error) {
+	var cfg *Config
+	if path == "" {
+		cfg = EmbeddedDefault()
+	} else {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		if cfg, err = Parse(b); err != nil {
+			return nil, fmt.Errorf("config %s: %w", path, err)
+		}
+	}
+	var problems []string
+	problems = append(problems, applyEnv(cfg, environ)...)
+	cfg.setDefaults()
+	problems = append(problems, cfg.validate()...)
+	if len(problems) > 0 {
+		return nil, &Error{Problems: problems}
+	}
+	return cfg, nil
+}
+
+// Parse decodes a YAML document; unknown keys are an error.
+func Parse(b []byte) (*Config, error) {
+	cfg := &Config{}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// Error lists every invalid value.
+type Error struct {
+	Problems []string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("invalid configuration (%d problems):\n  %s", len(e.Problems), strings.Join(e.Problems, "\n  "))
+}
+
+// EmbeddedDefault is the configuration used with no file: everything in one
+// process on a SQLite file and the in-process broker.
+func EmbeddedDefault() *Config {
+	return &Config{
+		Profile:   Embedded,
+		Defaulted: true,
+		Store:     Store{DSN: "sqlite:msgx.db"},
+		Admin:     Admin{Listen: "127.0.0.1:8081"},
+		Ingress:   Ingress{Listen: "127.0.0.1:8080", Stream: "sis"},
+		Brokers:   map[string]Broker{"local": {Kind: KindMem}},
+		Mailboxes: map[string]Mailbox{"local": {Kind: MailboxStore, Table: "cminmsgs", Start: "from-beginning"}},
+		Streams:   map[string]Stream{"sis": {Processor: "sis", Mailbox: "local"}},
+		Relay: Relay{Targets: map[string]Target{
+			"kafka:msg":  {Broker: "local", Lane: "per-key"},
+			"kafka:schd": {Broker: "local", Lane: "compacted"},
+		}},
+	}
+}
+
+func (c *Config) setDefaults() {
+	orDefault(&c.Profile, Embedded)
+	orDefault(&c.Log.Level, "info")
+	orDefault(&c.Log.Format, "text")
+	orDefault(&c.Store.Migrate, ptr(true))
+	orDefault(&c.ShutdownTimeout, Duration(30*time.Second))
+	orDefault(&c.Ingress.MaxBytes, 16<<20-1)
+	orDefault(&c.Ingress.Timeout, Duration(10*time.Second))
+	if c.Ingress.Stream == "" && len(c.Streams) == 1 {
+		for name := range c.Streams {
+			c.Ingress.Stream = name
+		}
+	}
+	for name, b := range c.Brokers {
+		if b.Kind == KindKafka {
+			orDefault(&b.Acks, "all")
+			orDefault(&b.Idempotence, ptr(true))
+			if len(b.Seeds) == 0 {
+				b.Seeds = []string{"127.0.0.1:9092"}
+			}
+		}
+		c.Brokers[name] = b
+	}
+	for name, m := range c.Mailboxes {
+		orDefault(&m.Table, "cminmsgs")
+		orDefault(&m.ProcessedValue, "PROCESSED")
+		orDefault(&m.Shared, ptr(m.Kind == MailboxMySQL))
+		orDefault(&m.PollInterval, Duration(time.Second))
+		orDefault(&m.ClaimBatch, 50)
+		orDefault(&m.ScansPerCommit, 10)
+		orDefault(&m.MaxCommitDelay, Duration(time.Minute))
+		c.Mailboxes[name] = m
+	}
+	for name, s := range c.Streams {
+		orDefault(&s.GroupSize, 50)
+		orDefault(&s.MaxAttempts, 5)
+		orDefault(&s.Backoff.Initial, Duration(time.Second))
+		orDefault(&s.Backoff.Max, Duration(time.Minute))
+		orDefault(&s.HeadDeadline, Duration(10*time.Minute))
+		orDefault(&s.PollInterval, Duration(time.Second))
+		orDefault(&s.Lease, Duration(30*time.Second))
+		orDefault(&s.Backfill, ptr(true))
+		orDefault(&s.BackfillEvery, Duration(30*time.Second))
+		orDefault(&s.OverdueBackfill, Duration(time.Hour))
+		orDefault(&s.BackfillBatch, 100)
+		c.Streams[name] = s
+	}
+	for name, p := range c.Pipelines {
+		orDefault(&p.Enabled, ptr(true))
+		c.Pipelines[name] = p
+	}
+	r := &c.Relay
+	orDefault(&r.MaxAttempts, 5)
+	orDefault(&r.Backoff.Initial, Duration(time.Second))
+	orDefault(&r.Backoff.Max, Duration(time.Minute))
+	orDefault(&r.Lease, Duration(time.Minute))
+	orDefault(&r.PublishTimeout, Duration(15*time.Second))
+	orDefault(&r.PollInterval, Duration(100*time.Millisecond))
+	orDefault(&r.Retention, Duration(24*time.Hour))
+	for name, t := range r.Targets {
+		orDefault(&t.Lane, "per-key")
+		orDefault(&t.Batch, 500)
+		if t.Workers == 0 {
+			t.Workers = 2
+			if t.Lane == "compacted" {
+				t.Workers = 1
+			}
+		}
+		orDefault(&t.FlushPeriod, Duration(3*time.Second))
+		orDefault(&t.FlushLimit, 500)
+		r.Targets[name] = t
+	}
+	orDefault(&c.Tracing.ServiceName, "msgx")
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// orDefault sets *p to v when it is the zero value (left out of the file).
+func orDefault[T comparable](p *T, v T) {
+	var zero T
+	if *p == zero {
+		*p = v
+	}
+}
+
+// StartPosition is a parsed mailbox.start.
+type StartPosition struct {
+	// Mode is from-beginning, from-now or from-id.
+	Mode string
+	// After is the last id skipped for from-id.
+	After int64
+}
+
+// ParseStart reads from-beginning, from-now or from-id:N.
+func ParseStart(s string) (StartPosition, error) {
+	switch {
+	case s == "from-beginning" || s == "from-now":
+		return StartPosition{Mode: s}, nil
+	case strings.HasPrefix(s, "from-id:"):
+		n, err := strconv.ParseInt(strings.TrimPrefix(s, "from-id:"), 10, 64)
+		if err != nil || n < 0 {
+			return StartPosition{}, fmt.Errorf("%q: from-id needs a non-negative id (from-id:12345)", s)
+		}
+		return StartPosition{Mode: "from-id", After: n}, nil
+	}
+	return StartPosition{}, fmt.Errorf("%q is not a start position (from-beginning, from-now or from-id:N)", s)
+}

@@ -1,0 +1,211 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const token = "0123456789abcdef-operator"
+
+func load(t *testing.T, yml string, env ...string) (*Config, error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "msgx.yaml")
+	if err := os.WriteFile(path, []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return Load(path, env)
+}
+
+func problemsOf(t *testing.T, err error) []string {
+	t.Helper()
+	var ce *Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("want a configuration error, got %v", err)
+	}
+	return ce.Problems
+}
+
+func wantProblem(t *testing.T, err error, key, fragment string) {
+	t.Helper()
+	for _, p := range problemsOf(t, err) {
+		if strings.HasPrefix(p, key+": ") && strings.Contains(p, fragment) {
+			return
+		}
+	}
+	t.Errorf("no problem %q containing %q in:\n%v", key, fragment, err)
+}
+
+func TestEmbeddedDefault(t *testing.T) {
+	cfg, err := Load("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Profile != Embedded || cfg.Store.DSN != "sqlite:msgx.db" || cfg.Brokers["local"].Kind != KindMem || !cfg.Defaulted {
+		t.Fatalf("embedded default: %+v", cfg)
+	}
+	if got := cfg.Relay.Targets["kafka:schd"]; got.Lane != "compacted" || got.Workers != 1 {
+		t.Errorf("schd target: %+v", got)
+	}
+}
+
+func TestSampleFiles(t *testing.T) {
+	emb, err := Load("../../deploy/msgx.embedded.yaml", nil)
+	if err != nil {
+		t.Fatalf("embedded sample: %v", err)
+	}
+	if emb.Defaulted {
+		t.Error("a file is not the default")
+	}
+	// The production sample wants its tokens from the environment.
+	_, err = Load("../../deploy/msgx.production.yaml", nil)
+	wantProblem(t, err, "admin.listen", "without a token")
+	prod, err := Load("../../deploy/msgx.production.yaml", []string{"MSGX_ADMIN_OPERATOR_TOKEN=" + token})
+	if err != nil {
+		t.Fatalf("production sample: %v", err)
+	}
+	if prod.Mailboxes["shared"].Start != "from-now" || prod.Streams["sis"].HeadDeadline.D() != 10*time.Minute {
+		t.Errorf("production sample: %+v", prod)
+	}
+}
+
+func TestEnvironmentOverridesEveryKind(t *testing.T) {
+	cfg, err := load(t, `
+store: {dsn: "sqlite:a.db"}
+brokers: {main: {kind: kafka, seeds: ["a:1"]}}
+mailboxes: {shared: {kind: mysql, dsn: "x@tcp(h:3306)/db"}}
+streams: {sis: {processor: p, mailbox: shared, options: {location: LED}}}
+relay: {targets: {"kafka:msg": {broker: main}}}
+`, "MSGX_STORE_DSN=postgres://u@h/db", "MSGX_BROKERS_MAIN_SEEDS=h1:9092, h2:9092",
+		"MSGX_STREAMS_SIS_MAX_ATTEMPTS=7", "MSGX_STREAMS_SIS_HEAD_DEADLINE=2m",
+		"MSGX_STREAMS_SIS_OPTIONS_LOCATION=SVO", "MSGX_MAILBOXES_SHARED_SHARED=false",
+		"MSGX_RELAY_TARGETS_KAFKA_MSG_LANE=compacted", "MSGX_SHADOW=true", "MSGX_UNRELATED=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := cfg.Streams["sis"]
+	if cfg.Store.DSN != "postgres://u@h/db" || strings.Join(cfg.Brokers["main"].Seeds, ",") != "h1:9092,h2:9092" ||
+		s.MaxAttempts != 7 || s.HeadDeadline.D() != 2*time.Minute || s.Options["location"] != "SVO" ||
+		*cfg.Mailboxes["shared"].Shared || cfg.Relay.Targets["kafka:msg"].Lane != "compacted" || !cfg.Shadow {
+		t.Fatalf("overrides not applied: %+v", cfg)
+	}
+	if got := EnvName("relay.targets.kafka:msg.flush-period"); got != "MSGX_RELAY_TARGETS_KAFKA_MSG_FLUSH_PERIOD" {
+		t.Errorf("EnvName: %s", got)
+	}
+	keys := Keys(cfg)
+	for _, k := range []string{"store.dsn", "streams.sis.options.location", "relay.targets.kafka:msg.lane", "admin.operator-token"} {
+		found := false
+		for _, have := range keys {
+			found = found || have == k
+		}
+		if !found {
+			t.Errorf("Keys lacks %s", k)
+		}
+	}
+}
+
+func TestEveryProblemAtOnce(t *testing.T) {
+	_, err := load(t, `
+profile: staging
+log: {level: loud, format: xml}
+store: {dsn: "mysql://x"}
+admin: {listen: "nohost", read-token: short}
+brokers:
+  k: {kind: kafka, acks: most, seeds: ["nocolon"]}
+  r: {kind: rabbitmq}
+  z: {kind: zeromq}
+mailboxes:
+  m: {kind: mysql, table: "bad name;", start: "yesterday"}
+streams:
+  s: {mailbox: nope, group-size: 100, max-attempts: -1}
+relay:
+  lease: 10s
+  targets: {"t": {broker: none, lane: sideways}}
+ingress: {listen: ":1", stream: ghost}
+`, "MSGX_STREAMS_S_HEAD_DEADLINE=soon", "MSGX_STREAMS_S_BACKFILL=maybe")
+	for _, w := range [][2]string{
+		{"profile", "not a profile"}, {"log.level", "loud"}, {"log.format", "xml"},
+		{"store.dsn", "postgres://"}, {"admin.listen", "host:port"}, {"admin.read-token", "16 characters"},
+		{"brokers.k.acks", "most"}, {"brokers.k.seeds", "nocolon"}, {"brokers.r.url", "missing"},
+		{"brokers.z.kind", "zeromq"}, {"mailboxes.m.dsn", "missing"}, {"mailboxes.m.table", "bad name"},
+		{"mailboxes.m.start", "yesterday"}, {"streams.s.processor", "missing"}, {"streams.s.mailbox", "nope"},
+		{"streams.s.group-size", "1 to 64"}, {"streams.s.max-attempts", "at least 1"},
+		{"streams.s.head-deadline (from MSGX_STREAMS_S_HEAD_DEADLINE)", "soon"},
+		{"streams.s.backfill (from MSGX_STREAMS_S_BACKFILL)", "true or false"},
+		{"relay.targets.t.broker", "none"}, {"relay.targets.t.lane", "sideways"}, {"relay.lease", "exceed"},
+		{"ingress.stream", "ghost"},
+	} {
+		wantProblem(t, err, w[0], w[1])
+	}
+}
+
+func TestUnknownKeyAndBadDuration(t *testing.T) {
+	if _, err := load(t, "store: {dsn: sqlite:x, pool: 3}\n"); err == nil || !strings.Contains(err.Error(), "pool") {
+		t.Errorf("unknown key: %v", err)
+	}
+	if _, err := load(t, "shutdown-timeout: forever\n"); err == nil || !strings.Contains(err.Error(), "not a duration") {
+		t.Errorf("bad duration: %v", err)
+	}
+}
+
+// production is a configuration the production profile accepts; each case
+// below breaks one thing.
+const production = `
+profile: production
+store: {dsn: "postgres://u@h/db"}
+admin: {listen: "127.0.0.1:0", operator-token: "` + token + `"}
+brokers: {main: {kind: kafka, seeds: ["k:9092"]}}
+mailboxes: {shared: {kind: mysql, dsn: "u@tcp(h:3306)/db", start: "from-id:100"}}
+streams: {sis: {processor: sis, mailbox: shared}}
+relay: {targets: {"kafka:msg": {broker: main}}}
+`
+
+func TestProductionProfileRefusals(t *testing.T) {
+	if _, err := load(t, production); err != nil {
+		t.Fatalf("the safe production configuration is refused: %v", err)
+	}
+	for _, c := range []struct {
+		name, key, fragment string
+		env                 []string
+	}{
+		{"in-memory broker", "brokers.main.kind", "in-memory broker is refused", []string{"MSGX_BROKERS_MAIN_KIND=mem", "MSGX_BROKERS_MAIN_SEEDS=", "MSGX_BROKERS_MAIN_ACKS="}},
+		{"sqlite", "store.dsn", "SQLite is refused", []string{"MSGX_STORE_DSN=sqlite:prod.db"}},
+		{"acks", "brokers.main.acks", "without acks=all", []string{"MSGX_BROKERS_MAIN_ACKS=leader"}},
+		{"idempotence", "brokers.main.idempotence", "without idempotence", []string{"MSGX_BROKERS_MAIN_IDEMPOTENCE=false"}},
+		{"admin token", "admin.listen", "without a token", []string{"MSGX_ADMIN_OPERATOR_TOKEN="}},
+		{"shared mailbox start", "mailboxes.shared.start", "explicit start position", []string{"MSGX_MAILBOXES_SHARED_START="}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := load(t, production, c.env...)
+			wantProblem(t, err, c.key, c.fragment)
+		})
+	}
+	// The embedded profile lets the same things through.
+	if _, err := load(t, strings.Replace(production, "profile: production", "profile: embedded", 1),
+		"MSGX_BROKERS_MAIN_ACKS=none", "MSGX_ADMIN_OPERATOR_TOKEN=", "MSGX_MAILBOXES_SHARED_START="); err != nil {
+		t.Errorf("embedded profile: %v", err)
+	}
+}
+
+func TestShadowRefusesIngress(t *testing.T) {
+	_, err := load(t, production, "MSGX_SHADOW=true", "MSGX_INGRESS_LISTEN=127.0.0.1:0")
+	wantProblem(t, err, "ingress.listen", "shadow mode")
+}
+
+func TestParseStart(t *testing.T) {
+	for in, want := range map[string]StartPosition{
+		"from-beginning": {Mode: "from-beginning"}, "from-now": {Mode: "from-now"}, "from-id:42": {Mode: "from-id", After: 42},
+	} {
+		if got, err := ParseStart(in); err != nil || got != want {
+			t.Errorf("ParseStart(%q) = %+v, %v", in, got, err)
+		}
+	}
+	for _, bad := range []string{"", "from-id:", "from-id:-1", "now"} {
+		if _, err := ParseStart(bad); err == nil {
+			t.Errorf("ParseStart(%q) accepted", bad)
+		}
+	}
+}

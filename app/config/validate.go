@@ -1,0 +1,268 @@
+package config
+
+import (
+	"fmt"
+	"maps"
+	"net"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// validate returns every problem of a defaulted configuration, in key order.
+func (c *Config) validate() []string {
+	var p problems
+	if c.Profile != Embedded && c.Profile != Production {
+		p.addf("profile", "%q is not a profile (embedded or production)", c.Profile)
+	}
+	prod := c.Profile == Production
+	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
+		p.addf("log.level", "%q is not a level (debug, info, warn or error)", c.Log.Level)
+	}
+	if c.Log.Format != "text" && c.Log.Format != "json" {
+		p.addf("log.format", "%q is not a format (text or json)", c.Log.Format)
+	}
+	sqlite := strings.HasPrefix(c.Store.DSN, "sqlite:")
+	switch {
+	case c.Store.DSN == "":
+		p.addf("store.dsn", "missing (postgres://… or sqlite:PATH)")
+	case !sqlite && !strings.HasPrefix(c.Store.DSN, "postgres://") && !strings.HasPrefix(c.Store.DSN, "postgresql://"):
+		p.addf("store.dsn", "must start with postgres:// or sqlite:")
+	case sqlite && prod:
+		p.addf("store.dsn", "SQLite is refused in the production profile: it holds one process's state on one disk; use PostgreSQL")
+	}
+	if c.Store.MaxConns < 0 {
+		p.addf("store.max-conns", "must not be negative")
+	}
+	if c.ShutdownTimeout <= 0 {
+		p.addf("shutdown-timeout", "must be positive")
+	}
+
+	if c.Admin.Listen != "" {
+		checkListen(&p, "admin.listen", c.Admin.Listen)
+		if prod && c.Admin.OperatorToken == "" && c.Admin.ReadToken == "" {
+			p.addf("admin.listen", "the production profile refuses an admin listener without a token: set admin.operator-token (%s) and/or admin.read-token", EnvName("admin.operator-token"))
+		}
+	}
+	for _, k := range []struct{ key, tok string }{{"admin.read-token", c.Admin.ReadToken}, {"admin.operator-token", c.Admin.OperatorToken}} {
+		if k.tok != "" && len(k.tok) < 16 {
+			p.addf(k.key, "a token must have at least 16 characters")
+		}
+	}
+	if c.Admin.ReadToken != "" && c.Admin.ReadToken == c.Admin.OperatorToken {
+		p.addf("admin.read-token", "must differ from admin.operator-token")
+	}
+
+	for _, name := range slices.Sorted(maps.Keys(c.Brokers)) {
+		c.validateBroker(&p, name, c.Brokers[name], prod)
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Mailboxes)) {
+		c.validateMailbox(&p, name, c.Mailboxes[name], prod)
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Streams)) {
+		c.validateStream(&p, name, c.Streams[name])
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Pipelines)) {
+		pl := c.Pipelines[name]
+		if pl.Broker != "" {
+			if _, ok := c.Brokers[pl.Broker]; !ok {
+				p.addf("pipelines."+name+".broker", "no broker named %q (brokers: %s)", pl.Broker, list(c.Brokers))
+			}
+		}
+	}
+	c.validateRelay(&p)
+
+	if c.Ingress.Listen != "" {
+		checkListen(&p, "ingress.listen", c.Ingress.Listen)
+		switch s, ok := c.Streams[c.Ingress.Stream]; {
+		case c.Shadow:
+			p.addf("ingress.listen", "shadow mode takes no HTTP ingress: the ingress writes the shared mailbox; leave ingress.listen empty")
+		case c.Ingress.Stream == "":
+			p.addf("ingress.stream", "missing: name the stream whose mailbox receives POST /cminmsgs/send")
+		case !ok:
+			p.addf("ingress.stream", "no stream named %q (streams: %s)", c.Ingress.Stream, list(c.Streams))
+		case s.Mailbox == "":
+			p.addf("ingress.stream", "stream %q has no mailbox to store the messages in", c.Ingress.Stream)
+		}
+	}
+	if c.Ingress.MaxBytes < 1 {
+		p.addf("ingress.max-bytes", "must be positive")
+	}
+	if c.Ingress.Timeout <= 0 {
+		p.addf("ingress.timeout", "must be positive")
+	}
+	if c.Tracing.ServiceName == "" {
+		p.addf("tracing.service-name", "must not be empty")
+	}
+	return p
+}
+
+func (c *Config) validateBroker(p *problems, name string, b Broker, prod bool) {
+	key := "brokers." + name
+	switch b.Kind {
+	case KindMem:
+		if prod {
+			p.addf(key+".kind", "the in-memory broker is refused in the production profile: it loses every message when the process ends")
+		}
+	case KindKafka:
+		if !slices.Contains([]string{"all", "leader", "none"}, b.Acks) {
+			p.addf(key+".acks", "%q is not an acks setting (all, leader or none)", b.Acks)
+		} else if prod && b.Acks != "all" {
+			p.addf(key+".acks", "the production profile refuses Kafka producers without acks=all (got %s): a leader failure would lose confirmed events", b.Acks)
+		}
+		if prod && b.Idempotence != nil && !*b.Idempotence {
+			p.addf(key+".idempotence", "the production profile refuses Kafka producers without idempotence: retries could duplicate or reorder events of a key")
+		}
+		if len(b.Seeds) == 0 {
+			p.addf(key+".seeds", "missing: at least one host:port")
+		}
+		for _, s := range b.Seeds {
+			if _, _, err := net.SplitHostPort(s); err != nil {
+				p.addf(key+".seeds", "%q is not host:port", s)
+			}
+		}
+	case KindRabbitMQ, KindMQTT, KindNATS, KindPulsar:
+		if b.URL == "" {
+			p.addf(key+".url", "missing: the %s server's URL", b.Kind)
+		}
+	case "":
+		p.addf(key+".kind", "missing (kafka, rabbitmq, mqtt, nats, pulsar or mem)")
+	default:
+		p.addf(key+".kind", "%q is not a broker kind (kafka, rabbitmq, mqtt, nats, pulsar or mem)", b.Kind)
+	}
+	if b.Kind != KindKafka && (len(b.Seeds) > 0 || b.Acks != "" || b.Idempotence != nil) {
+		p.addf(key, "seeds, acks and idempotence are Kafka settings; this broker is %q", b.Kind)
+	}
+}
+
+func (c *Config) validateMailbox(p *problems, name string, m Mailbox, prod bool) {
+	key := "mailboxes." + name
+	switch m.Kind {
+	case MailboxMySQL:
+		if m.DSN == "" {
+			p.addf(key+".dsn", "missing: user:password@tcp(host:3306)/database")
+		}
+	case MailboxStore:
+		if m.DSN != "" {
+			p.addf(key+".dsn", "a store mailbox lives in store.dsn; leave dsn empty")
+		}
+	case "":
+		p.addf(key+".kind", "missing (mysql or store)")
+	default:
+		p.addf(key+".kind", "%q is not a mailbox kind (mysql or store)", m.Kind)
+	}
+	if !tableRE.MatchString(m.Table) {
+		p.addf(key+".table", "%q is not a table name", m.Table)
+	}
+	if len(m.ProcessedValue) > 20 {
+		p.addf(key+".processed-value", "at most 20 characters (CMINMSGS_STATUS is varchar(20))")
+	}
+	if m.Start == "" {
+		if prod && m.Shared != nil && *m.Shared {
+			p.addf(key+".start", "the production profile wants an explicit start position for a shared mailbox (from-now, from-id:N or from-beginning): a wrong guess re-processes or skips the legacy system's messages")
+		}
+	} else if _, err := ParseStart(m.Start); err != nil {
+		p.addf(key+".start", "%v", err)
+	}
+	if m.PollInterval <= 0 {
+		p.addf(key+".poll-interval", "must be positive")
+	}
+	if m.ClaimBatch < 1 {
+		p.addf(key+".claim-batch", "must be at least 1")
+	}
+	if m.ScansPerCommit < 1 {
+		p.addf(key+".scans-per-commit", "must be at least 1")
+	}
+	if m.MaxCommitDelay <= 0 {
+		p.addf(key+".max-commit-delay", "must be positive")
+	}
+}
+
+func (c *Config) validateStream(p *problems, name string, s Stream) {
+	key := "streams." + name
+	if s.Processor == "" {
+		p.addf(key+".processor", "missing: the name of a processor of this build")
+	}
+	if s.Mailbox != "" {
+		if _, ok := c.Mailboxes[s.Mailbox]; !ok {
+			p.addf(key+".mailbox", "no mailbox named %q (mailboxes: %s)", s.Mailbox, list(c.Mailboxes))
+		}
+	}
+	if s.GroupSize < 1 || s.GroupSize > 64 {
+		p.addf(key+".group-size", "must be 1 to 64 (the savepoints of a batch stay in PostgreSQL's subtransaction cache)")
+	}
+	if s.MaxAttempts < 1 {
+		p.addf(key+".max-attempts", "must be at least 1")
+	}
+	if s.Backoff.Initial <= 0 || s.Backoff.Max < s.Backoff.Initial {
+		p.addf(key+".backoff", "initial must be positive and max at least initial")
+	}
+	for _, d := range []struct {
+		k string
+		v Duration
+	}{{"head-deadline", s.HeadDeadline}, {"poll-interval", s.PollInterval}, {"lease", s.Lease},
+		{"backfill-every", s.BackfillEvery}, {"overdue-backfill", s.OverdueBackfill}} {
+		if d.v <= 0 {
+			p.addf(key+"."+d.k, "must be positive")
+		}
+	}
+	if s.ArchiveAfter < 0 {
+		p.addf(key+".archive-after", "must not be negative (0 is off)")
+	}
+	if s.BackfillBatch < 1 {
+		p.addf(key+".backfill-batch", "must be at least 1")
+	}
+}
+
+func (c *Config) validateRelay(p *problems) {
+	r := c.Relay
+	for _, name := range slices.Sorted(maps.Keys(r.Targets)) {
+		t := r.Targets[name]
+		key := "relay.targets." + name
+		if _, ok := c.Brokers[t.Broker]; !ok {
+			p.addf(key+".broker", "no broker named %q (brokers: %s)", t.Broker, list(c.Brokers))
+		}
+		if !slices.Contains([]string{"unordered", "per-key", "compacted"}, t.Lane) {
+			p.addf(key+".lane", "%q is not a lane (unordered, per-key or compacted)", t.Lane)
+		}
+		if t.Batch < 1 || t.Workers < 1 || t.FlushLimit < 1 || t.FlushPeriod <= 0 {
+			p.addf(key, "batch, workers, flush-limit and flush-period must be positive")
+		}
+	}
+	if r.MaxAttempts < 1 {
+		p.addf("relay.max-attempts", "must be at least 1")
+	}
+	if r.Backoff.Initial <= 0 || r.Backoff.Max < r.Backoff.Initial {
+		p.addf("relay.backoff", "initial must be positive and max at least initial")
+	}
+	if r.PublishTimeout <= 0 || r.PollInterval <= 0 || r.Retention <= 0 {
+		p.addf("relay", "publish-timeout, poll-interval and retention must be positive")
+	}
+	// outbox.NewRelay's rule: the lease outlives a publish and two database
+	// statements (15 s each).
+	if min := r.PublishTimeout + Duration(30e9); r.Lease <= min {
+		p.addf("relay.lease", "must exceed publish-timeout plus 30s (%v)", min.D())
+	}
+}
+
+// tableRE is what the mailbox accepts as a table name (optionally schema.table).
+var tableRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)
+
+type problems []string
+
+func (p *problems) addf(key, format string, args ...any) {
+	*p = append(*p, key+": "+fmt.Sprintf(format, args...))
+}
+
+func checkListen(p *problems, key, addr string) {
+	if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
+		p.addf(key, "%q is not host:port (port 0 picks a free one)", addr)
+	}
+}
+
+func list[V any](m map[string]V) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	return strings.Join(slices.Sorted(maps.Keys(m)), ", ")
+}

@@ -1,0 +1,101 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"slices"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/msgx/msgx/admin"
+	"github.com/msgx/msgx/broker"
+	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/store"
+)
+
+// Deps is what a factory may use: the service's store, brokers, metrics
+// registry, logger and tracer, and whether it runs in shadow mode (a
+// processor must then write nothing outside the store: no outbound mailbox).
+type Deps struct {
+	DB         *store.DB
+	Brokers    map[string]*broker.Broker
+	Registerer prometheus.Registerer
+	Logger     *slog.Logger
+	Tracer     trace.Tracer
+	Shadow     bool
+}
+
+// ProcessorFactory builds the processor of an inbox stream from the
+// stream's options (streams.NAME.options in the configuration).
+type ProcessorFactory func(ctx context.Context, d Deps, stream string, options map[string]string) (inbox.Processor, error)
+
+// PipelineSpec is a configured pipeline.
+type PipelineSpec struct {
+	Name string
+	// Broker is pipelines.NAME.broker (nil when not set).
+	Broker  *broker.Broker
+	Options map[string]string
+}
+
+// Pipeline is a running part of the service that is not an inbox stream
+// (e.g. the route passport): Run until ctx ends, HTTP handlers mounted on the
+// admin listener behind the operator token, and admin queries.
+type Pipeline struct {
+	Run func(ctx context.Context) error
+	// Handlers by ServeMux pattern ("POST /v1/routepassport/test/").
+	Handlers map[string]http.Handler
+}
+
+// PipelineFactory builds a pipeline.
+type PipelineFactory func(ctx context.Context, d Deps, spec PipelineSpec) (*Pipeline, error)
+
+// QueryFactory builds an admin query (GET /v1/requests, /v1/flights).
+type QueryFactory func(d Deps) admin.QueryFunc
+
+// Registry is the extension point: the command registers the processors,
+// pipelines and admin queries this build has, by the names the
+// configuration uses.
+type Registry struct {
+	processors map[string]ProcessorFactory
+	pipelines  map[string]PipelineFactory
+	queries    map[string]QueryFactory
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry {
+	return &Registry{processors: map[string]ProcessorFactory{}, pipelines: map[string]PipelineFactory{}, queries: map[string]QueryFactory{}}
+}
+
+// Processor registers a processor factory; a second one of a name panics.
+func (r *Registry) Processor(name string, f ProcessorFactory) {
+	mustBeNew(r.processors, "processor", name)
+	r.processors[name] = f
+}
+
+// Pipeline registers a pipeline factory.
+func (r *Registry) Pipeline(name string, f PipelineFactory) {
+	mustBeNew(r.pipelines, "pipeline", name)
+	r.pipelines[name] = f
+}
+
+// Query registers an admin query: "requests" or "flights".
+func (r *Registry) Query(name string, f QueryFactory) {
+	mustBeNew(r.queries, "query", name)
+	r.queries[name] = f
+}
+
+// Processors lists the registered processor names.
+func (r *Registry) Processors() []string { return slices.Sorted(maps.Keys(r.processors)) }
+
+// Pipelines lists the registered pipeline names.
+func (r *Registry) Pipelines() []string { return slices.Sorted(maps.Keys(r.pipelines)) }
+
+func mustBeNew[V any](m map[string]V, kind, name string) {
+	if _, dup := m[name]; dup || name == "" {
+		panic(fmt.Sprintf("app: %s %q registered twice or without a name", kind, name))
+	}
+}

@@ -1,0 +1,315 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/msgx/msgx/admin"
+)
+
+func newStatusCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "status", Short: "Streams (head, backlog, dead), relay targets (pending, lag, dead) and readiness of a running service", Args: cobra.NoArgs}
+	c := clientFlags(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		var st admin.Status
+		if err := c.call(cmd.Context(), "GET", "/v1/status", nil, nil, &st); err != nil {
+			return err
+		}
+		out := cmd.OutOrStdout()
+		if c.json {
+			return printJSON(out, st)
+		}
+		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "STREAM\tLEADER\tHEAD\tHEAD AGE\tRETRYING FOR\tBACKLOG\tFAILED\tDEAD\tLAST SUCCESS\tWATERMARK\tGAP")
+		for _, s := range st.Streams {
+			last := "-"
+			if s.LastSuccess != nil {
+				last = s.LastSuccess.Format(time.RFC3339)
+			}
+			gap := "-"
+			if s.GapFrom != 0 {
+				gap = fmt.Sprintf("%d (open %s)", s.GapFrom, ago(s.GapOpen))
+			}
+			fmt.Fprintf(tw, "%s\t%v\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%s\n", s.Stream, s.Leader, orDash(s.HeadID), ago(s.HeadAge),
+				ago(s.HeadBlocked), s.Backlog, s.Failed, s.Dead, last, s.Watermark, gap)
+		}
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, "TARGET\tPENDING\tLAG\tDEAD")
+		for _, t := range st.Targets {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\n", t.Target, t.Pending, ago(t.Lag), t.Dead)
+		}
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, "CHECK\tOK\tERROR")
+		for _, ch := range st.Checks {
+			fmt.Fprintf(tw, "%s\t%v\t%s\n", ch.Name, ch.OK, orDash(ch.Error))
+		}
+		return tw.Flush()
+	}
+	return cmd
+}
+
+func newDeadCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "dead", Short: "Dead letters of the inbox streams and the relay targets"}
+	c := clientFlags(cmd)
+	var source, stream, class, target string
+	var limit, after int
+	list := &cobra.Command{
+		Use: "list", Short: "List FAILED/DEAD inbox messages and DEAD outbox events", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			q := url.Values{}
+			for k, v := range map[string]string{"source": source, "stream": stream, "class": class, "target": target} {
+				if v != "" {
+					q.Set(k, v)
+				}
+			}
+			q.Set("limit", strconv.Itoa(limit))
+			q.Set("after", strconv.Itoa(after))
+			var dl admin.DeadList
+			if err := c.call(cmd.Context(), "GET", "/v1/dead", q, nil, &dl); err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if c.json {
+				return printJSON(out, dl)
+			}
+			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+			if source != "outbox" {
+				fmt.Fprintln(tw, "STREAM\tID\tSTATUS\tCLASS\tREPLAYABLE\tATTEMPTS\tRECEIVED\tREASON")
+				for _, d := range dl.Inbox {
+					fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%v\t%d\t%s\t%s\n", d.Stream, d.ID, d.Status, d.Class, d.Replayable, d.Attempts,
+						d.ReceivedAt.Format(time.RFC3339), clip(d.Reason, 80))
+				}
+				fmt.Fprintf(tw, "(%d inbox messages)\n\n", len(dl.Inbox))
+			}
+			if source != "inbox" {
+				fmt.Fprintln(tw, "TARGET\tEVENT\tTOPIC\tKEY\tATTEMPTS\tDEAD AT\tLAST ERROR")
+				for _, e := range dl.Outbox {
+					at := "-"
+					if e.DoneAt != nil {
+						at = e.DoneAt.Format(time.RFC3339)
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", e.Target, e.EventID, e.Topic, e.Key, e.Attempts, at, clip(e.LastError, 80))
+				}
+				fmt.Fprintf(tw, "(%d outbox events)\n", len(dl.Outbox))
+			}
+			return tw.Flush()
+		},
+	}
+	list.Flags().StringVar(&source, "source", "", "inbox or outbox (default both)")
+	list.Flags().StringVar(&stream, "stream", "", "only this stream")
+	list.Flags().StringVar(&class, "class", "", "only this failure class (inbox)")
+	list.Flags().StringVar(&target, "target", "", "only this relay target (outbox)")
+	list.Flags().IntVar(&limit, "limit", 100, "at most this many per stream and target")
+	list.Flags().IntVar(&after, "after", 0, "start after this id (inbox message id or outbox row id), for paging")
+
+	show := &cobra.Command{
+		Use:   "show (inbox STREAM ID | outbox EVENT_ID)",
+		Short: "One dead letter with its reason and history",
+		Args:  cobra.RangeArgs(2, 3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			out := cmd.OutOrStdout()
+			switch {
+			case args[0] == "inbox" && len(args) == 3:
+				var d admin.DeadDetail
+				if err := c.call(cmd.Context(), "GET", "/v1/dead/inbox/"+url.PathEscape(args[1])+"/"+url.PathEscape(args[2]), nil, nil, &d); err != nil {
+					return err
+				}
+				if c.json {
+					return printJSON(out, d)
+				}
+				tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+				fmt.Fprintf(tw, "stream\t%s\nid\t%d\nstatus\t%s\nclass\t%s\nreplayable\t%v\nattempts\t%d\nkind\t%s\nidentity\t%s\nreceived\t%s\nreason\t%s\n",
+					d.Stream, d.ID, d.Status, orDash(d.Class), d.Replayable, d.Attempts, orDash(d.Kind), orDash(d.Identity), d.ReceivedAt.Format(time.RFC3339), orDash(d.Reason))
+				fmt.Fprintln(tw, "\nATTEMPT\tAT\tCLASS\tREASON")
+				for _, h := range d.History {
+					fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", h.Attempt, h.At.Format(time.RFC3339), h.Class, h.Reason)
+				}
+				return tw.Flush()
+			case args[0] == "outbox" && len(args) == 2:
+				var e admin.DeadEvent
+				if err := c.call(cmd.Context(), "GET", "/v1/dead/outbox/"+url.PathEscape(args[1]), nil, nil, &e); err != nil {
+					return err
+				}
+				if c.json {
+					return printJSON(out, e)
+				}
+				tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+				fmt.Fprintf(tw, "event\t%s\ntarget\t%s\ntopic\t%s\nkey\t%s\nstatus\t%s\nattempts\t%d\ncreated\t%s\nlast error\t%s\n",
+					e.EventID, e.Target, e.Topic, e.Key, e.Status, e.Attempts, e.CreatedAt.Format(time.RFC3339), orDash(e.LastError))
+				return tw.Flush()
+			}
+			return fmt.Errorf("usage: msgx dead show inbox STREAM ID | msgx dead show outbox EVENT_ID")
+		},
+	}
+	cmd.AddCommand(list, show)
+	return cmd
+}
+
+// replayChunk bounds the ids of one replay request, so a long list shows
+// progress and each transaction stays short.
+const replayChunk = 500
+
+func newReplayCmd() *cobra.Command {
+	var req admin.ReplayRequest
+	var ids string
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "replay",
+		Short: "Replay dead letters by class (inbox), target (outbox) or ids: a dry run first, --yes to carry it out (audited)",
+		Example: `  msgx replay --stream sis --class INFRA --reason "database back"            # dry run
+  msgx replay --stream sis --class INFRA --reason "database back" --yes      # replay
+  msgx replay --source outbox --target kafka:msg --reason "topic created" --yes
+  msgx replay --source outbox --ids 3f2a…,9c1b… --reason "consumer fixed" --yes`,
+		Args: cobra.NoArgs,
+	}
+	c := clientFlags(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		out := cmd.OutOrStdout()
+		for _, id := range strings.Split(ids, ",") {
+			if id = strings.TrimSpace(id); id != "" {
+				req.IDs = append(req.IDs, id)
+			}
+		}
+		// The dry run, always.
+		preview := req
+		preview.DryRun = true
+		var dry admin.ReplayResult
+		if err := c.call(cmd.Context(), "POST", "/v1/replay", nil, preview, &dry); err != nil {
+			return err
+		}
+		if !yes {
+			if c.json {
+				return printJSON(out, dry)
+			}
+			printReplay(out, dry, "would be replayed")
+			fmt.Fprintln(out, "dry run: nothing changed; add --yes to replay")
+			return nil
+		}
+		if len(dry.Replayed) == 0 {
+			if c.json {
+				return printJSON(out, dry)
+			}
+			printReplay(out, dry, "would be replayed")
+			fmt.Fprintln(out, "nothing to replay")
+			return nil
+		}
+		total := admin.ReplayResult{Source: req.Source, Replayed: []string{}, Refused: map[string]string{}}
+		for k, v := range dry.Refused {
+			total.Refused[k] = v
+		}
+		// Replay exactly what the dry run showed, in chunks with progress.
+		todo := dry.Replayed
+		for start := 0; start < len(todo); start += replayChunk {
+			part := req
+			part.Class, part.Target, part.IDs = "", "", todo[start:min(start+replayChunk, len(todo))]
+			var res admin.ReplayResult
+			if err := c.call(cmd.Context(), "POST", "/v1/replay", nil, part, &res); err != nil {
+				return fmt.Errorf("after %d of %d replayed: %w", len(total.Replayed), len(todo), err)
+			}
+			total.Replayed = append(total.Replayed, res.Replayed...)
+			for k, v := range res.Refused {
+				total.Refused[k] = v
+			}
+			if !c.json {
+				fmt.Fprintf(cmd.ErrOrStderr(), "replayed %d/%d\n", len(total.Replayed), len(todo))
+			}
+		}
+		if c.json {
+			return printJSON(out, total)
+		}
+		printReplay(out, total, "replayed")
+		return nil
+	}
+	f := cmd.Flags()
+	f.StringVar(&req.Source, "source", "inbox", "inbox or outbox")
+	f.StringVar(&req.Stream, "stream", "", "inbox stream")
+	f.StringVar(&req.Class, "class", "", "inbox failure class: CODEC_ERROR, UNSUPPORTED, INFRA or EXHAUSTED")
+	f.StringVar(&req.Target, "target", "", "relay target (outbox): every dead event of it")
+	f.StringVar(&ids, "ids", "", "comma-separated message ids (inbox) or event ids (outbox)")
+	f.StringVar(&req.Reason, "reason", "", "why (required; audited)")
+	f.IntVar(&req.Limit, "limit", 10000, "at most this many by class or target")
+	f.BoolVar(&yes, "yes", false, "carry the replay out (without it: dry run only)")
+	return cmd
+}
+
+func printReplay(w interface{ Write([]byte) (int, error) }, r admin.ReplayResult, verb string) {
+	fmt.Fprintf(w, "%d %s: %s\n", len(r.Replayed), verb, clip(strings.Join(r.Replayed, ", "), 400))
+	keys := make([]string, 0, len(r.Refused))
+	for k := range r.Refused {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(w, "refused %s: %s\n", k, r.Refused[k])
+	}
+}
+
+// newQueryCmd is a command printing a registered admin query (requests, flights).
+func newQueryCmd(name, short string) *cobra.Command {
+	var params []string
+	cmd := &cobra.Command{Use: name, Short: short, Args: cobra.NoArgs}
+	c := clientFlags(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		q := url.Values{}
+		for _, p := range params {
+			k, v, ok := strings.Cut(p, "=")
+			if !ok {
+				return fmt.Errorf("--param %q: want key=value", p)
+			}
+			q.Add(k, v)
+		}
+		var raw json.RawMessage
+		if err := c.call(cmd.Context(), "GET", "/v1/"+name, q, nil, &raw); err != nil {
+			return err
+		}
+		_, err := cmd.OutOrStdout().Write(raw)
+		return err
+	}
+	cmd.Flags().StringArrayVar(&params, "param", nil, "query parameter key=value (repeatable)")
+	return cmd
+}
+
+func newBackfillCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "backfill", Short: "The processed marks written back to the mailboxes"}
+	c := clientFlags(cmd)
+	cmd.AddCommand(&cobra.Command{
+		Use: "status", Short: "Per stream: marks pending, overdue and failing", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var bs []admin.BackfillStatus
+			if err := c.call(cmd.Context(), "GET", "/v1/backfill", nil, nil, &bs); err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if c.json {
+				return printJSON(out, bs)
+			}
+			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "STREAM\tPENDING\tOVERDUE\tFAILING\tOLDEST RECEIVED")
+			for _, b := range bs {
+				oldest := "-"
+				if b.Oldest != nil {
+					oldest = b.Oldest.Format(time.RFC3339)
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", b.Stream, b.Pending, b.Overdue, b.Failing, oldest)
+			}
+			return tw.Flush()
+		},
+	})
+	return cmd
+}
+
+func clip(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) > n {
+		return s[:n-1] + "…"
+	}
+	return s
+}

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+// serve --check validates the sample production configuration and names
+// every unsafe value at once.
+func TestServeCheck(t *testing.T) {
+	t.Setenv("MSGX_ADMIN_OPERATOR_TOKEN", "check-operator-token-0123456789")
+	if out := run(t, "serve", "--check", "--config", "../../deploy/msgx.production.yaml"); !strings.Contains(out, "configuration valid (profile production)") ||
+		!strings.Contains(out, "relay.targets.kafka:msg.lane") {
+		t.Fatalf("serve --check printed:\n%s", out)
+	}
+	t.Setenv("MSGX_STORE_DSN", "sqlite:prod.db")
+	t.Setenv("MSGX_BROKERS_MAIN_ACKS", "leader")
+	t.Setenv("MSGX_MAILBOXES_SHARED_START", "")
+	root := newRoot()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs([]string{"serve", "--check", "--config", "../../deploy/msgx.production.yaml"})
+	err := root.ExecuteContext(context.Background())
+	if err == nil {
+		t.Fatal("an unsafe production configuration was accepted")
+	}
+	for _, want := range []string{"3 problems", "store.dsn: SQLite is refused", "brokers.main.acks: the production profile refuses Kafka producers without acks=all",
+		"mailboxes.shared.start: the production profile wants an explicit start position"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal lacks %q:\n%v", want, err)
+		}
+	}
+}

@@ -1,0 +1,59 @@
+// Package testproc is a processor for testing the service end to end, not a
+// product pipeline: it reads the head of a SIS FLOP message the way the
+// inbox benchmark does (identity SNDR|TYPE|STYP|SEQN, FLID) and writes one
+// outbox event per message, keyed by FLID and carrying the processing
+// span's trace context. Until the SIS pipeline is part of the build, it lets
+// the service's own tests drive real traffic through every component.
+package testproc
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+
+	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/internal/bench/inboxbench"
+	"github.com/msgx/msgx/internal/tracing"
+	"github.com/msgx/msgx/outbox"
+	"github.com/msgx/msgx/store"
+)
+
+// Name is the name the command registers it under.
+const Name = "test-only-flop"
+
+// Processor implements inbox.Processor.
+type Processor struct {
+	// Target and Topic of the events (default kafka:msg and msg).
+	Target, Topic string
+}
+
+// New builds a processor from stream options "target" and "topic".
+func New(options map[string]string) *Processor {
+	p := &Processor{Target: options["target"], Topic: options["topic"]}
+	if p.Target == "" {
+		p.Target = "kafka:msg"
+	}
+	if p.Topic == "" {
+		p.Topic = "msg"
+	}
+	return p
+}
+
+// Decode implements inbox.Processor.
+func (p *Processor) Decode(b []byte) (inbox.Decoded, error) {
+	return inboxbench.FlopProcessor{}.Decode(b)
+}
+
+// Process implements inbox.Processor.
+func (p *Processor) Process(ctx context.Context, tx store.Tx, msg *inbox.Message) (inbox.Outcome, error) {
+	f := msg.Decoded.(inboxbench.Flop)
+	payload, _ := json.Marshal(map[string]any{"msg_id": msg.ID, "flid": f.FLID, "type": f.TYPE, "styp": f.STYP, "seqn": f.SEQN})
+	err := outbox.Enqueue(ctx, tx, msg.Now, outbox.Event{
+		ID: msg.Stream + ":" + strconv.FormatInt(msg.ID, 10), Target: p.Target, Topic: p.Topic, Key: f.FLID,
+		Payload: payload, Headers: tracing.Inject(ctx, nil),
+	})
+	if err != nil {
+		return inbox.Outcome{}, err
+	}
+	return inbox.Done(), nil
+}
