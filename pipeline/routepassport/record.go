@@ -1,0 +1,240 @@
+package routepassport
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+
+	"github.com/msgx/msgx/pipeline/routepassport/geowkt"
+	"github.com/msgx/msgx/pipeline/routepassport/schema"
+)
+
+// Error classes of a ContractError.
+const (
+	ClassSize     = "size"     // the record is larger than the limit
+	ClassJSON     = "json"     // not well-formed JSON (or not UTF-8)
+	ClassSchema   = "schema"   // well-formed, but violates route-passport.schema.json
+	ClassGeometry = "geometry" // the geometry violates RFC 7946 or a limit
+)
+
+// ContractError says why a record was refused. It is never retried: the
+// record goes to the dead-letter topic with these three fields in headers.
+type ContractError struct {
+	Class string
+	// Path is the field path, e.g. "geometry.coordinates[0][3]"; "" is the
+	// record as a whole.
+	Path    string
+	Message string
+}
+
+func (e *ContractError) Error() string {
+	if e.Path == "" {
+		return e.Class + ": " + e.Message
+	}
+	return e.Class + ": " + e.Path + ": " + e.Message
+}
+
+// Record is a parsed, valid input record.
+type Record struct {
+	RouteID       string
+	RouteNameFull string
+	RequestID     string
+	TraceID       string
+	CorrelationID string
+	// CreatedAt is the producer's time, if it gave one.
+	CreatedAt *time.Time
+	Geometry  geowkt.Geometry
+	// GeometryJSON is the record's geometry member as received.
+	GeometryJSON json.RawMessage
+	// Properties is the record's properties member (nil when absent or null).
+	Properties json.RawMessage
+	// Document is the whole record, unknown members included, as stored.
+	Document json.RawMessage
+}
+
+// Parser validates records against the schema and converts their geometry.
+type Parser struct {
+	schema   *jsonschema.Schema
+	maxBytes int
+	limits   geowkt.Limits
+}
+
+var english = message.NewPrinter(language.English)
+
+// NewParser compiles the embedded schema. maxBytes bounds a record (0: no
+// bound); limits bound its geometry.
+func NewParser(maxBytes int, limits geowkt.Limits) (*Parser, error) {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema.JSON))
+	if err != nil {
+		return nil, fmt.Errorf("routepassport: schema: %w", err)
+	}
+	c := jsonschema.NewCompiler()
+	c.AssertFormat()
+	const url = "https://msgx.dev/schema/route-passport.schema.json"
+	if err := c.AddResource(url, doc); err != nil {
+		return nil, fmt.Errorf("routepassport: schema: %w", err)
+	}
+	s, err := c.Compile(url)
+	if err != nil {
+		return nil, fmt.Errorf("routepassport: schema: %w", err)
+	}
+	return &Parser{schema: s, maxBytes: maxBytes, limits: limits}, nil
+}
+
+// Parse validates payload and returns the record, or a *ContractError.
+func (p *Parser) Parse(payload []byte) (*Record, error) {
+	if p.maxBytes > 0 && len(payload) > p.maxBytes {
+		return nil, &ContractError{Class: ClassSize, Message: fmt.Sprintf("record of %d bytes exceeds the limit of %d", len(payload), p.maxBytes)}
+	}
+	if !utf8.Valid(payload) {
+		return nil, &ContractError{Class: ClassJSON, Message: "not valid UTF-8"}
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(payload))
+	if err != nil {
+		return nil, &ContractError{Class: ClassJSON, Message: "not valid JSON: " + err.Error()}
+	}
+	if err := p.schema.Validate(inst); err != nil {
+		var ve *jsonschema.ValidationError
+		if !errors.As(err, &ve) {
+			return nil, fmt.Errorf("routepassport: validate: %w", err)
+		}
+		return nil, schemaError(ve)
+	}
+	var raw struct {
+		RouteID       string          `json:"routeId"`
+		RouteNameFull string          `json:"routeNameFull"`
+		RequestID     *string         `json:"requestId"`
+		TraceID       *string         `json:"traceId"`
+		CorrelationID *string         `json:"correlationId"`
+		CreatedAt     *string         `json:"createdAt"`
+		Geometry      json.RawMessage `json:"geometry"`
+		Properties    json.RawMessage `json:"properties"`
+	}
+	if err := json.Unmarshal(payload, &raw); err != nil {
+		// The schema already checked every member's type.
+		return nil, &ContractError{Class: ClassJSON, Message: err.Error()}
+	}
+	g, err := geowkt.Convert(raw.Geometry, "geometry", p.limits)
+	if err != nil {
+		var ge *geowkt.Error
+		if errors.As(err, &ge) {
+			return nil, &ContractError{Class: ClassGeometry, Path: ge.Path, Message: ge.Reason}
+		}
+		return nil, err
+	}
+	// The database stores text and jsonb: it refuses NUL characters, and
+	// numbers beyond float64 are refused here for every member alike.
+	if err := storable(inst, ""); err != nil {
+		return nil, err
+	}
+	doc, err := json.Marshal(inst)
+	if err != nil {
+		return nil, fmt.Errorf("routepassport: re-encode record: %w", err)
+	}
+	r := &Record{
+		RouteID: raw.RouteID, RouteNameFull: raw.RouteNameFull,
+		RequestID: deref(raw.RequestID), TraceID: deref(raw.TraceID), CorrelationID: deref(raw.CorrelationID),
+		Geometry: g, GeometryJSON: raw.Geometry, Document: doc,
+	}
+	if len(raw.Properties) > 0 && string(raw.Properties) != "null" {
+		r.Properties = raw.Properties
+	}
+	if raw.CreatedAt != nil {
+		t, err := time.Parse(time.RFC3339Nano, *raw.CreatedAt)
+		if err != nil {
+			return nil, &ContractError{Class: ClassSchema, Path: "createdAt", Message: "not an RFC 3339 date-time: " + err.Error()}
+		}
+		r.CreatedAt = &t
+	}
+	return r, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// schemaError reports the deepest cause of a validation error: the member
+// that actually failed, not the keywords that contain it.
+func schemaError(ve *jsonschema.ValidationError) *ContractError {
+	leaf := ve
+	for len(leaf.Causes) > 0 {
+		next := leaf.Causes[0]
+		for _, c := range leaf.Causes[1:] {
+			if len(c.InstanceLocation) > len(next.InstanceLocation) {
+				next = c
+			}
+		}
+		leaf = next
+	}
+	loc := leaf.InstanceLocation
+	if req, ok := leaf.ErrorKind.(*kind.Required); ok && len(req.Missing) > 0 {
+		loc = append(append([]string(nil), loc...), req.Missing[0])
+		return &ContractError{Class: ClassSchema, Path: fieldPath(loc), Message: "missing"}
+	}
+	return &ContractError{Class: ClassSchema, Path: fieldPath(loc), Message: leaf.ErrorKind.LocalizedString(english)}
+}
+
+// fieldPath writes an instance location as "a.b[2].c".
+func fieldPath(loc []string) string {
+	var sb strings.Builder
+	for _, tok := range loc {
+		if _, err := strconv.Atoi(tok); err == nil {
+			sb.WriteString("[" + tok + "]")
+			continue
+		}
+		if sb.Len() > 0 {
+			sb.WriteByte('.')
+		}
+		sb.WriteString(tok)
+	}
+	return sb.String()
+}
+
+// storable refuses what PostgreSQL's text and jsonb cannot hold: NUL
+// characters in strings or member names, numbers outside float64.
+func storable(v any, path string) error {
+	switch v := v.(type) {
+	case string:
+		if strings.IndexByte(v, 0) >= 0 {
+			return &ContractError{Class: ClassSchema, Path: path, Message: "string contains a NUL character"}
+		}
+	case json.Number:
+		_, err := strconv.ParseFloat(string(v), 64)
+		if err != nil {
+			return &ContractError{Class: ClassSchema, Path: path, Message: "number outside the float64 range"}
+		}
+	case []any:
+		for i, e := range v {
+			if err := storable(e, path+"["+strconv.Itoa(i)+"]"); err != nil {
+				return err
+			}
+		}
+	case map[string]any:
+		for k, e := range v {
+			p := k
+			if path != "" {
+				p = path + "." + k
+			}
+			if strings.IndexByte(k, 0) >= 0 {
+				return &ContractError{Class: ClassSchema, Path: path, Message: "member name contains a NUL character"}
+			}
+			if err := storable(e, p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
