@@ -29,11 +29,11 @@ import (
 // env is one test's Kafka cluster (kfake, in this process), topics with a
 // unique suffix, and a raw client to produce and read them.
 type env struct {
-	t                             testing.TB
-	kf                            *kfake.Cluster
-	cl                            *kgo.Client
-	input, dlq, routeIn, georef   string
-	group                         string
+	t                           testing.TB
+	kf                          *kfake.Cluster
+	cl                          *kgo.Client
+	input, dlq, routeIn, georef string
+	group                       string
 }
 
 func newEnv(t testing.TB, partitions int32) *env {

@@ -19,7 +19,6 @@ import (
 //go:embed sql
 var sqlFS embed.FS
 
-
 // Pipeline consumes route passports and stores them with their events.
 type Pipeline struct {
 	cfg    config
@@ -294,4 +293,3 @@ func (p *Pipeline) cleanSources(ctx context.Context) {
 		}
 	}
 }
-
