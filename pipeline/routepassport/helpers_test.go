@@ -38,7 +38,7 @@ type env struct {
 
 func newEnv(t testing.TB, partitions int32) *env {
 	t.Helper()
-	kf, err := kfake.NewCluster(kfake.NumBrokers(1))
+	kf, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(time.Second))
 	if err != nil {
 		t.Fatalf("kfake: %v", err)
 	}
@@ -92,7 +92,10 @@ func (e *env) broker(log *slog.Logger) *broker.Broker {
 }
 
 func newKafkaBroker(seeds []string, log *slog.Logger) *broker.Broker {
-	drv := kafka.New(kafka.SeedBrokers(seeds...), kafka.WithLogger(log), kafka.WithCommitInterval(200*time.Millisecond))
+	// A short session so that a killed member's partitions move on in
+	// seconds, not the default 45.
+	drv := kafka.New(kafka.SeedBrokers(seeds...), kafka.WithLogger(log), kafka.WithCommitInterval(200*time.Millisecond),
+		kafka.WithClientOptions(kgo.SessionTimeout(3*time.Second), kgo.HeartbeatInterval(300*time.Millisecond)))
 	return broker.New("kafka", drv, broker.WithLogger(log))
 }
 
