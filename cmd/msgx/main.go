@@ -31,7 +31,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCmd(), newDemoCmd(), newMigrateCmd(), newBenchCmd())
+	root.AddCommand(newVersionCmd(), newDemoCmd(), newMigrateCmd(), newBenchCmd(), newRouteCmd())
 	return root
 }
 

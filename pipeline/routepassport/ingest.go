@@ -132,23 +132,19 @@ func (p *Pipeline) upsert(fresh []*item) store.Stmt {
 	slices.Sort(idx)
 	n := len(idx)
 	var (
-		routeID, name, geomType, wkt, geometry, document, topic, source = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		requestID, traceID, corrID, props, key                          = make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
-		created                                                         = make([]*time.Time, n)
-		partition                                                       = make([]*int32, n)
-		offset                                                          = make([]*int64, n)
-		size                                                            = make([]int32, n)
+		routeID, name, geomType, wkt, document, topic, source = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		requestID, traceID, corrID, key                       = make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
+		created                                               = make([]*time.Time, n)
+		partition                                             = make([]*int32, n)
+		offset                                                = make([]*int64, n)
+		size                                                  = make([]int32, n)
 	)
 	for j, i := range idx {
 		it := fresh[i]
 		r := it.rec
 		routeID[j], name[j], geomType[j], wkt[j] = r.RouteID, r.RouteNameFull, r.Geometry.Type, r.Geometry.WKT
-		geometry[j], document[j], topic[j], source[j] = string(r.GeometryJSON), string(r.Document), it.d.Topic, it.sourceID
+		document[j], topic[j], source[j] = string(r.Document), it.d.Topic, it.sourceID
 		requestID[j], traceID[j], corrID[j] = opt(r.RequestID), opt(r.TraceID), opt(r.CorrelationID)
-		if r.Properties != nil {
-			s := string(r.Properties)
-			props[j] = &s
-		}
 		k := it.d.Key
 		key[j] = &k
 		created[j] = r.CreatedAt
@@ -156,7 +152,7 @@ func (p *Pipeline) upsert(fresh []*item) store.Stmt {
 		size[j] = int32(len(it.d.Payload))
 	}
 	return store.Stmt{SQL: p.q.Get("Upsert"), Args: []any{routeID, name, requestID, traceID, corrID, created,
-		geomType, wkt, geometry, props, document, topic, partition, offset, key, source, size}}
+		geomType, wkt, document, topic, partition, offset, key, source, size}}
 }
 
 func opt(s string) *string {

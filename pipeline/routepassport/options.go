@@ -38,7 +38,7 @@ type config struct {
 	clock                                             clock.Clock
 	retry                                             backoff.Policy
 	dbTimeout                                         time.Duration
-	batchSize, concurrency                            int
+	batchSize, concurrency, ingestWorkers             int
 	maxRecordBytes                                    int
 	limits                                            geowkt.Limits
 	relay                                             bool
@@ -56,7 +56,7 @@ func defaults() config {
 	return config{
 		inputTopic: InputTopic, dlqTopic: DeadLetterTopic, inTopic: RouteInTopic, georefTopic: GeoreferenceTopic,
 		group: DefaultGroup, logger: slog.Default(), clock: clock.Real{}, retry: DefaultRetry,
-		dbTimeout: 15 * time.Second, batchSize: 100, concurrency: 4, maxRecordBytes: DefaultMaxRecordBytes,
+		dbTimeout: 15 * time.Second, batchSize: 200, ingestWorkers: 4, concurrency: 4, maxRecordBytes: DefaultMaxRecordBytes,
 		relay: true, sourceRetention: 7 * 24 * time.Hour, cleanupInterval: 10 * time.Minute, stopTimeout: 30 * time.Second,
 	}
 }
@@ -90,8 +90,13 @@ func WithRetry(p backoff.Policy) Option { return func(c *config) { c.retry = p }
 func WithDBTimeout(d time.Duration) Option { return func(c *config) { c.dbTimeout = d } }
 
 // WithBatchSize sets how many records one transaction may hold on brokers
-// with batch delivery (default 100; 1 disables batching).
+// with batch delivery (default 200; 1 disables batching).
 func WithBatchSize(n int) Option { return func(c *config) { c.batchSize = n } }
+
+// WithIngestWorkers sets how many transactions store the parts of one batch
+// at once (default 4). A batch is split by routeId, so a route's records stay
+// in order in one transaction.
+func WithIngestWorkers(n int) Option { return func(c *config) { c.ingestWorkers = n } }
 
 // WithConcurrency sets the handlers running at once when batches are not
 // used (default 4; records with one key are always handled in order).

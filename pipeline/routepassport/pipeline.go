@@ -7,7 +7,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -44,7 +46,7 @@ func New(db *store.DB, b *broker.Broker, opts ...Option) (*Pipeline, error) {
 	if cfg.inputTopic == "" || cfg.dlqTopic == "" || cfg.inTopic == "" || cfg.georefTopic == "" || cfg.group == "" {
 		errs = append(errs, errors.New("topics and group must not be empty"))
 	}
-	if cfg.batchSize < 1 || cfg.concurrency < 1 || cfg.maxRecordBytes < 1 || cfg.dbTimeout <= 0 || cfg.stopTimeout <= 0 || cfg.sourceRetention <= 0 {
+	if cfg.batchSize < 1 || cfg.concurrency < 1 || cfg.ingestWorkers < 1 || cfg.maxRecordBytes < 1 || cfg.dbTimeout <= 0 || cfg.stopTimeout <= 0 || cfg.sourceRetention <= 0 {
 		errs = append(errs, errors.New("batch size, concurrency, record limit, timeouts and retention must be positive"))
 	}
 	if cfg.logger == nil || cfg.clock == nil {
@@ -185,21 +187,53 @@ func (p *Pipeline) handle(ctx context.Context, ds []*broker.Delivery) error {
 			return err
 		}
 	}
-	if len(good) > 0 {
-		var fresh []*item
-		err := p.retry(ctx, "ingest", len(good), func(ctx context.Context) error {
-			var err error
-			fresh, err = p.ingest(ctx, good)
-			return err
+	// The records are split by routeId into parts that are stored in
+	// parallel transactions: a route's records stay in one part, in order,
+	// and parts lock disjoint rows and keys, so they never wait for each
+	// other. Each part retries on its own; the batch is done when all are.
+	parts := p.split(good)
+	errs := make([]error, len(parts))
+	var wg sync.WaitGroup
+	for i, part := range parts {
+		wg.Go(func() {
+			var fresh []*item
+			errs[i] = p.retry(ctx, "ingest", len(part), func(ctx context.Context) error {
+				var err error
+				fresh, err = p.ingest(ctx, part)
+				return err
+			})
+			if errs[i] == nil {
+				p.met.success.Add(float64(len(fresh)))
+				p.logIngested(part, fresh)
+			}
 		})
-		if err != nil {
-			return err
-		}
-		p.met.success.Add(float64(len(fresh)))
-		p.logIngested(good, fresh)
 	}
-	return nil
+	wg.Wait()
+	return errors.Join(errs...)
 }
+
+// split divides records into at most cfg.ingestWorkers parts by routeId,
+// keeping their order within a part.
+func (p *Pipeline) split(good []*item) [][]*item {
+	n := min(p.cfg.ingestWorkers, (len(good)+minPart-1)/minPart)
+	if n <= 1 {
+		if len(good) == 0 {
+			return nil
+		}
+		return [][]*item{good}
+	}
+	parts := make([][]*item, n)
+	for _, it := range good {
+		h := fnv.New32a()
+		_, _ = h.Write([]byte(it.rec.RouteID))
+		k := h.Sum32() % uint32(n)
+		parts[k] = append(parts[k], it)
+	}
+	return slices.DeleteFunc(parts, func(p []*item) bool { return len(p) == 0 })
+}
+
+// minPart is the fewest records worth a transaction of their own.
+const minPart = 16
 
 // retry runs fn until it succeeds or ctx ends, waiting with backoff between
 // attempts; each failure is logged and counted.

@@ -110,21 +110,9 @@ func (p *Parser) Parse(payload []byte) (*Record, error) {
 		}
 		return nil, schemaError(ve)
 	}
-	var raw struct {
-		RouteID       string          `json:"routeId"`
-		RouteNameFull string          `json:"routeNameFull"`
-		RequestID     *string         `json:"requestId"`
-		TraceID       *string         `json:"traceId"`
-		CorrelationID *string         `json:"correlationId"`
-		CreatedAt     *string         `json:"createdAt"`
-		Geometry      json.RawMessage `json:"geometry"`
-		Properties    json.RawMessage `json:"properties"`
-	}
-	if err := json.Unmarshal(payload, &raw); err != nil {
-		// The schema already checked every member's type.
-		return nil, &ContractError{Class: ClassJSON, Message: err.Error()}
-	}
-	g, err := geowkt.Convert(raw.Geometry, "geometry", p.limits)
+	obj := inst.(map[string]any) // the schema requires an object
+	gv := obj["geometry"]
+	g, err := geowkt.ConvertValue(gv, "geometry", p.limits)
 	if err != nil {
 		var ge *geowkt.Error
 		if errors.As(err, &ge) {
@@ -134,23 +122,34 @@ func (p *Parser) Parse(payload []byte) (*Record, error) {
 	}
 	// The database stores text and jsonb: it refuses NUL characters, and
 	// numbers beyond float64 are refused here for every member alike.
-	if err := storable(inst, ""); err != nil {
+	if err := storable(inst, "", 0); err != nil {
 		return nil, err
 	}
-	doc, err := json.Marshal(inst)
+	geometry, err := json.Marshal(gv)
 	if err != nil {
-		return nil, fmt.Errorf("routepassport: re-encode record: %w", err)
+		return nil, fmt.Errorf("routepassport: re-encode geometry: %w", err)
 	}
 	r := &Record{
-		RouteID: raw.RouteID, RouteNameFull: raw.RouteNameFull,
-		RequestID: deref(raw.RequestID), TraceID: deref(raw.TraceID), CorrelationID: deref(raw.CorrelationID),
-		Geometry: g, GeometryJSON: raw.Geometry, Document: doc,
+		RouteID: str(obj["routeId"]), RouteNameFull: str(obj["routeNameFull"]),
+		RequestID: str(obj["requestId"]), TraceID: str(obj["traceId"]), CorrelationID: str(obj["correlationId"]),
+		Geometry: g, GeometryJSON: geometry,
+		Document: payload,
 	}
-	if len(raw.Properties) > 0 && string(raw.Properties) != "null" {
-		r.Properties = raw.Properties
+	// Stored as received: valid UTF-8 JSON whose strings and numbers jsonb
+	// accepts (checked above). With escapes it is encoded anew, since jsonb
+	// refuses a lone surrogate escape that encoding/json reads as U+FFFD.
+	if bytes.Contains(payload, []byte(`\u`)) {
+		if r.Document, err = json.Marshal(inst); err != nil {
+			return nil, fmt.Errorf("routepassport: re-encode record: %w", err)
+		}
 	}
-	if raw.CreatedAt != nil {
-		t, err := time.Parse(time.RFC3339Nano, *raw.CreatedAt)
+	if props, ok := obj["properties"].(map[string]any); ok {
+		if r.Properties, err = json.Marshal(props); err != nil {
+			return nil, fmt.Errorf("routepassport: re-encode properties: %w", err)
+		}
+	}
+	if s, ok := obj["createdAt"].(string); ok {
+		t, err := time.Parse(time.RFC3339Nano, s)
 		if err != nil {
 			return nil, &ContractError{Class: ClassSchema, Path: "createdAt", Message: "not an RFC 3339 date-time: " + err.Error()}
 		}
@@ -159,11 +158,10 @@ func (p *Parser) Parse(payload []byte) (*Record, error) {
 	return r, nil
 }
 
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
+// str is a member the schema made a string or null.
+func str(v any) string {
+	s, _ := v.(string)
+	return s
 }
 
 // schemaError reports the deepest cause of a validation error: the member
@@ -203,9 +201,17 @@ func fieldPath(loc []string) string {
 	return sb.String()
 }
 
+// maxNesting bounds the nesting of a record's arrays and objects (PostgreSQL's
+// jsonb parser recurses on it).
+const maxNesting = 64
+
 // storable refuses what PostgreSQL's text and jsonb cannot hold: NUL
-// characters in strings or member names, numbers outside float64.
-func storable(v any, path string) error {
+// characters in strings or member names, numbers outside float64, deeper
+// nesting than maxNesting.
+func storable(v any, path string, depth int) error {
+	if depth > maxNesting {
+		return &ContractError{Class: ClassSchema, Path: path, Message: fmt.Sprintf("nested deeper than %d levels", maxNesting)}
+	}
 	switch v := v.(type) {
 	case string:
 		if strings.IndexByte(v, 0) >= 0 {
@@ -218,7 +224,7 @@ func storable(v any, path string) error {
 		}
 	case []any:
 		for i, e := range v {
-			if err := storable(e, path+"["+strconv.Itoa(i)+"]"); err != nil {
+			if err := storable(e, path+"["+strconv.Itoa(i)+"]", depth+1); err != nil {
 				return err
 			}
 		}
@@ -231,7 +237,7 @@ func storable(v any, path string) error {
 			if strings.IndexByte(k, 0) >= 0 {
 				return &ContractError{Class: ClassSchema, Path: path, Message: "member name contains a NUL character"}
 			}
-			if err := storable(e, p); err != nil {
+			if err := storable(e, p, depth+1); err != nil {
 				return err
 			}
 		}

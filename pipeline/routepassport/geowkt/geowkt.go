@@ -63,6 +63,19 @@ type Geometry struct {
 // Convert decodes the GeoJSON geometry object raw and returns it as WKT.
 // path names raw in errors (e.g. "geometry").
 func Convert(raw []byte, path string, lim Limits) (Geometry, error) {
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return Geometry{}, &Error{Path: path, Reason: "not valid JSON: " + err.Error()}
+	}
+	return ConvertValue(v, path, lim)
+}
+
+// ConvertValue is Convert of an already decoded geometry: the value
+// encoding/json gives with UseNumber (objects as map[string]any, arrays as
+// []any, numbers as json.Number).
+func ConvertValue(v any, path string, lim Limits) (Geometry, error) {
 	if lim.MaxDepth <= 0 {
 		lim.MaxDepth = DefaultMaxDepth
 	}
@@ -70,12 +83,6 @@ func Convert(raw []byte, path string, lim Limits) (Geometry, error) {
 		lim.MaxPositions = DefaultMaxPositions
 	}
 	d := decoder{lim: lim}
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
-		return Geometry{}, &Error{Path: path, Reason: "not valid JSON: " + err.Error()}
-	}
 	g, typ, err := d.geometry(v, path, 0)
 	if err != nil {
 		return Geometry{}, err

@@ -10,9 +10,7 @@ CREATE TABLE route_passports (
     route_status     text        NOT NULL DEFAULT 'PROCESSED',
     geometry_type    text        NOT NULL,   -- GeoJSON type, e.g. LineString
     geometry_wkt     text        NOT NULL,
-    geometry         jsonb       NOT NULL,   -- the GeoJSON geometry as received
-    properties       jsonb,
-    document         jsonb       NOT NULL,   -- the whole record, unknown members included
+    document         jsonb       NOT NULL,   -- the whole record (geometry, properties, unknown members)
     source_topic     text        NOT NULL,
     source_partition integer,                -- NULL where the broker has no log positions
     source_offset    bigint,
