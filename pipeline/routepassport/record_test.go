@@ -91,18 +91,19 @@ func TestParseKeepsUnknownMembers(t *testing.T) {
 }
 
 func TestParseRefusals(t *testing.T) {
-	p, err := NewParser(200, geowkt.Limits{})
+	p, err := NewParser(300, geowkt.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cases := []struct{ name, in, class, path string }{
-		{"too large", `{"routeId":"R","routeNameFull":"` + strings.Repeat("x", 300) + `","geometry":{"type":"Point","coordinates":[1,2]}}`, ClassSize, ""},
+		{"too large", `{"routeId":"R","routeNameFull":"` + strings.Repeat("x", 400) + `","geometry":{"type":"Point","coordinates":[1,2]}}`, ClassSize, ""},
 		{"not UTF-8", "{\"routeId\":\"R\xff\",\"routeNameFull\":\"n\",\"geometry\":{\"type\":\"Point\",\"coordinates\":[1,2]}}", ClassJSON, ""},
 		{"NUL in unknown member", `{"routeId":"R","routeNameFull":"n","x":"a\u0000b","geometry":{"type":"Point","coordinates":[1,2]}}`, ClassSchema, "x"},
 		{"huge number in properties", `{"routeId":"R","routeNameFull":"n","properties":{"v":[1e999]},"geometry":{"type":"Point","coordinates":[1,2]}}`, ClassSchema, "properties.v[0]"},
 		{"huge coordinate", `{"routeId":"R","routeNameFull":"n","geometry":{"type":"Point","coordinates":[1e999,2]}}`, ClassGeometry, "geometry.coordinates[0]"},
 		{"control character in routeId", `{"routeId":"R\n1","routeNameFull":"n","geometry":{"type":"Point","coordinates":[1,2]}}`, ClassSchema, "routeId"},
 		{"geometry null", `{"routeId":"R","routeNameFull":"n","geometry":null}`, ClassSchema, "geometry"},
+		{"nested too deep", `{"routeId":"R","routeNameFull":"n","x":` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `,"geometry":{"type":"Point","coordinates":[1,2]}}`, ClassSchema, "x" + strings.Repeat("[0]", 64)},
 		{"ring of three", `{"routeId":"R","routeNameFull":"n","geometry":{"type":"Polygon","coordinates":[[[0,0],[1,1],[0,0]]]}}`, ClassGeometry, "geometry.coordinates[0]"},
 	}
 	for _, c := range cases {
