@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
@@ -39,7 +38,7 @@ pcp.route.georeference.v1, and dead-letters records that break the contract
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+			log := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
 			var sopts []store.Option
 			if migrate {
 				sopts = append(sopts, store.WithMigrate())
