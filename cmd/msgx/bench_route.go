@@ -32,7 +32,7 @@ func newBenchRouteIngestCmd() *cobra.Command {
 	f.IntVar(&cfg.Routes, "routes", 5000, "distinct routeIds")
 	f.IntVar(&cfg.Points, "points", 20, "positions per LineString")
 	f.IntVar(&cfg.Partitions, "partitions", 6, "partitions of each topic")
-	f.IntVar(&cfg.Batch, "batch", 100, "records per ingestion transaction (at most)")
+	f.IntVar(&cfg.Batch, "batch", 200, "records per batch (at most; the pipeline's default)")
 	f.DurationVar(&cfg.Poll, "poll", 100*time.Millisecond, "relay poll interval (the relay's default)")
 	f.DurationVar(&timeout, "timeout", 10*time.Minute, "give up after this long")
 	return cmd

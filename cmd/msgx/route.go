@@ -95,7 +95,7 @@ pcp.route.georeference.v1, and dead-letters records that break the contract
 	f.StringVar(&dlq, "dlq-topic", routepassport.DeadLetterTopic, "dead-letter topic")
 	f.StringVar(&routeIn, "route-in-topic", routepassport.RouteInTopic, "mission-planning output topic")
 	f.StringVar(&georef, "georeference-topic", routepassport.GeoreferenceTopic, "request-matching output topic")
-	f.IntVar(&batch, "batch", 100, "records per ingestion transaction (at most)")
+	f.IntVar(&batch, "batch", 200, "records per batch (at most)")
 	f.StringVar(&listen, "listen", "", "address of the HTTP endpoint (/metrics, /route-processing/test/records); empty: none")
 	f.BoolVar(&testController, "test-controller", false, "route-processing.test-controller.enabled: accept records on /route-processing/test/records")
 	return cmd
