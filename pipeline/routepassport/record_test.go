@@ -1,12 +1,15 @@
 package routepassport
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io/fs"
 	"path"
 	"strings"
 	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/msgx/msgx/pipeline/routepassport/geowkt"
 	"github.com/msgx/msgx/pipeline/routepassport/schema"
@@ -114,5 +117,51 @@ func TestParseRefusals(t *testing.T) {
 				t.Fatalf("got %v, want class %s path %q", err, c.class, c.path)
 			}
 		})
+	}
+}
+
+// The parser validates geometries with geowkt instead of the schema's
+// geometry subschema: whatever geowkt accepts, the full schema accepts too.
+func TestGeowktIsStricter(t *testing.T) {
+	full, err := compileSchema(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newParser(t)
+	geometries := []string{
+		`{"type":"Point","coordinates":[1,2]}`, `{"type":"Point","coordinates":[1,2,3]}`, `{"type":"Point","coordinates":[]}`,
+		`{"type":"Point","coordinates":[1]}`, `{"type":"Point","coordinates":[1,2,3,4]}`, `{"type":"Point","coordinates":[1,"2"]}`,
+		`{"type":"Point"}`, `{"type":"Point","coordinates":null}`, `{"type":"Point","coordinates":[[1,2]]}`,
+		`{"type":"MultiPoint","coordinates":[[1,2],[3,4]]}`, `{"type":"MultiPoint","coordinates":[1,2]}`,
+		`{"type":"LineString","coordinates":[[1,2],[3,4]]}`, `{"type":"LineString","coordinates":[[1,2]]}`, `{"type":"LineString","coordinates":[1,2]}`,
+		`{"type":"LineString","coordinates":[[1,2],[3,true]]}`,
+		`{"type":"MultiLineString","coordinates":[[[1,2],[3,4]],[]]}`, `{"type":"MultiLineString","coordinates":[[1,2]]}`,
+		`{"type":"Polygon","coordinates":[[[0,0],[1,0],[1,1],[0,0]]]}`, `{"type":"Polygon","coordinates":[[[0,0],[1,0],[1,1],[0,1]]]}`,
+		`{"type":"Polygon","coordinates":[[0,0]]}`, `{"type":"Polygon","coordinates":[]}`,
+		`{"type":"MultiPolygon","coordinates":[[[[0,0],[1,0],[1,1],[0,0]]]]}`, `{"type":"MultiPolygon","coordinates":[[[0,0],[1,0],[1,1],[0,0]]]}`,
+		`{"type":"MultiPolygon","coordinates":[[]]}`,
+		`{"type":"GeometryCollection","geometries":[{"type":"Point","coordinates":[1,2]}]}`, `{"type":"GeometryCollection","geometries":[]}`,
+		`{"type":"GeometryCollection","geometries":[{"type":"Circle"}]}`, `{"type":"GeometryCollection"}`,
+		`{"type":"GeometryCollection","geometries":[{"type":"GeometryCollection","geometries":[{"type":"LineString","coordinates":[[1,2]]}]}]}`,
+		`{"type":"Circle","coordinates":[1,2]}`, `{"coordinates":[1,2]}`,
+	}
+	accepted := 0
+	for _, g := range geometries {
+		rec := []byte(`{"routeId":"R","routeNameFull":"n","geometry":` + g + `}`)
+		_, perr := p.Parse(rec)
+		inst, _ := jsonschema.UnmarshalJSON(bytes.NewReader(rec))
+		serr := full.Validate(inst)
+		if perr == nil {
+			accepted++
+			if serr != nil {
+				t.Errorf("%s: accepted by the parser, refused by the full schema: %v", g, serr)
+			}
+		}
+		if serr != nil && perr == nil {
+			t.Errorf("%s: refused by the full schema only", g)
+		}
+	}
+	if accepted < 10 {
+		t.Fatalf("only %d geometries accepted: the test says little", accepted)
 	}
 }
