@@ -12,7 +12,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/broker/brokertest"
+	"github.com/msgx/msgx/broker/mem"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -213,4 +215,62 @@ func TestTwoInstancesShareTheWork(t *testing.T) {
 	}
 	t.Logf("instance 1 ingested %v, instance 2 %v", counter(t, regs[0], "route_passport_ingest_success_total", nil), counter(t, regs[1], "route_passport_ingest_success_total", nil))
 	checkOnePairEach(t, sent, map[string][]*kgo.Record{e.routeIn: in.drain(300 * time.Millisecond), e.georef: geo.drain(100 * time.Millisecond)})
+}
+
+// One record per handler (brokers without batches, or WithBatchSize(1)),
+// four at once: the same outcome.
+func TestSingleRecordHandlers(t *testing.T) {
+	e := newEnv(t, 3)
+	db := storetest.NewPostgres(t)
+	p, err := New(db, e.broker(quietLogger()), append(e.options(prometheus.NewRegistry(), quietLogger()), WithBatchSize(1), WithConcurrency(4))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startPipeline(t, p)
+	in := e.reader(e.routeIn)
+	e.produce(records("S", 0, 60)...)
+	in.waitFor(t, 60, 60*time.Second)
+	checkOnePairEach(t, 60, map[string][]*kgo.Record{e.routeIn: in.drain(300 * time.Millisecond)})
+}
+
+// On a broker without log positions (here the in-process one) a record's
+// content is its identity: the same record sent twice is stored once.
+func TestContentIdentityWithoutPositions(t *testing.T) {
+	db := storetest.NewPostgres(t)
+	srv := mem.NewServer()
+	t.Cleanup(srv.Close)
+	b := broker.New("mem", mem.New(srv), broker.WithLogger(quietLogger()))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := b.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Stop(context.Background()) })
+	reg := prometheus.NewRegistry()
+	p, err := New(db, b, WithRegisterer(reg), WithLogger(quietLogger()), WithRelay(false), WithRetry(fastRetry))
+	if err != nil {
+		t.Fatal(err)
+	}
+	startPipeline(t, p)
+	same := record("M-1", "n", line(1))
+	for _, r := range [][]byte{same, same, record("M-2", "n", line(2))} {
+		if err := b.SendConfirmed(ctx, InputTopic, &broker.Message{Key: "k", Payload: r}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for counter(t, reg, "route_passport_ingest_success_total", nil)+counter(t, reg, "route_passport_ingest_duplicate_total", nil) < 3 {
+		if ctx.Err() != nil {
+			t.Fatal("records not processed within a minute")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if s, d := counter(t, reg, "route_passport_ingest_success_total", nil), counter(t, reg, "route_passport_ingest_duplicate_total", nil); s != 2 || d != 1 {
+		t.Fatalf("ingested %v, duplicates %v; want 2 and 1", s, d)
+	}
+	if n := countRows(t, db, `SELECT count(*) FROM msgx_outbox`); n != 4 {
+		t.Fatalf("%d outbox events, want 4", n)
+	}
+	if n := countRows(t, db, `SELECT count(*) FROM route_passports WHERE source_partition IS NULL AND source_id LIKE 'sha256:%'`); n != 2 {
+		t.Fatalf("%d passports with a content identity, want 2", n)
+	}
 }

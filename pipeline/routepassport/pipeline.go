@@ -252,7 +252,7 @@ func (p *Pipeline) retry(ctx context.Context, what string, records int, fn func(
 		delay := p.cfg.retry.Delay(attempt)
 		p.met.failure.WithLabelValues("transient").Add(float64(records))
 		p.log.Warn("transient failure, retrying; offsets stay uncommitted", "step", what, "records", records,
-			"attempt", attempt, "retry_in", delay, "exception_class", fmt.Sprintf("%T", errors.Unwrap(err)), "exception_message", err.Error())
+			"attempt", attempt, "retry_in", delay, "exception_class", rootClass(err), "exception_message", err.Error())
 		t := p.cfg.clock.NewTimer(delay)
 		select {
 		case <-t.C():
@@ -260,6 +260,18 @@ func (p *Pipeline) retry(ctx context.Context, what string, records int, fn func(
 			t.Stop()
 			return ctx.Err()
 		}
+	}
+}
+
+// rootClass names the type of the innermost error of a chain, the nearest to
+// an exception class (e.g. *pgconn.ConnectError).
+func rootClass(err error) string {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return fmt.Sprintf("%T", err)
+		}
+		err = next
 	}
 }
 
