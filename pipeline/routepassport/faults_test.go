@@ -274,3 +274,26 @@ func TestContentIdentityWithoutPositions(t *testing.T) {
 		t.Fatalf("%d passports with a content identity, want 2", n)
 	}
 }
+
+// Identities older than the retention are deleted; newer ones stay.
+func TestExpiredSourcesAreDeleted(t *testing.T) {
+	e := newEnv(t, 1)
+	db := storetest.NewPostgres(t)
+	p, err := New(db, e.broker(quietLogger()), WithSourceRetention(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := db.Exec(ctx, `INSERT INTO route_passport_sources (source_id, route_id, processed_at)
+		VALUES ('old', 'R', now() - interval '2 hours'), ('new', 'R', now() - interval '30 minutes')`); err != nil {
+		t.Fatal(err)
+	}
+	n, err := p.deleteExpiredSources(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("deleted %d: %v", n, err)
+	}
+	if c := countRows(t, db, `SELECT count(*) FROM route_passport_sources WHERE source_id = 'new'`); c != 1 {
+		t.Fatal("the newer identity was deleted")
+	}
+}

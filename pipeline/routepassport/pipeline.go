@@ -323,19 +323,24 @@ func (p *Pipeline) cleanSources(ctx context.Context) {
 			return
 		case <-t.C():
 		}
-		for {
-			cctx, cancel := context.WithTimeout(ctx, p.cfg.dbTimeout)
-			n, err := p.db.Exec(cctx, p.q.Get("CleanSources"), p.cfg.sourceRetention.Seconds(), 10_000)
-			cancel()
-			if err != nil {
-				if ctx.Err() == nil {
-					p.log.Warn("cleaning route_passport_sources failed", "exception_message", err.Error())
-				}
-				break
-			}
-			if n < 10_000 {
-				break
-			}
+		if _, err := p.deleteExpiredSources(ctx); err != nil && ctx.Err() == nil {
+			p.log.Warn("cleaning route_passport_sources failed", "exception_message", err.Error())
+		}
+	}
+}
+
+// deleteExpiredSources deletes the identities older than the retention, in
+// chunks, and returns how many.
+func (p *Pipeline) deleteExpiredSources(ctx context.Context) (int64, error) {
+	const chunk = 10_000
+	var total int64
+	for {
+		cctx, cancel := context.WithTimeout(ctx, p.cfg.dbTimeout)
+		n, err := p.db.Exec(cctx, p.q.Get("CleanSources"), p.cfg.sourceRetention.Seconds(), chunk)
+		cancel()
+		total += n
+		if err != nil || n < chunk {
+			return total, err
 		}
 	}
 }
