@@ -14,7 +14,9 @@ import (
 
 	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/broker/brokertest"
+	"github.com/msgx/msgx/broker/kafka"
 	"github.com/msgx/msgx/broker/mem"
+	"github.com/msgx/msgx/internal/backoff"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -296,4 +298,51 @@ func TestExpiredSourcesAreDeleted(t *testing.T) {
 	if c := countRows(t, db, `SELECT count(*) FROM route_passport_sources WHERE source_id = 'new'`); c != 1 {
 		t.Fatal("the newer identity was deleted")
 	}
+}
+
+// An output topic that refuses the relay's sends: the events are retried
+// with backoff, then kept as FAILED (DEAD) and counted; the other topic is
+// not held up; replayed once the topic exists, they are delivered.
+func TestOutputFailuresAreKeptAndReplayable(t *testing.T) {
+	e := newEnv(t, 1)
+	missing := e.georef + ".missing"
+	db := storetest.NewPostgres(t)
+	reg := prometheus.NewRegistry()
+	drv := kafka.New(kafka.SeedBrokers(e.seeds()...), kafka.WithLogger(quietLogger()), kafka.WithUnknownTopicRetries(0))
+	b := broker.New("kafka", drv, broker.WithLogger(quietLogger()))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := b.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Stop(context.Background()) })
+	p, err := New(db, b, append(e.options(reg, quietLogger()), WithTopics(e.input, e.dlq, e.routeIn, missing),
+		WithRelayOptions(outbox.WithRetry(backoff.Policy{MaxAttempts: 2, Initial: 10 * time.Millisecond}),
+			outbox.WithPublishTimeout(2*time.Second), outbox.WithDBTimeout(2*time.Second), outbox.WithLease(10*time.Second)))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startPipeline(t, p)
+	const n = 5
+	e.produce(records("F", 0, n)...)
+	e.reader(e.routeIn).waitFor(t, n, 60*time.Second)
+	for counter(t, reg, "route_passport_outbox_failed_total", map[string]string{"topic": missing}) < n {
+		if ctx.Err() != nil {
+			t.Fatalf("failed events: %v of %d", counter(t, reg, "route_passport_outbox_failed_total", nil), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if v := counter(t, reg, "route_passport_outbox_retry_total", map[string]string{"topic": missing}); v < n {
+		t.Fatalf("retries %v, want at least %d", v, n)
+	}
+	if c := countRows(t, db, `SELECT count(*) FROM msgx_outbox WHERE status = 'DEAD' AND target = '`+GeoreferenceTarget+`'`); c != n {
+		t.Fatalf("%d dead events kept, want %d", c, n)
+	}
+	if _, err := kadm.NewClient(e.cl).CreateTopic(ctx, 1, -1, nil, missing); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := outbox.ReplayTarget(ctx, db, time.Now(), GeoreferenceTarget); err != nil {
+		t.Fatal(err)
+	}
+	e.reader(missing).waitFor(t, n, 60*time.Second)
 }
