@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -122,10 +123,10 @@ func (e *env) produce(records ...[]byte) {
 	}
 }
 
-// reader reads a topic from its start, accumulating what it has seen.
+// reader reads a topic from its start, accumulating what it has seen (one
+// goroutine uses it).
 type reader struct {
 	cl   *kgo.Client
-	mu   sync.Mutex
 	recs []*kgo.Record
 }
 
@@ -140,30 +141,23 @@ func (e *env) reader(topic string) *reader {
 	return &reader{cl: cl}
 }
 
+// poll adds what one fetch (bounded by ctx) returns.
+func (r *reader) poll(ctx context.Context) {
+	r.cl.PollFetches(ctx).EachRecord(func(rec *kgo.Record) { r.recs = append(r.recs, rec) })
+}
+
 // waitFor polls until the reader holds at least n records or the timeout.
 func (r *reader) waitFor(t testing.TB, n int, timeout time.Duration) []*kgo.Record {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		r.mu.Lock()
-		have := len(r.recs)
-		r.mu.Unlock()
-		if have >= n {
-			break
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for len(r.recs) < n {
+		if ctx.Err() != nil {
+			t.Fatalf("waited %v for %d records, have %d", timeout, n, len(r.recs))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %d records, have %d", timeout, n, have)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		fs := r.cl.PollFetches(ctx)
-		cancel()
-		r.mu.Lock()
-		fs.EachRecord(func(rec *kgo.Record) { r.recs = append(r.recs, rec) })
-		r.mu.Unlock()
+		r.poll(ctx)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]*kgo.Record(nil), r.recs...)
+	return slices.Clone(r.recs)
 }
 
 // drain reads whatever else arrives within d (to see duplicates).
@@ -171,14 +165,9 @@ func (r *reader) drain(d time.Duration) []*kgo.Record {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	for ctx.Err() == nil {
-		fs := r.cl.PollFetches(ctx)
-		r.mu.Lock()
-		fs.EachRecord(func(rec *kgo.Record) { r.recs = append(r.recs, rec) })
-		r.mu.Unlock()
+		r.poll(ctx)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]*kgo.Record(nil), r.recs...)
+	return slices.Clone(r.recs)
 }
 
 func header(r *kgo.Record, name string) string {
