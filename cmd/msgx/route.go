@@ -66,6 +66,7 @@ pcp.route.georeference.v1, and dead-letters records that break the contract
 			if err != nil {
 				return err
 			}
+			defer p.Close()
 			if listen != "" {
 				mux := http.NewServeMux()
 				mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))

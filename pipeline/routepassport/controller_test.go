@@ -14,10 +14,7 @@ import (
 
 func TestTestControllerOffByDefault(t *testing.T) {
 	e := newEnv(t, 1)
-	p, err := New(storetest.NewPostgres(t), e.broker(quietLogger()), WithTopics(e.input, e.dlq, e.routeIn, e.georef))
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newPipeline(t, storetest.NewPostgres(t), e.broker(quietLogger()), WithTopics(e.input, e.dlq, e.routeIn, e.georef))
 	srv := httptest.NewServer(p.TestController())
 	defer srv.Close()
 	resp, err := http.Post(srv.URL, "application/json", strings.NewReader(string(record("R-1", "n", line(1)))))
@@ -38,11 +35,8 @@ func TestTestControllerOffByDefault(t *testing.T) {
 
 func TestTestControllerInjectsARecord(t *testing.T) {
 	e := newEnv(t, 1)
-	p, err := New(storetest.NewPostgres(t), e.broker(quietLogger()),
+	p := newPipeline(t, storetest.NewPostgres(t), e.broker(quietLogger()),
 		append(e.options(prometheus.NewRegistry(), quietLogger()), WithTestController(true))...)
-	if err != nil {
-		t.Fatal(err)
-	}
 	startPipeline(t, p)
 	srv := httptest.NewServer(p.TestController())
 	defer srv.Close()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,10 +73,7 @@ func TestRedeliveryCreatesNoSecondPair(t *testing.T) {
 	e := newEnv(t, 2)
 	db := storetest.NewPostgres(t)
 	regA := prometheus.NewRegistry()
-	a, err := New(db, e.broker(quietLogger()), e.options(regA, quietLogger())...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := newPipeline(t, db, e.broker(quietLogger()), e.options(regA, quietLogger())...)
 	stopA := startPipeline(t, a)
 	in := e.reader(e.routeIn)
 	const n = 120
@@ -85,10 +83,7 @@ func TestRedeliveryCreatesNoSecondPair(t *testing.T) {
 
 	regB := prometheus.NewRegistry()
 	opts := append(e.options(regB, quietLogger()), WithGroup(e.group+"-again"))
-	b, err := New(db, e.broker(quietLogger()), opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := newPipeline(t, db, e.broker(quietLogger()), opts...)
 	startPipeline(t, b)
 	deadline := time.Now().Add(60 * time.Second)
 	for counter(t, regB, "route_passport_ingest_duplicate_total", nil) < n {
@@ -130,13 +125,10 @@ func TestDatabaseCutLosesNothing(t *testing.T) {
 	}
 	t.Cleanup(db.Close)
 	reg := prometheus.NewRegistry()
-	p, err := New(db, e.broker(quietLogger()), append(e.options(reg, quietLogger()), WithDBTimeout(2*time.Second),
+	p := newPipeline(t, db, e.broker(quietLogger()), append(e.options(reg, quietLogger()), WithDBTimeout(2*time.Second),
 		// A relay that loses the database after a send keeps its claim
 		// until the lease ends, then the event is sent again (same id).
 		WithRelayOptions(outbox.WithLease(4*time.Second), outbox.WithPublishTimeout(time.Second), outbox.WithDBTimeout(time.Second)))...)
-	if err != nil {
-		t.Fatal(err)
-	}
 	startPipeline(t, p)
 	in, geo := e.reader(e.routeIn), e.reader(e.georef)
 
@@ -184,10 +176,7 @@ func TestTwoInstancesShareTheWork(t *testing.T) {
 	db := storetest.NewPostgres(t)
 	regs := []*prometheus.Registry{prometheus.NewRegistry(), prometheus.NewRegistry()}
 	for _, reg := range regs {
-		p, err := New(db, e.broker(quietLogger()), e.options(reg, quietLogger())...)
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := newPipeline(t, db, e.broker(quietLogger()), e.options(reg, quietLogger())...)
 		startPipeline(t, p)
 	}
 	in, geo := e.reader(e.routeIn), e.reader(e.georef)
@@ -224,10 +213,7 @@ func TestTwoInstancesShareTheWork(t *testing.T) {
 func TestSingleRecordHandlers(t *testing.T) {
 	e := newEnv(t, 3)
 	db := storetest.NewPostgres(t)
-	p, err := New(db, e.broker(quietLogger()), append(e.options(prometheus.NewRegistry(), quietLogger()), WithBatchSize(1), WithConcurrency(4))...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newPipeline(t, db, e.broker(quietLogger()), append(e.options(prometheus.NewRegistry(), quietLogger()), WithBatchSize(1), WithConcurrency(4))...)
 	startPipeline(t, p)
 	in := e.reader(e.routeIn)
 	e.produce(records("S", 0, 60)...)
@@ -249,10 +235,7 @@ func TestContentIdentityWithoutPositions(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = b.Stop(context.Background()) })
 	reg := prometheus.NewRegistry()
-	p, err := New(db, b, WithRegisterer(reg), WithLogger(quietLogger()), WithRelay(false), WithRetry(fastRetry))
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newPipeline(t, db, b, WithRegisterer(reg), WithLogger(quietLogger()), WithRelay(false), WithRetry(fastRetry))
 	startPipeline(t, p)
 	same := record("M-1", "n", line(1))
 	for _, r := range [][]byte{same, same, record("M-2", "n", line(2))} {
@@ -281,10 +264,7 @@ func TestContentIdentityWithoutPositions(t *testing.T) {
 func TestExpiredSourcesAreDeleted(t *testing.T) {
 	e := newEnv(t, 1)
 	db := storetest.NewPostgres(t)
-	p, err := New(db, e.broker(quietLogger()), WithSourceRetention(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newPipeline(t, db, e.broker(quietLogger()), WithSourceRetention(time.Hour))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := db.Exec(ctx, `INSERT INTO route_passport_sources (source_id, route_id, processed_at)
@@ -316,12 +296,9 @@ func TestOutputFailuresAreKeptAndReplayable(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.Stop(context.Background()) })
-	p, err := New(db, b, append(e.options(reg, quietLogger()), WithTopics(e.input, e.dlq, e.routeIn, missing),
+	p := newPipeline(t, db, b, append(e.options(reg, quietLogger()), WithTopics(e.input, e.dlq, e.routeIn, missing),
 		WithRelayOptions(outbox.WithRetry(backoff.Policy{MaxAttempts: 2, Initial: 10 * time.Millisecond}),
 			outbox.WithPublishTimeout(2*time.Second), outbox.WithDBTimeout(2*time.Second), outbox.WithLease(10*time.Second)))...)
-	if err != nil {
-		t.Fatal(err)
-	}
 	startPipeline(t, p)
 	const n = 5
 	e.produce(records("F", 0, n)...)
@@ -345,4 +322,23 @@ func TestOutputFailuresAreKeptAndReplayable(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.reader(missing).waitFor(t, n, 60*time.Second)
+}
+
+// Run may run again after it returned, never twice at once.
+func TestRunAgain(t *testing.T) {
+	e := newEnv(t, 1)
+	p := newPipeline(t, storetest.NewPostgres(t), e.broker(quietLogger()), e.options(prometheus.NewRegistry(), quietLogger())...)
+	stop := startPipeline(t, p)
+	in := e.reader(e.routeIn)
+	e.produce(records("A", 0, 1)...)
+	in.waitFor(t, 1, 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.Run(ctx); err == nil || !strings.Contains(err.Error(), "already running") {
+		t.Fatalf("a second Run at once: %v", err)
+	}
+	stop()
+	startPipeline(t, p)
+	e.produce(records("A", 1, 1)...)
+	in.waitFor(t, 2, 60*time.Second)
 }

@@ -188,6 +188,17 @@ func line(i int) string {
 	return fmt.Sprintf(`{"type":"LineString","coordinates":[[%d.5,55.8],[48.5,55.85]]}`, i)
 }
 
+// newPipeline builds a pipeline that is closed when the test ends.
+func newPipeline(t testing.TB, db *store.DB, b *broker.Broker, opts ...Option) *Pipeline {
+	t.Helper()
+	p, err := New(db, b, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
 // startPipeline runs p until the test ends (or stop is called).
 func startPipeline(t testing.TB, p *Pipeline) (stop func()) {
 	t.Helper()

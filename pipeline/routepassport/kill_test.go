@@ -56,6 +56,7 @@ func runChild() error {
 	if err != nil {
 		return err
 	}
+	defer p.Close()
 	return p.Run(ctx)
 }
 

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/outbox"
@@ -30,6 +31,9 @@ type Pipeline struct {
 	parser *Parser
 	met    *metrics
 	log    *slog.Logger
+	relay  *outbox.Relay // nil WithRelay(false)
+
+	running atomic.Bool
 }
 
 // New builds a pipeline over a migrated PostgreSQL database and a started
@@ -72,13 +76,27 @@ func New(db *store.DB, b *broker.Broker, opts ...Option) (*Pipeline, error) {
 		log: cfg.logger.With("pipeline", "route-passport")}
 	if cfg.relay {
 		p.met.relay = newRelayMetrics(map[string]string{RouteInTarget: cfg.inTopic, GeoreferenceTarget: cfg.georefTopic})
+		ropts := append([]outbox.Option{outbox.WithLogger(p.log), outbox.WithClock(cfg.clock),
+			outbox.WithRegisterer(p.met.relay.reg)}, cfg.relayOptions...)
+		if p.relay, err = outbox.NewRelay(db, append(ropts, p.RelayTargets()...)...); err != nil {
+			return nil, fmt.Errorf("routepassport: relay: %w", err)
+		}
 		if cfg.registerer != nil {
 			if err := cfg.registerer.Register(p.met.relay); err != nil {
+				p.relay.Close()
 				return nil, fmt.Errorf("routepassport: register relay metrics: %w", err)
 			}
 		}
 	}
 	return p, nil
+}
+
+// Close releases the relay's database connections. Call it after Run
+// returned.
+func (p *Pipeline) Close() {
+	if p.relay != nil {
+		p.relay.Close()
+	}
 }
 
 // RelayTargets returns the outbox relay targets of the two output topics:
@@ -96,6 +114,10 @@ func (p *Pipeline) RelayTargets(opts ...outbox.LaneOption) []outbox.Option {
 // finish (for at most the stop timeout; unfinished ones are redelivered) and
 // the relay gives its claims back. It returns nil after a graceful stop.
 func (p *Pipeline) Run(ctx context.Context) error {
+	if !p.running.CompareAndSwap(false, true) {
+		return errors.New("routepassport: already running")
+	}
+	defer p.running.Store(false)
 	sub := broker.Subscription{Topic: p.cfg.inputTopic, Group: p.cfg.group, DeadLetterTopic: p.cfg.dlqTopic,
 		Concurrency: p.cfg.concurrency, BatchSize: p.cfg.batchSize}
 	var (
@@ -118,17 +140,8 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		relayErr error
 	)
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
-	if p.cfg.relay {
-		ropts := append([]outbox.Option{outbox.WithLogger(p.log), outbox.WithClock(p.cfg.clock),
-			outbox.WithRegisterer(p.met.relay.reg)}, p.cfg.relayOptions...)
-		relay, err := outbox.NewRelay(p.db, append(ropts, p.RelayTargets()...)...)
-		if err != nil {
-			stopBG()
-			_ = l.Stop(context.Background())
-			return fmt.Errorf("routepassport: relay: %w", err)
-		}
-		defer relay.Close()
-		wg.Go(func() { relayErr = relay.Run(bg) })
+	if p.relay != nil {
+		wg.Go(func() { relayErr = p.relay.Run(bg) })
 	}
 	wg.Go(func() { p.cleanSources(bg) })
 	<-ctx.Done()

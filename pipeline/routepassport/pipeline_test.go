@@ -23,10 +23,7 @@ func TestEndToEnd(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	p, err := New(db, e.broker(quietLogger()), e.options(reg, log)...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newPipeline(t, db, e.broker(quietLogger()), e.options(reg, log)...)
 	startPipeline(t, p)
 	in, geo, dlq := e.reader(e.routeIn), e.reader(e.georef), e.reader(e.dlq)
 

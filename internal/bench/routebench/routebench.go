@@ -99,6 +99,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (bench.Result, error) {
 	if err != nil {
 		return bench.Result{}, err
 	}
+	defer p.Close()
 
 	progress("running the pipeline")
 	cpu0, db0 := bench.ProcessCPU(), backendCPU(ctx, db)
