@@ -53,6 +53,7 @@ func newBenchCmd() *cobra.Command {
 	cmd.AddCommand(newBenchBrokerCmd())
 	cmd.AddCommand(newBenchInboxFIFOCmd())
 	cmd.AddCommand(outboxBenchCmds()...)
+	cmd.AddCommand(newBenchRouteIngestCmd())
 	return cmd
 }
 

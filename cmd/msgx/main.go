@@ -31,7 +31,11 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCmd(), newDemoCmd(), newMigrateCmd(), newBenchCmd(), newServeCmd(), newStatusCmd(), newDeadCmd(), newReplayCmd(), newQueryCmd("requests", "Outbound requests (RQFD/RQRD) of the SIS pipeline"), newQueryCmd("flights", "The flight query of the SIS pipeline"), newBackfillCmd())
+	root.AddCommand(newVersionCmd(), newDemoCmd(), newMigrateCmd(), newBenchCmd(),
+		newServeCmd(), newStatusCmd(), newDeadCmd(), newReplayCmd(),
+		newQueryCmd("requests", "Outbound requests (RQFD/RQRD) of the SIS pipeline"),
+		newQueryCmd("flights", "The flight query of the SIS pipeline"),
+		newBackfillCmd(), newRouteCmd())
 	return root
 }
 

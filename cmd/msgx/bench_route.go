@@ -1,0 +1,39 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/msgx/msgx/internal/bench/routebench"
+)
+
+func newBenchRouteIngestCmd() *cobra.Command {
+	var (
+		cfg     routebench.Config
+		timeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "route-ingest",
+		Short: "Route passports end to end: input topic -> PostgreSQL + outbox -> relay -> both output topics confirmed (kfake)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg.Progress = cmd.ErrOrStderr()
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			_, err := routebench.Run(ctx, cfg, cmd.OutOrStdout())
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.DSN, "dsn", routebench.DefaultDSN, "PostgreSQL DSN (a fresh schema is created and dropped)")
+	f.IntVar(&cfg.N, "n", 50000, "records")
+	f.IntVar(&cfg.Routes, "routes", 5000, "distinct routeIds")
+	f.IntVar(&cfg.Points, "points", 20, "positions per LineString")
+	f.IntVar(&cfg.Partitions, "partitions", 6, "partitions of each topic")
+	f.IntVar(&cfg.Batch, "batch", 200, "records per batch (at most; the pipeline's default)")
+	f.DurationVar(&cfg.Poll, "poll", 100*time.Millisecond, "relay poll interval (the relay's default)")
+	f.DurationVar(&timeout, "timeout", 10*time.Minute, "give up after this long")
+	return cmd
+}

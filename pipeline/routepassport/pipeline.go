@@ -1,0 +1,359 @@
+package routepassport
+
+import (
+	"context"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/msgx/msgx/broker"
+	"github.com/msgx/msgx/outbox"
+	"github.com/msgx/msgx/store"
+)
+
+//go:embed sql
+var sqlFS embed.FS
+
+// Pipeline consumes route passports and stores them with their events.
+type Pipeline struct {
+	cfg    config
+	db     *store.DB
+	b      *broker.Broker
+	q      store.Queries
+	parser *Parser
+	met    *metrics
+	log    *slog.Logger
+	relay  *outbox.Relay // nil WithRelay(false)
+
+	running atomic.Bool
+}
+
+// New builds a pipeline over a migrated PostgreSQL database and a started
+// broker.
+func New(db *store.DB, b *broker.Broker, opts ...Option) (*Pipeline, error) {
+	cfg := defaults()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	var errs []error
+	if db == nil || b == nil {
+		errs = append(errs, errors.New("a database and a broker are required"))
+	}
+	if cfg.inputTopic == "" || cfg.dlqTopic == "" || cfg.inTopic == "" || cfg.georefTopic == "" || cfg.group == "" {
+		errs = append(errs, errors.New("topics and group must not be empty"))
+	}
+	if cfg.batchSize < 1 || cfg.concurrency < 1 || cfg.ingestWorkers < 1 || cfg.maxRecordBytes < 1 || cfg.dbTimeout <= 0 || cfg.stopTimeout <= 0 || cfg.sourceRetention <= 0 {
+		errs = append(errs, errors.New("batch size, concurrency, record limit, timeouts and retention must be positive"))
+	}
+	if cfg.logger == nil || cfg.clock == nil {
+		errs = append(errs, errors.New("logger and clock must not be nil"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("routepassport: %w", err)
+	}
+	// PostgreSQL only: the pipeline runs as many instances over one
+	// database, which the embedded SQLite store is not for.
+	if db.Dialect() != store.Postgres {
+		return nil, fmt.Errorf("routepassport: needs PostgreSQL, not %s", db.Dialect())
+	}
+	q, err := store.LoadQueries(sqlFS, "sql", store.Postgres)
+	if err != nil {
+		return nil, fmt.Errorf("routepassport: %w", err)
+	}
+	parser, err := NewParser(cfg.maxRecordBytes, cfg.limits)
+	if err != nil {
+		return nil, err
+	}
+	p := &Pipeline{cfg: cfg, db: db, b: b, q: q, parser: parser, met: newMetrics(cfg.registerer),
+		log: cfg.logger.With("pipeline", "route-passport")}
+	if cfg.relay {
+		p.met.relay = newRelayMetrics(map[string]string{RouteInTarget: cfg.inTopic, GeoreferenceTarget: cfg.georefTopic})
+		ropts := append([]outbox.Option{outbox.WithLogger(p.log), outbox.WithClock(cfg.clock),
+			outbox.WithRegisterer(p.met.relay.reg)}, cfg.relayOptions...)
+		if p.relay, err = outbox.NewRelay(db, append(ropts, p.RelayTargets()...)...); err != nil {
+			return nil, fmt.Errorf("routepassport: relay: %w", err)
+		}
+		if cfg.registerer != nil {
+			if err := cfg.registerer.Register(p.met.relay); err != nil {
+				p.relay.Close()
+				return nil, fmt.Errorf("routepassport: register relay metrics: %w", err)
+			}
+		}
+	}
+	return p, nil
+}
+
+// Close releases the relay's database connections. Call it after Run
+// returned.
+func (p *Pipeline) Close() {
+	if p.relay != nil {
+		p.relay.Close()
+	}
+}
+
+// RelayTargets returns the outbox relay targets of the two output topics:
+// per-key lanes (key routeId) publishing through the pipeline's broker.
+// A service that relays every target in one relay passes them to
+// outbox.NewRelay and builds the pipeline WithRelay(false).
+func (p *Pipeline) RelayTargets(opts ...outbox.LaneOption) []outbox.Option {
+	return []outbox.Option{
+		outbox.Target(RouteInTarget, p.b, outbox.PerKey, opts...),
+		outbox.Target(GeoreferenceTarget, p.b, outbox.PerKey, opts...),
+	}
+}
+
+// Run consumes until ctx ends, then stops gracefully: the records in flight
+// finish (for at most the stop timeout; unfinished ones are redelivered) and
+// the relay gives its claims back. It returns nil after a graceful stop.
+func (p *Pipeline) Run(ctx context.Context) error {
+	if !p.running.CompareAndSwap(false, true) {
+		return errors.New("routepassport: already running")
+	}
+	defer p.running.Store(false)
+	sub := broker.Subscription{Topic: p.cfg.inputTopic, Group: p.cfg.group, DeadLetterTopic: p.cfg.dlqTopic,
+		Concurrency: p.cfg.concurrency, BatchSize: p.cfg.batchSize}
+	var (
+		l   *broker.Listener
+		err error
+	)
+	if p.cfg.batchSize > 1 && p.b.Capabilities().Batch {
+		l, err = p.b.ListenBatch(ctx, sub, p.handle)
+	} else {
+		l, err = p.b.Listen(ctx, sub, func(ctx context.Context, d *broker.Delivery) error {
+			return p.handle(ctx, []*broker.Delivery{d})
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("routepassport: listen: %w", err)
+	}
+	p.log.Info("route-passport pipeline started", "topic", p.cfg.inputTopic, "group", p.cfg.group, "relay", p.cfg.relay)
+	var (
+		wg       sync.WaitGroup
+		relayErr error
+	)
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	if p.relay != nil {
+		wg.Go(func() { relayErr = p.relay.Run(bg) })
+	}
+	wg.Go(func() { p.cleanSources(bg) })
+	<-ctx.Done()
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.stopTimeout)
+	defer cancel()
+	stopErr := l.Stop(stopCtx)
+	stopBG()
+	wg.Wait()
+	p.log.Info("route-passport pipeline stopped")
+	return errors.Join(stopErr, relayErr)
+}
+
+// item is one delivery on its way through the handler.
+type item struct {
+	d         *broker.Delivery
+	sourceID  string
+	partition *int32
+	offset    *int64
+	rec       *Record
+	err       error
+}
+
+// handle processes a batch. It returns nil only when every record is either
+// stored with its events (transaction committed) or on the dead-letter topic
+// (send confirmed), so the port acknowledges (commits the offsets) only then.
+// Transient failures are retried here, with backoff, without settling.
+func (p *Pipeline) handle(ctx context.Context, ds []*broker.Delivery) error {
+	items := make([]item, len(ds))
+	var good, bad []*item
+	for i, d := range ds {
+		it := &items[i]
+		it.d = d
+		if part, off, ok := d.Position(); ok {
+			it.partition, it.offset = &part, &off
+			it.sourceID = d.Topic + "/" + strconv.FormatInt(int64(part), 10) + "/" + strconv.FormatInt(off, 10)
+		} else {
+			// No log position (brokers other than Kafka): the record's
+			// content is its identity.
+			h := sha256.New()
+			h.Write([]byte(d.Topic))
+			h.Write([]byte{0})
+			h.Write([]byte(d.Key))
+			h.Write([]byte{0})
+			h.Write(d.Payload)
+			it.sourceID = "sha256:" + hex.EncodeToString(h.Sum(nil))
+		}
+		it.rec, it.err = p.parser.Parse(d.Payload)
+		if it.err != nil {
+			bad = append(bad, it)
+		} else {
+			good = append(good, it)
+		}
+	}
+	if len(bad) > 0 {
+		if err := p.deadLetter(ctx, bad); err != nil {
+			return err
+		}
+	}
+	// The records are split by routeId into parts that are stored in
+	// parallel transactions: a route's records stay in one part, in order,
+	// and parts lock disjoint rows and keys, so they never wait for each
+	// other. Each part retries on its own; the batch is done when all are.
+	parts := p.split(good)
+	errs := make([]error, len(parts))
+	var wg sync.WaitGroup
+	for i, part := range parts {
+		wg.Go(func() {
+			var fresh []*item
+			errs[i] = p.retry(ctx, "ingest", len(part), func(ctx context.Context) error {
+				var err error
+				fresh, err = p.ingest(ctx, part)
+				return err
+			})
+			if errs[i] == nil {
+				p.met.success.Add(float64(len(fresh)))
+				p.logIngested(part, fresh)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// split divides records into at most cfg.ingestWorkers parts by routeId,
+// keeping their order within a part.
+func (p *Pipeline) split(good []*item) [][]*item {
+	n := min(p.cfg.ingestWorkers, (len(good)+minPart-1)/minPart)
+	if n <= 1 {
+		if len(good) == 0 {
+			return nil
+		}
+		return [][]*item{good}
+	}
+	parts := make([][]*item, n)
+	for _, it := range good {
+		h := fnv.New32a()
+		_, _ = h.Write([]byte(it.rec.RouteID))
+		k := h.Sum32() % uint32(n)
+		parts[k] = append(parts[k], it)
+	}
+	return slices.DeleteFunc(parts, func(p []*item) bool { return len(p) == 0 })
+}
+
+// minPart is the fewest records worth a transaction of their own.
+const minPart = 16
+
+// retry runs fn until it succeeds or ctx ends, waiting with backoff between
+// attempts; each failure is logged and counted.
+func (p *Pipeline) retry(ctx context.Context, what string, records int, fn func(context.Context) error) error {
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, p.cfg.dbTimeout)
+		err := fn(actx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			// Stopping: leave the deliveries unsettled, they are redelivered.
+			return ctx.Err()
+		}
+		delay := p.cfg.retry.Delay(attempt)
+		p.met.failure.WithLabelValues("transient").Add(float64(records))
+		p.log.Warn("transient failure, retrying; offsets stay uncommitted", "step", what, "records", records,
+			"attempt", attempt, "retry_in", delay, "exception_class", rootClass(err), "exception_message", err.Error())
+		t := p.cfg.clock.NewTimer(delay)
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+}
+
+// rootClass names the type of the innermost error of a chain, the nearest to
+// an exception class (e.g. *pgconn.ConnectError).
+func rootClass(err error) string {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return fmt.Sprintf("%T", err)
+		}
+		err = next
+	}
+}
+
+func (p *Pipeline) logIngested(good, fresh []*item) {
+	isFresh := make(map[*item]bool, len(fresh))
+	for _, it := range fresh {
+		isFresh[it] = true
+	}
+	for _, it := range good {
+		if !isFresh[it] {
+			p.met.duplicates.Inc()
+			p.log.Info("record already ingested: acknowledged without new events", p.sourceAttrs(it)...)
+			continue
+		}
+		p.log.Info("route passport ingested", append(p.sourceAttrs(it),
+			"event_id_route_in", eventID(it.sourceID, RouteInTarget), "event_id_georeference", eventID(it.sourceID, GeoreferenceTarget),
+			"geometry_type", it.rec.Geometry.Type)...)
+	}
+}
+
+// sourceAttrs are the log fields of a record: where it came from and who it
+// is, never its payload.
+func (p *Pipeline) sourceAttrs(it *item) []any {
+	a := []any{"source_topic", it.d.Topic, "source_key", it.d.Key, "payload_size", len(it.d.Payload), "source_id", it.sourceID}
+	if it.partition != nil {
+		a = append(a, "source_partition", *it.partition, "source_offset", *it.offset)
+	}
+	if it.rec != nil {
+		a = append(a, "route_id", it.rec.RouteID, "route_name_full", it.rec.RouteNameFull,
+			"trace_id", it.rec.TraceID, "correlation_id", it.rec.CorrelationID)
+	}
+	return a
+}
+
+// eventID is stable per record and output: a redelivered record would get
+// the same ids (it gets none: route_passport_sources stops it first).
+func eventID(sourceID, target string) string {
+	h := sha256.Sum256([]byte(sourceID + "\x00" + target))
+	return hex.EncodeToString(h[:16])
+}
+
+// cleanSources deletes the identities of records older than the retention.
+func (p *Pipeline) cleanSources(ctx context.Context) {
+	for {
+		t := p.cfg.clock.NewTimer(p.cfg.cleanupInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+		if _, err := p.deleteExpiredSources(ctx); err != nil && ctx.Err() == nil {
+			p.log.Warn("cleaning route_passport_sources failed", "exception_message", err.Error())
+		}
+	}
+}
+
+// deleteExpiredSources deletes the identities older than the retention, in
+// chunks, and returns how many.
+func (p *Pipeline) deleteExpiredSources(ctx context.Context) (int64, error) {
+	const chunk = 10_000
+	var total int64
+	for {
+		cctx, cancel := context.WithTimeout(ctx, p.cfg.dbTimeout)
+		n, err := p.db.Exec(cctx, p.q.Get("CleanSources"), p.cfg.sourceRetention.Seconds(), chunk)
+		cancel()
+		total += n
+		if err != nil || n < chunk {
+			return total, err
+		}
+	}
+}
