@@ -1,0 +1,257 @@
+package sis
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/msgx/msgx/pipeline/sis/sisxml"
+)
+
+// Flight statuses.
+const (
+	StatusActive  = "ACTIVE"
+	StatusDeleted = "DELETED"
+)
+
+// Flight is the full state of one flight (a FLIGHT_SCHD row with its
+// details).
+type Flight struct {
+	FLID string
+	// OperationDay is the local date of SODT, yyyy-mm-dd; never changed once set.
+	OperationDay string
+	Status       string
+	// Version grows by one with every message that changed the flight.
+	Version   int64
+	LastMsgID int64
+	// Fields are the scalar fields as the wire carries them, by element name;
+	// an attribute of a scalar element is the field ELEM_ATTR (FDIV_DDES). A
+	// cleared field is absent. Fields msgx has no column for are kept too.
+	Fields map[string]string
+	// Collections are the variable-length collections by element name (ROUT,
+	// ERUT, GTDT, ...), each item in message order (see Item).
+	Collections map[string][]Item
+}
+
+// Item is one element of a collection in the generic JSON shape msgx uses
+// for message bodies: attributes as "@NAME", the element's own text as
+// "#text", each child by name — a string for a plain child, an object for a
+// child with attributes or children, an array when the name repeats.
+type Item = map[string]any
+
+// state is what the state column holds and what decides whether a message
+// changed the flight.
+type state struct {
+	Fields      map[string]string `json:"fields"`
+	Collections map[string][]Item `json:"collections"`
+}
+
+func (f *Flight) state() state {
+	s := state{Fields: f.Fields, Collections: f.Collections}
+	if s.Fields == nil {
+		s.Fields = map[string]string{}
+	}
+	if s.Collections == nil {
+		s.Collections = map[string][]Item{}
+	}
+	return s
+}
+
+// stateJSON is the canonical encoding of the flight's fields and collections
+// (encoding/json sorts map keys, so equal states encode equally).
+func (f *Flight) stateJSON() ([]byte, error) { return json.Marshal(f.state()) }
+
+func (f *Flight) clone() *Flight {
+	c := *f
+	c.Fields = maps.Clone(f.Fields)
+	if c.Fields == nil {
+		c.Fields = map[string]string{}
+	}
+	c.Collections = maps.Clone(f.Collections)
+	if c.Collections == nil {
+		c.Collections = map[string][]Item{}
+	}
+	return &c
+}
+
+// sameState reports whether a and b have equal fields and collections.
+func sameState(a, b *Flight) bool {
+	ja, errA := a.stateJSON()
+	jb, errB := b.stateJSON()
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
+}
+
+// collectionSeq names the sequence attribute of the known collections
+// (GTDT GTNO="1"); collections without one are ordered by position only.
+var collectionSeq = map[string]string{
+	"ROUT": "RTNO", "ERUT": "RTNO", "GTDT": "GTNO", "PSDT": "PSNO", "CKDT": "CKNO",
+	"CLDT": "CLNO", "CHDT": "CHNO", "ABTM": "ASNO", "CHOT": "CSNO",
+	"DELY": "", "SRVT": "", "PSHT": "PSHN", "TIPT": "", "PORT": "", "VIPF": "",
+}
+
+// isCollection reports whether an element named name is a known collection.
+func isCollection(name string) bool {
+	_, ok := collectionSeq[name]
+	return ok
+}
+
+// value is the generic JSON shape of an element (see Item): its text when it
+// has neither attributes nor children, an object otherwise.
+func value(e *sisxml.Element) any {
+	if len(e.Attrs) == 0 && len(e.Children) == 0 {
+		return e.Text
+	}
+	return object(e)
+}
+
+// object is the generic JSON object of an element, whatever it holds.
+func object(e *sisxml.Element) map[string]any {
+	m := make(map[string]any, len(e.Attrs)+len(e.Children)+1)
+	for _, a := range e.Attrs {
+		m["@"+a.Name] = a.Value
+	}
+	if e.Text != "" {
+		m["#text"] = e.Text
+	}
+	rep := repeatedNames(e)
+	for _, c := range e.Children {
+		if _, ok := rep[c.Name]; ok {
+			arr, _ := m[c.Name].([]any)
+			m[c.Name] = append(arr, value(c))
+			continue
+		}
+		m[c.Name] = value(c)
+	}
+	return m
+}
+
+// repeatedNames returns the child names that occur more than once.
+func repeatedNames(e *sisxml.Element) map[string]struct{} {
+	if len(e.Children) < 2 {
+		return nil
+	}
+	seen := map[string]int{}
+	for _, c := range e.Children {
+		seen[c.Name]++
+	}
+	out := map[string]struct{}{}
+	for n, k := range seen {
+		if k > 1 {
+			out[n] = struct{}{}
+		}
+	}
+	return out
+}
+
+// emptyElement reports whether an element carries nothing: no text, no
+// attribute with a value, no children. <DELY></DELY> clears the collection.
+func emptyElement(e *sisxml.Element) bool {
+	if e.Text != "" || len(e.Children) > 0 {
+		return false
+	}
+	for _, a := range e.Attrs {
+		if a.Value != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// items is the collection the elements make, empty elements left out.
+func items(elems []*sisxml.Element) []Item {
+	var out []Item
+	for _, e := range elems {
+		if emptyElement(e) {
+			continue
+		}
+		out = append(out, object(e))
+	}
+	return out
+}
+
+// setScalar sets (or, when empty, clears) a scalar field from its element:
+// its text under its name and each attribute as NAME_ATTR. A nil element
+// clears the field and its attributes.
+func setScalar(fields map[string]string, name string, e *sisxml.Element) {
+	delete(fields, name)
+	for k := range fields {
+		if strings.HasPrefix(k, name+"_") {
+			delete(fields, k)
+		}
+	}
+	if e == nil {
+		return
+	}
+	if e.Text != "" {
+		fields[name] = e.Text
+	}
+	for _, a := range e.Attrs {
+		if a.Value != "" {
+			fields[name+"_"+a.Name] = a.Value
+		}
+	}
+}
+
+// setCollection replaces a collection; an empty one is removed.
+func setCollection(colls map[string][]Item, name string, its []Item) {
+	if len(its) == 0 {
+		delete(colls, name)
+		return
+	}
+	colls[name] = its
+}
+
+// mergeRecord applies a schedule record (FLTR) to the flight: every element
+// it carries replaces the field or collection of that name; what it does not
+// carry is kept (a schedule message merges, it does not delete). FLID is the
+// key, not a field. An element msgx does not know is kept: a plain one as a
+// field, one that repeats or has children as a collection.
+func mergeRecord(f *Flight, rec *sisxml.Element) {
+	byName := map[string][]*sisxml.Element{}
+	var order []string
+	for _, c := range rec.Children {
+		if c.Name == "FLID" {
+			continue
+		}
+		if _, ok := byName[c.Name]; !ok {
+			order = append(order, c.Name)
+		}
+		byName[c.Name] = append(byName[c.Name], c)
+	}
+	for _, name := range order {
+		elems := byName[name]
+		if isCollection(name) || len(elems) > 1 || len(elems[0].Children) > 0 {
+			setCollection(f.Collections, name, items(elems))
+			continue
+		}
+		setScalar(f.Fields, name, elems[0])
+	}
+}
+
+// operationDay derives the local operation day (yyyy-mm-dd) of a schedule
+// record: the date of SODT, or failing that of the SODT part of FFID
+// (ALCD-FLNO-MVIN-SODT-FLIN).
+func (p *Processor) operationDay(rec *sisxml.Element) (string, error) {
+	sodt := rec.ChildText("SODT")
+	if sodt == "" {
+		if parts := strings.Split(rec.ChildText("FFID"), "-"); len(parts) == 5 {
+			sodt = parts[3]
+		}
+	}
+	if sodt == "" {
+		return "", fmt.Errorf("no SODT (nor FFID) to derive the operation day from")
+	}
+	t, _, err := sisxml.ParseBodyTime(sodt, p.cfg.Location)
+	if err != nil {
+		return "", fmt.Errorf("SODT %q: %w", sodt, err)
+	}
+	return t.Format("2006-01-02"), nil
+}
+
+// sortedKeys returns a map's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
+}

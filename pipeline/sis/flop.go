@@ -1,0 +1,182 @@
+package sis
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/pipeline/sis/sisxml"
+	"github.com/msgx/msgx/store"
+)
+
+// flopScalars are the FLOP subtypes that set scalar fields, with the fields
+// (elements) each one sets; every one of them is set or cleared by the
+// message, so an absent or empty element clears its field.
+var flopScalars = map[string][]string{
+	"HNAG": {"PHAG", "FHAG", "MHAG"},
+	"TAOP": {"TAOP", "TAFL", "TAID"},
+	"EXSS": {"EXSC", "EXSR"},
+	"VIPP": {"VIPP", "VIPR"},
+}
+
+// flopSingle are the subtypes that set the one field of their own name
+// (with its attributes: FDIV DDES/DDIR, FLAB ARES, FRET REID).
+var flopSingle = []string{"ACFT", "APPT", "BOTM", "CNCL", "COBT", "CTOT", "EGSR", "EGST", "EOBT",
+	"FDIV", "FINT", "FLAB", "FLIN", "FLTY", "FRET", "FTSS", "IEST", "LACL", "MAXP", "NAAT", "NEAT",
+	"PADT", "PEDT", "REMC", "RENO", "RUNW", "STND", "TOBT", "TRML"}
+
+func init() {
+	for _, s := range flopSingle {
+		flopScalars[s] = []string{s}
+	}
+}
+
+// knownFlop reports whether a FLOP subtype has a processor.
+func knownFlop(styp string) bool {
+	if _, ok := flopScalars[styp]; ok {
+		return true
+	}
+	return isCollection(styp) || styp == "FDEL"
+}
+
+// FlopSubtypes returns every FLOP subtype the processor handles, FDEL
+// included.
+func FlopSubtypes() []string {
+	out := []string{"FDEL"}
+	for s := range flopScalars {
+		out = append(out, s)
+	}
+	// The collection subtypes replace the collection of their own name.
+	out = append(out, sortedKeys(collectionSeq)...)
+	return sortedUnique(out)
+}
+
+// flopBody returns the body element of a single-flight message and its FLID.
+func flopBody(m *sisxml.Message) (*sisxml.Element, string, error) {
+	b := body(m, m.Meta.Type)
+	if b == nil {
+		b = body(m, "FLOP")
+	}
+	if b == nil {
+		return nil, "", inbox.Failf(inbox.Protocol, "sis: %s without a <%s> body", m.Meta.Kind(), m.Meta.Type)
+	}
+	flid := b.ChildText("FLID")
+	if flid == "" {
+		return nil, "", inbox.Failf(inbox.Protocol, "sis: %s without FLID", m.Meta.Kind())
+	}
+	return b, flid, nil
+}
+
+// current loads one flight for a single-flight message; a nil flight comes
+// with the no-match outcome.
+func (p *Processor) current(ctx context.Context, tx store.Tx, flid string) (*Flight, inbox.Outcome, error) {
+	fs, err := newFlightStore(tx.Dialect())
+	if err != nil {
+		return nil, inbox.Outcome{}, err
+	}
+	got, err := fs.load(ctx, tx, []string{flid})
+	if err != nil {
+		return nil, inbox.Outcome{}, err
+	}
+	f := got[flid]
+	switch {
+	case f == nil:
+		return nil, inbox.Skip("no-match:unknown FLID " + flid), nil
+	case f.Status == StatusDeleted:
+		return nil, inbox.Skip("no-match:FLID " + flid + " is deleted"), nil
+	}
+	return f, inbox.Outcome{}, nil
+}
+
+// flop applies a FLOP message to its flight.
+func (p *Processor) flop(ctx context.Context, tx store.Tx, msg *inbox.Message, m *sisxml.Message) (inbox.Outcome, bool, error) {
+	b, flid, err := flopBody(m)
+	if err != nil {
+		return inbox.Outcome{}, false, err
+	}
+	old, skip, err := p.current(ctx, tx, flid)
+	if err != nil || old == nil {
+		return skip, false, err
+	}
+	f := old.clone()
+	styp := m.Meta.Subtype
+	if fields, ok := flopScalars[styp]; ok {
+		for _, name := range fields {
+			setScalar(f.Fields, name, b.Child(name))
+		}
+	} else {
+		setCollection(f.Collections, styp, items(b.All(styp)))
+	}
+	if sameState(old, f) {
+		return inbox.Done(), false, nil
+	}
+	return inbox.Done(), true, p.write(ctx, tx, msg, m, []change{{f: f, old: old, record: b}})
+}
+
+// fdel deletes a flight softly: STATUS=DELETED, a new version, the FDEL
+// message as a msg event and a tombstone on schd. Its details stay.
+func (p *Processor) fdel(ctx context.Context, tx store.Tx, msg *inbox.Message, m *sisxml.Message) (inbox.Outcome, bool, error) {
+	b, flid, err := flopBody(m)
+	if err != nil {
+		return inbox.Outcome{}, false, err
+	}
+	old, skip, err := p.current(ctx, tx, flid)
+	if err != nil || old == nil {
+		return skip, false, err
+	}
+	f := old.clone()
+	f.Status = StatusDeleted
+	return inbox.Done(), true, p.write(ctx, tx, msg, m, []change{{f: f, old: old, record: b, deleted: true}})
+}
+
+// change is one flight a message changed.
+type change struct {
+	f, old  *Flight
+	record  *sisxml.Element // what the message carried for it (FLOP body or FLTR)
+	deleted bool
+}
+
+// write stores the changed flights with new versions and their events, in
+// one round trip on PostgreSQL.
+func (p *Processor) write(ctx context.Context, tx store.Tx, msg *inbox.Message, m *sisxml.Message, changes []change) error {
+	fs, err := newFlightStore(tx.Dialect())
+	if err != nil {
+		return err
+	}
+	var stmts []store.Stmt
+	events := make([]eventPair, 0, len(changes))
+	for _, c := range changes {
+		c.f.LastMsgID = msg.ID
+		if c.old == nil {
+			c.f.Version = 1
+		} else {
+			c.f.Version = c.old.Version + 1
+		}
+		if c.deleted {
+			st, err := fs.setStatus(c.f, msg.Now)
+			if err != nil {
+				return err
+			}
+			stmts = append(stmts, st)
+		} else {
+			st, err := fs.save(c.f, c.old, msg.Now)
+			if err != nil {
+				return err
+			}
+			stmts = append(stmts, st...)
+		}
+		ev, err := p.events(msg, m, c)
+		if err != nil {
+			return fmt.Errorf("sis: events of %s: %w", c.f.FLID, err)
+		}
+		events = append(events, ev)
+	}
+	evStmts, err := p.eventStatements(tx.Dialect(), msg, events)
+	if err != nil {
+		return err
+	}
+	if err := tx.ExecBatch(ctx, append(stmts, evStmts...)...); err != nil {
+		return fmt.Errorf("sis: write message %d: %w", msg.ID, err)
+	}
+	return nil
+}
