@@ -2,6 +2,7 @@ package sis
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strconv"
 	"time"
@@ -81,14 +82,36 @@ func (p *Processor) events(msg *inbox.Message, m *sisxml.Message, c change) (eve
 		ev.schd.Type = outbox.Tombstone
 		return ev, nil
 	}
-	st := f.state()
-	sb, err := json.Marshal(SchdEvent{Schema: SchemaSchd, FLID: f.FLID, OperationDay: f.OperationDay, Status: f.Status,
-		StateVersion: f.Version, LastMsgID: f.LastMsgID, Fields: st.Fields, Collections: st.Collections})
+	ev.schd.Payload, err = schdPayload(f)
+	return ev, err
+}
+
+// schdHead is SchdEvent without the state.
+type schdHead struct {
+	Schema       string `json:"schema"`
+	FLID         string `json:"flid"`
+	OperationDay string `json:"operationDay"`
+	Status       string `json:"status"`
+	StateVersion int64  `json:"stateVersion"`
+	LastMsgID    int64  `json:"lastMsgId"`
+}
+
+// schdPayload is the JSON of SchdEvent for f, made of its head and the
+// flight's encoded state ({"fields":…,"collections":…}) rather than by
+// encoding the state a second time.
+func schdPayload(f *Flight) ([]byte, error) {
+	head, err := json.Marshal(schdHead{Schema: SchemaSchd, FLID: f.FLID, OperationDay: f.OperationDay, Status: f.Status,
+		StateVersion: f.Version, LastMsgID: f.LastMsgID})
 	if err != nil {
-		return eventPair{}, err
+		return nil, err
 	}
-	ev.schd.Payload = sb
-	return ev, nil
+	if len(f.doc) < 2 || f.doc[0] != '{' {
+		return nil, fmt.Errorf("sis: flight %s: state not encoded", f.FLID)
+	}
+	out := make([]byte, 0, len(head)+len(f.doc))
+	out = append(out, head[:len(head)-1]...)
+	out = append(out, ',')
+	return append(out, f.doc[1:]...), nil
 }
 
 // msgBody is the message body in the generic shape. In a schedule message

@@ -34,6 +34,10 @@ type Flight struct {
 	// Collections are the variable-length collections by element name (ROUT,
 	// ERUT, GTDT, ...), each item in message order (see Item).
 	Collections map[string][]Item
+
+	// doc is the canonical encoding of Fields and Collections (stateJSON)
+	// as stored.
+	doc []byte
 }
 
 // Item is one element of a collection in the generic JSON shape msgx uses
@@ -74,14 +78,23 @@ func (f *Flight) clone() *Flight {
 	if c.Collections == nil {
 		c.Collections = map[string][]Item{}
 	}
+	c.doc = nil
 	return &c
 }
 
-// sameState reports whether a and b have equal fields and collections.
-func sameState(a, b *Flight) bool {
-	ja, errA := a.stateJSON()
-	jb, errB := b.stateJSON()
-	return errA == nil && errB == nil && bytes.Equal(ja, jb)
+// encode sets doc from the fields and collections.
+func (f *Flight) encode() error {
+	doc, err := f.stateJSON()
+	if err != nil {
+		return fmt.Errorf("sis: flight %s: %w", f.FLID, err)
+	}
+	f.doc = doc
+	return nil
+}
+
+// unchanged reports whether f, encoded, has the state of old.
+func unchanged(old, f *Flight) bool {
+	return old != nil && old.Status == f.Status && bytes.Equal(old.doc, f.doc)
 }
 
 // collectionSeq names the sequence attribute of the known collections
@@ -208,8 +221,9 @@ func setCollection(colls map[string][]Item, name string, its []Item) {
 // it carries replaces the field or collection of that name; what it does not
 // carry is kept (a schedule message merges, it does not delete). FLID is the
 // key, not a field. An element msgx does not know is kept: a plain one as a
-// field, one that repeats or has children as a collection.
-func mergeRecord(f *Flight, rec *sisxml.Element) {
+// field, one that repeats or has children as a collection. It returns the
+// collections the record carried.
+func mergeRecord(f *Flight, rec *sisxml.Element) (colls []string) {
 	byName := map[string][]*sisxml.Element{}
 	var order []string
 	for _, c := range rec.Children {
@@ -225,10 +239,12 @@ func mergeRecord(f *Flight, rec *sisxml.Element) {
 		elems := byName[name]
 		if isCollection(name) || len(elems) > 1 || len(elems[0].Children) > 0 {
 			setCollection(f.Collections, name, items(elems))
+			colls = append(colls, name)
 			continue
 		}
 		setScalar(f.Fields, name, elems[0])
 	}
+	return colls
 }
 
 // operationDay derives the local operation day (yyyy-mm-dd) of a schedule

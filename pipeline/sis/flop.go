@@ -70,11 +70,7 @@ func flopBody(m *sisxml.Message) (*sisxml.Element, string, error) {
 // current loads one flight for a single-flight message; a nil flight comes
 // with the no-match outcome.
 func (p *Processor) current(ctx context.Context, tx store.Tx, flid string) (*Flight, inbox.Outcome, error) {
-	fs, err := newFlightStore(tx.Dialect())
-	if err != nil {
-		return nil, inbox.Outcome{}, err
-	}
-	got, err := fs.load(ctx, tx, []string{flid})
+	got, err := p.cache.get(ctx, tx, []string{flid})
 	if err != nil {
 		return nil, inbox.Outcome{}, err
 	}
@@ -100,17 +96,22 @@ func (p *Processor) flop(ctx context.Context, tx store.Tx, msg *inbox.Message, m
 	}
 	f := old.clone()
 	styp := m.Meta.Subtype
+	var touched []string
 	if fields, ok := flopScalars[styp]; ok {
 		for _, name := range fields {
 			setScalar(f.Fields, name, b.Child(name))
 		}
 	} else {
 		setCollection(f.Collections, styp, items(b.All(styp)))
+		touched = []string{styp}
 	}
-	if sameState(old, f) {
+	if err := f.encode(); err != nil {
+		return inbox.Outcome{}, false, err
+	}
+	if unchanged(old, f) {
 		return inbox.Done(), false, nil
 	}
-	return inbox.Done(), true, p.write(ctx, tx, msg, m, []change{{f: f, old: old, record: b}})
+	return inbox.Done(), true, p.write(ctx, tx, msg, m, []change{{f: f, old: old, record: b, touched: touched}})
 }
 
 // fdel deletes a flight softly: STATUS=DELETED, a new version, the FDEL
@@ -125,7 +126,7 @@ func (p *Processor) fdel(ctx context.Context, tx store.Tx, msg *inbox.Message, m
 		return skip, false, err
 	}
 	f := old.clone()
-	f.Status = StatusDeleted
+	f.Status, f.doc = StatusDeleted, old.doc
 	return inbox.Done(), true, p.write(ctx, tx, msg, m, []change{{f: f, old: old, record: b, deleted: true}})
 }
 
@@ -133,6 +134,7 @@ func (p *Processor) fdel(ctx context.Context, tx store.Tx, msg *inbox.Message, m
 type change struct {
 	f, old  *Flight
 	record  *sisxml.Element // what the message carried for it (FLOP body or FLTR)
+	touched []string        // the collections the message carried
 	deleted bool
 }
 
@@ -153,17 +155,9 @@ func (p *Processor) write(ctx context.Context, tx store.Tx, msg *inbox.Message, 
 			c.f.Version = c.old.Version + 1
 		}
 		if c.deleted {
-			st, err := fs.setStatus(c.f, msg.Now)
-			if err != nil {
-				return err
-			}
-			stmts = append(stmts, st)
+			stmts = append(stmts, fs.setStatus(c.f, msg.Now))
 		} else {
-			st, err := fs.save(c.f, c.old, msg.Now)
-			if err != nil {
-				return err
-			}
-			stmts = append(stmts, st...)
+			stmts = append(stmts, fs.save(c.f, c.old, c.touched, msg.Now)...)
 		}
 		ev, err := p.events(msg, m, c)
 		if err != nil {
@@ -177,6 +171,9 @@ func (p *Processor) write(ctx context.Context, tx store.Tx, msg *inbox.Message, 
 	}
 	if err := tx.ExecBatch(ctx, append(stmts, evStmts...)...); err != nil {
 		return fmt.Errorf("sis: write message %d: %w", msg.ID, err)
+	}
+	for _, c := range changes {
+		p.cache.put(tx, c.f)
 	}
 	return nil
 }

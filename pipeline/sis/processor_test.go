@@ -373,3 +373,61 @@ func TestFlopSubtypesCoverTheInterface(t *testing.T) {
 		}
 	}
 }
+
+// TestOneTransactionForSeveralMessages runs messages the way group commit
+// does — one transaction, a savepoint each — with a failing one in the
+// middle: every message sees the writes of those before it, and the failed
+// one's rollback leaves no trace.
+func TestOneTransactionForSeveralMessages(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := loaded(t, db)
+		dnld := fixture(t, "SCHD_DNLD_1.xml")
+		batch := [][]byte{
+			withSeq(fixture(t, "FLOP_APPT_1.xml"), 1),
+			// Flight 16 on another day: DEAD(PROTOCOL) after its flights were read.
+			withSeq(replace(t, replace(t, replace(t, dnld, "<SODT>23JAN210535</SODT>", "<SODT>24JAN210535</SODT>"),
+				"<SODT>23JAN210325</SODT>", "<SODT>24JAN210325</SODT>"), "<FLNO>YG9028</FLNO>", "<FLNO>XX1</FLNO>"), 2),
+			withSeq(fixture(t, "FLOP_ACFT_1.xml"), 3),
+			withSeq(fixture(t, "FLOP_APPT_2.xml"), 4),
+		}
+		p := h.p
+		var (
+			outs []inbox.Outcome
+			errs []error
+		)
+		decoded := make([]inbox.Decoded, len(batch))
+		for i, m := range batch {
+			d, err := p.Decode(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			decoded[i] = d
+		}
+		err := db.InTx(context.Background(), func(ctx context.Context, tx store.Tx) error {
+			for i, d := range decoded {
+				msg := &inbox.Message{Stream: "sis", ID: int64(100 + i), Attempt: 1, Identity: d.Identity, Kind: d.Kind, Decoded: d.Value, Now: t0}
+				var out inbox.Outcome
+				err := tx.Savepoint(ctx, func(ctx context.Context) error {
+					var err error
+					out, err = p.Process(ctx, tx, msg)
+					return err
+				})
+				outs, errs = append(outs, out), append(errs, err)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if errs[0] != nil || inbox.ClassOf(errs[1]) != inbox.Protocol || errs[2] != nil || errs[3] != nil {
+			t.Fatalf("errors %v", errs)
+		}
+		f := h.flight("15")
+		if f.Version != 4 || f.Fields["ACFT"] != "358" || f.Fields["FLNO"] != "YG9028" || f.LastMsgID != 103 {
+			t.Fatalf("flight 15: %+v", f)
+		}
+		if _, ok := f.Fields["APPT"]; ok {
+			t.Fatalf("APPT set by message 100 and cleared by 103 is %q", f.Fields["APPT"])
+		}
+	})
+}

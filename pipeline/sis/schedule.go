@@ -36,15 +36,11 @@ func (p *Processor) schedule(ctx context.Context, tx store.Tx, msg *inbox.Messag
 	if len(recs) == 0 {
 		return inbox.Done(), false, nil
 	}
-	fs, err := newFlightStore(tx.Dialect())
-	if err != nil {
-		return inbox.Outcome{}, false, err
-	}
 	flids := make([]string, len(recs))
 	for i, r := range recs {
 		flids[i] = r.flid
 	}
-	stored, err := fs.load(ctx, tx, flids)
+	stored, err := p.cache.get(ctx, tx, flids)
 	if err != nil {
 		return inbox.Outcome{}, false, err
 	}
@@ -67,11 +63,14 @@ func (p *Processor) schedule(ctx context.Context, tx store.Tx, msg *inbox.Messag
 		// A schedule carrying a deleted flight brings it back: the AODB says
 		// it exists.
 		f.Status = StatusActive
-		mergeRecord(f, r.elem)
-		if old != nil && old.Status == f.Status && sameState(old, f) {
+		touched := mergeRecord(f, r.elem)
+		if err := f.encode(); err != nil {
+			return inbox.Outcome{}, false, err
+		}
+		if unchanged(old, f) {
 			continue
 		}
-		changes = append(changes, change{f: f, old: old, record: r.elem})
+		changes = append(changes, change{f: f, old: old, record: r.elem, touched: touched})
 	}
 	if len(changes) == 0 {
 		return inbox.Done(), false, nil

@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -143,6 +144,10 @@ type Processor struct {
 	ignore  map[string]bool
 	ref     map[string]bool
 	results *prometheus.CounterVec
+
+	// mu serialises Decode and Process around the transaction cache.
+	mu    sync.Mutex
+	cache txCache
 }
 
 var _ inbox.Processor = (*Processor)(nil)
@@ -188,6 +193,9 @@ func (p *Processor) Decode(payload []byte) (inbox.Decoded, error) {
 		}
 		return inbox.Decoded{}, inbox.Fail(inbox.CodecError, err)
 	}
+	p.mu.Lock()
+	p.cache.note(m)
+	p.mu.Unlock()
 	meta := m.Meta
 	return inbox.Decoded{
 		Identity: meta.Sender + "|" + meta.Type + "|" + meta.Subtype + "|" + strconv.FormatInt(meta.Seq, 10),
@@ -197,12 +205,23 @@ func (p *Processor) Decode(payload []byte) (inbox.Decoded, error) {
 }
 
 // Process implements inbox.Processor: it dispatches by kind.
-func (p *Processor) Process(ctx context.Context, tx store.Tx, msg *inbox.Message) (inbox.Outcome, error) {
+func (p *Processor) Process(ctx context.Context, tx store.Tx, msg *inbox.Message) (out inbox.Outcome, err error) {
 	m, ok := msg.Decoded.(*sisxml.Message)
 	if !ok {
 		return inbox.Outcome{}, inbox.Failf(inbox.Infra, "sis: decoded value is %T", msg.Decoded)
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	failed := true
+	defer func() {
+		if failed {
+			// The engine rolls the message's savepoint back (also after a
+			// panic): what the cache learnt from it is void.
+			p.cache.reset()
+		}
+	}()
 	out, changed, err := p.dispatch(ctx, tx, msg, m)
+	failed = err != nil
 	typ := m.Meta.Type
 	switch {
 	case err != nil:

@@ -5,6 +5,7 @@ import (
 	"embed"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -109,7 +110,7 @@ func (s flightStore) load(ctx context.Context, q store.Querier, flids []string) 
 		if err := json.Unmarshal([]byte(doc), &st); err != nil {
 			return nil, fmt.Errorf("sis: flight %s: state: %w", f.FLID, err)
 		}
-		f.Fields, f.Collections = st.Fields, st.Collections
+		f.Fields, f.Collections, f.doc = st.Fields, st.Collections, []byte(doc)
 		out[f.FLID] = f
 	}
 	if err := rows.Err(); err != nil {
@@ -118,14 +119,11 @@ func (s flightStore) load(ctx context.Context, q store.Querier, flids []string) 
 	return out, nil
 }
 
-// save returns the statements that store f, whose previous state is old (nil
-// for a new flight): the whole flight_schd row, and for each collection that
-// changed, its rows replaced.
-func (s flightStore) save(f, old *Flight, now time.Time) ([]store.Stmt, error) {
-	doc, err := f.stateJSON()
-	if err != nil {
-		return nil, fmt.Errorf("sis: flight %s: %w", f.FLID, err)
-	}
+// save returns the statements that store f (encoded), whose previous state
+// is old (nil for a new flight): the whole flight_schd row, and for each
+// collection that changed, its rows replaced. Only the touched collections
+// can have changed.
+func (s flightStore) save(f, old *Flight, touched []string, now time.Time) []store.Stmt {
 	args := make([]any, 0, 8+len(scalarColumns))
 	args = append(args, f.FLID, f.OperationDay, f.Status, f.Version, f.LastMsgID, now)
 	extra := map[string]string{}
@@ -141,45 +139,36 @@ func (s flightStore) save(f, old *Flight, now time.Time) ([]store.Stmt, error) {
 			args = append(args, nil)
 		}
 	}
-	args = append(args, s.jsonArg(extra), string(doc))
+	args = append(args, s.jsonArg(extra), string(f.doc))
 	stmts := []store.Stmt{{SQL: s.q.Get("UpsertFlight"), Args: args}}
 
-	var prev map[string][]Item
-	if old != nil {
-		prev = old.Collections
+	var changed []string
+	if old == nil {
+		changed = sortedKeys(f.Collections)
+	} else {
+		changed = changedCollections(old.Collections, f.Collections, touched)
 	}
-	for _, name := range changedCollections(prev, f.Collections) {
+	for _, name := range changed {
 		t := tableOf(name)
 		stmts = append(stmts, store.Stmt{SQL: s.q.Get("Delete" + t.name), Args: []any{f.FLID, name}})
 		for pos, it := range f.Collections[name] {
 			stmts = append(stmts, store.Stmt{SQL: s.q.Get("Insert" + t.name), Args: s.itemArgs(t, f.FLID, name, pos, it)})
 		}
 	}
-	return stmts, nil
+	return stmts
 }
 
 // setStatus returns the statement that changes only a flight's status and
 // version (FDEL: the detail rows stay as they were).
-func (s flightStore) setStatus(f *Flight, now time.Time) (store.Stmt, error) {
-	doc, err := f.stateJSON()
-	if err != nil {
-		return store.Stmt{}, err
-	}
-	return store.Stmt{SQL: s.q.Get("SetStatus"), Args: []any{f.FLID, f.Status, f.Version, f.LastMsgID, now, string(doc)}}, nil
+func (s flightStore) setStatus(f *Flight, now time.Time) store.Stmt {
+	return store.Stmt{SQL: s.q.Get("SetStatus"), Args: []any{f.FLID, f.Status, f.Version, f.LastMsgID, now, string(f.doc)}}
 }
 
-// changedCollections lists, in name order, the collections that differ
+// changedCollections lists, in order, the touched collections that differ
 // between a and b.
-func changedCollections(a, b map[string][]Item) []string {
-	names := map[string]bool{}
-	for n := range a {
-		names[n] = true
-	}
-	for n := range b {
-		names[n] = true
-	}
+func changedCollections(a, b map[string][]Item, touched []string) []string {
 	var out []string
-	for _, n := range sortedKeys(names) {
+	for _, n := range sortedUnique(slices.Clone(touched)) {
 		ja, _ := json.Marshal(a[n])
 		jb, _ := json.Marshal(b[n])
 		if string(ja) != string(jb) {

@@ -4,7 +4,9 @@
 -- every message that changed the flight), the last message that changed it,
 -- the scalar fields as text columns exactly as the wire carries them (NULL =
 -- absent or cleared), the fields no column names (extra) and the full state
--- document the schd events carry (state). The variable-length collections
+-- document the schd events carry (state: JSON, not JSONB, so that it reads
+-- back byte for byte as written, which is how a message that changes nothing
+-- is told from one that does). The variable-length collections
 -- live in the detail tables, one row per item in message order (pos); the
 -- sequence attribute an item carries (RTNO, GTNO, ...) is kept in seq, and
 -- what no column names in extra.
@@ -65,7 +67,7 @@ CREATE TABLE IF NOT EXISTS flight_schd (
     fret           TEXT,
     fret_reid      TEXT,
     extra          JSONB,
-    state          JSONB NOT NULL
+    state          JSON NOT NULL
 );
 CREATE INDEX IF NOT EXISTS flight_schd_day ON flight_schd (operation_day);
 

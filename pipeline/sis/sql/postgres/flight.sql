@@ -6,7 +6,7 @@ FROM flight_schd WHERE flid = ANY($1::text[]) ORDER BY flid FOR UPDATE
 -- name: UpsertFlight
 -- The whole row; the operation day of an existing flight is never changed.
 INSERT INTO flight_schd (flid, operation_day, status, state_version, last_msg_id, updated_at, ffid, alcd, flno, mvin, sodt, flty, flin, acft, reno, trml, maxp, stnd, taop, tafl, taid, phag, fhag, mhag, exsc, exsr, ftss, appt, botm, cncl, cobt, ctot, egsr, egst, eobt, fint, iest, lacl, naat, neat, padt, pedt, remc, runw, tobt, vipp, vipr, fdiv, fdiv_ddes, fdiv_ddir, flab, flab_ares, fret, fret_reid, extra, state)
-VALUES ($1, $2::date, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, $40, $41, $42, $43, $44, $45, $46, $47, $48, $49, $50, $51, $52, $53, $54, $55::jsonb, $56::jsonb)
+VALUES ($1, $2::date, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, $40, $41, $42, $43, $44, $45, $46, $47, $48, $49, $50, $51, $52, $53, $54, $55::jsonb, $56::json)
 ON CONFLICT (flid) DO UPDATE SET
     status = EXCLUDED.status,
     state_version = EXCLUDED.state_version,
@@ -64,7 +64,7 @@ ON CONFLICT (flid) DO UPDATE SET
     state = EXCLUDED.state
 
 -- name: SetStatus
-UPDATE flight_schd SET status = $2, state_version = $3, last_msg_id = $4, updated_at = $5, state = $6::jsonb WHERE flid = $1
+UPDATE flight_schd SET status = $2, state_version = $3, last_msg_id = $4, updated_at = $5, state = $6::json WHERE flid = $1
 
 -- name: ReadFlights
 -- The flights' rows as stored, for reading their full state from the tables.
