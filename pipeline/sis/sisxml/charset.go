@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/text/encoding"
 	"golang.org/x/text/encoding/htmlindex"
 	"golang.org/x/text/encoding/simplifiedchinese"
 	"golang.org/x/text/encoding/unicode"
-	"golang.org/x/text/transform"
 )
 
 // sniff looks at the first bytes for a byte order mark, or for the UTF-16
@@ -24,17 +24,21 @@ func sniff(p []byte) (utf8 []byte, fromBOM bool, err error) {
 		return p[3:], true, nil
 	case bytes.HasPrefix(p, []byte{0x00, 0x00, 0xFE, 0xFF}), bytes.HasPrefix(p, []byte{0xFF, 0xFE, 0x00, 0x00}):
 		return nil, false, &Error{Class: CodecError, Err: errors.New("UTF-32 payloads are not supported")}
-	case bytes.HasPrefix(p, []byte{0xFF, 0xFE}), bytes.HasPrefix(p, []byte{'<', 0, '?', 0}):
+	case bytes.HasPrefix(p, []byte{0xFF, 0xFE}):
+		return fromUTF16(p[2:], unicode.LittleEndian)
+	case bytes.HasPrefix(p, []byte{0xFE, 0xFF}):
+		return fromUTF16(p[2:], unicode.BigEndian)
+	case bytes.HasPrefix(p, []byte{'<', 0, '?', 0}):
 		return fromUTF16(p, unicode.LittleEndian)
-	case bytes.HasPrefix(p, []byte{0xFE, 0xFF}), bytes.HasPrefix(p, []byte{0, '<', 0, '?'}):
+	case bytes.HasPrefix(p, []byte{0, '<', 0, '?'}):
 		return fromUTF16(p, unicode.BigEndian)
 	}
 	return p, false, nil
 }
 
 func fromUTF16(p []byte, order unicode.Endianness) ([]byte, bool, error) {
-	// IgnoreBOM: the order is the one sniffed; a BOM matching it is removed.
-	out, err := unicode.UTF16(order, unicode.IgnoreBOM).NewDecoder().Bytes(p)
+	// The byte order is the one sniffed; the caller removed the BOM.
+	out, err := toUTF8(p, unicode.UTF16(order, unicode.IgnoreBOM))
 	if err != nil {
 		return nil, false, malformed("not valid UTF-16: %w", err)
 	}
@@ -44,13 +48,13 @@ func fromUTF16(p []byte, order unicode.Endianness) ([]byte, bool, error) {
 // charsets answers encoding/xml's CharsetReader for the encoding named in
 // the XML declaration. It remembers its failure so Decode can classify it.
 type charsets struct {
-	fromBOM bool
-	err     *Error
+	fixed bool // a byte order mark or Options.AlreadyUTF8 decided: UTF-8
+	err   *Error
 }
 
 func (c *charsets) reader(label string, r io.Reader) (io.Reader, error) {
-	if c.fromBOM {
-		return r, nil // already UTF-8; the byte order mark decided
+	if c.fixed {
+		return r, nil
 	}
 	enc, err := lookup(label)
 	if err != nil {
@@ -60,7 +64,44 @@ func (c *charsets) reader(label string, r io.Reader) (io.Reader, error) {
 	if enc == nil {
 		return r, nil
 	}
-	return &decodeErrReader{r: transform.NewReader(r, enc.NewDecoder()), label: label, c: c}, nil
+	// The rest of the payload is in memory already (and within MaxBytes):
+	// transcode it at once, so that bytes invalid in the declared encoding
+	// can be told from text.
+	rest, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	out, err := toUTF8(rest, enc)
+	if err != nil {
+		c.err = malformed("payload is not valid %s: %w", label, err)
+		return nil, c.err
+	}
+	return bytes.NewReader(out), nil
+}
+
+// toUTF8 decodes p from enc to UTF-8. x/text decoders write U+FFFD for
+// bytes invalid in their encoding rather than failing; more U+FFFD out than
+// encoded U+FFFD in means the payload was not in enc, and its text would be
+// silently lost.
+func toUTF8(p []byte, enc encoding.Encoding) ([]byte, error) {
+	out, err := enc.NewDecoder().Bytes(p)
+	if err != nil {
+		return nil, err
+	}
+	replaced := bytes.Count(out, []byte(string(utf8.RuneError)))
+	if replaced == 0 {
+		return out, nil
+	}
+	literal := 0
+	if seq, err := enc.NewEncoder().Bytes([]byte(string(utf8.RuneError))); err == nil {
+		literal = bytes.Count(p, seq)
+	}
+	if replaced > literal {
+		i := bytes.Index(out, []byte(string(utf8.RuneError)))
+		before := strings.ToValidUTF8(string(out[max(0, i-30):i]), "")
+		return nil, fmt.Errorf("%d byte sequences do not decode, the first after %q", replaced-literal, before)
+	}
+	return out, nil
 }
 
 // lookup maps a declared encoding label onto a decoder; nil means the bytes
@@ -83,20 +124,4 @@ func lookup(label string) (encoding.Encoding, error) {
 		return nil, fmt.Errorf("declared encoding %q is not supported", label)
 	}
 	return enc, nil
-}
-
-// decodeErrReader turns a transcoding failure into a MALFORMED error that
-// names the declared encoding.
-type decodeErrReader struct {
-	r     io.Reader
-	label string
-	c     *charsets
-}
-
-func (d *decodeErrReader) Read(p []byte) (int, error) {
-	n, err := d.r.Read(p)
-	if err != nil && err != io.EOF && d.c.err == nil {
-		d.c.err = malformed("payload is not valid %s: %w", d.label, err)
-	}
-	return n, err
 }

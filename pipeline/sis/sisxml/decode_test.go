@@ -123,6 +123,13 @@ func TestDecodeMalformed(t *testing.T) {
 		{"SEQN overflow", strings.Replace(`<MSG>`+meta+`<FLOP/></MSG>`, "<SEQN>1<", "<SEQN>99999999999999999999<", 1), "META/SEQN"},
 		{"DTTM short", strings.Replace(`<MSG>`+meta+`<FLOP/></MSG>`, "20211005120000", "202110051200", 1), "META/DTTM"},
 		{"DTTM 31 Feb", strings.Replace(`<MSG>`+meta+`<FLOP/></MSG>`, "20211005120000", "20210231120000", 1), "META/DTTM"},
+		{"SEQN twice", `<MSG>` + strings.Replace(meta, "</META>", "<SEQN>2</SEQN></META>", 1) + `<FLOP/></MSG>`, "more than one <SEQN>"},
+		{"SEQN with structure", `<MSG>` + strings.Replace(meta, "<SEQN>1</SEQN>", "<SEQN>1<X/></SEQN>", 1) + `<FLOP/></MSG>`, "META/SEQN has attributes or child elements"},
+		{"SNDR with attribute", `<MSG>` + strings.Replace(meta, "<SNDR>", `<SNDR a="1">`, 1) + `<FLOP/></MSG>`, "META/SNDR has attributes"},
+		{"text in MSG", `<MSG>` + meta + `<FLOP/>stray</MSG>`, "text directly inside <MSG>"},
+		{"text in META", `<MSG>` + strings.Replace(meta, "</META>", "stray</META>", 1) + `<FLOP/></MSG>`, "text directly inside <META>"},
+		{"second declaration", `<?xml version="1.0"?><?xml version="1.0" encoding="GBK"?><MSG>` + meta + `<FLOP/></MSG>`, "XML declaration may only open"},
+		{"declaration inside", `<MSG><?xml version="1.0" encoding="GBK"?>` + meta + `<FLOP/></MSG>`, "XML declaration may only open"},
 		{"trailing element", `<MSG>` + meta + `<FLOP/></MSG><MSG/>`, "after the root element"},
 		{"stray end tag", `<MSG>` + meta + `<FLOP/></MSG></FLOP>`, "unexpected end tag </FLOP>"},
 		{"trailing text", `<MSG>` + meta + `<FLOP/></MSG>garbage`, "after the root element"},
@@ -149,6 +156,7 @@ func requireClass(t *testing.T, payload []byte, opts Options, class Class, conta
 	if e.Class != class {
 		t.Errorf("class %s, want %s (%v)", e.Class, class, err)
 	}
+	t.Log(err)
 	if !strings.Contains(err.Error(), contains) {
 		t.Errorf("error %q does not mention %q", err, contains)
 	}

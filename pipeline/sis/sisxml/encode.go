@@ -16,7 +16,9 @@ func Encode(m *Message) []byte {
 	var b bytes.Buffer
 	b.WriteString(`<?xml version="1.0" encoding="UTF-8"?>` + "\n<MSG")
 	writeAttrs(&b, m.RootAttrs)
-	b.WriteString(">\n\t<META>\n")
+	b.WriteString(">\n\t<META")
+	writeAttrs(&b, m.MetaAttrs)
+	b.WriteString(">\n")
 	dttm := m.Meta.SentRaw
 	if dttm == "" && !m.Meta.Sent.IsZero() {
 		dttm = m.Meta.Sent.Format("20060102150405")
@@ -31,6 +33,9 @@ func Encode(m *Message) []byte {
 		b.WriteString("\t\t<" + f.name + ">")
 		escape(&b, f.value)
 		b.WriteString("</" + f.name + ">\n")
+	}
+	for _, e := range m.MetaExtra {
+		writeElement(&b, e, 2)
 	}
 	b.WriteString("\t</META>\n")
 	for _, e := range m.Body {

@@ -6,6 +6,59 @@
 // per message type: SIS carries hundreds of optional fields and installations
 // add their own, and nothing a sender wrote may be dropped (unknown elements
 // travel in the events). Processors read the fields they know by name.
+//
+// # What is accepted
+//
+// Decode accepts any well-formed XML 1.0 document whose root is <MSG>, in the
+// forms SIS senders and the layers between them produce:
+//
+//   - Encodings: UTF-8 with or without a byte order mark and with or without
+//     a declaration; UTF-16 LE/BE with a byte order mark (or, without one,
+//     recognised from the first characters "<?"); any encoding the XML
+//     declaration names that golang.org/x/text knows, in particular GBK,
+//     GB2312 and GB18030 (all read as GB18030, which contains the other two).
+//     A byte order mark decides the encoding and the declaration is then not
+//     consulted; so does Options.AlreadyUTF8. A UTF-16 declaration on a
+//     payload that is not UTF-16 is read as UTF-8: a layer transcoded the
+//     text and kept the declaration. Element text and attribute values are
+//     always UTF-8 after decoding.
+//   - Layout: CRLF or LF, any indentation, comments and processing
+//     instructions (ignored), CDATA sections, the predefined entities and
+//     character references, spaces around '=' (RTNO = "1"), single or double
+//     quotes, elements with attributes and text (<TRML MVIN="A">T1</TRML>).
+//   - Names are kept as written, without namespace processing: the
+//     attributes of <MSG> come out as "xmlns:xsi" and
+//     "xsi:noNamespaceSchemaLocation", an element a:B as "a:B".
+//   - Order: META may stand anywhere among MSG's children and its fields in
+//     any order; the body is every other child of MSG, in document order.
+//     Elements nobody defined are kept, in META (Message.MetaExtra) as in
+//     the body.
+//   - Text: an element's character data, all pieces joined, with XML white
+//     space (space, tab, CR, LF) trimmed at both ends; line ends read as LF.
+//   - A repeated </MSG> after the root element is tolerated: real traffic
+//     carries one.
+//
+// # What is rejected
+//
+// Every failure is an *Error. MALFORMED: not well-formed XML (including
+// bytes invalid in the encoding, undefined entities and an XML
+// declaration anywhere but before the root element); a root other
+// than <MSG>; anything but white space, comments and processing
+// instructions after the root; no META or more than one; a META field
+// (SNDR, SEQN, DTTM, TYPE, STYP) missing, empty, given twice or with
+// attributes or children; SEQN not decimal digits fitting an int64; DTTM not
+// a real yyyyMMddHHmmss time; no body element; text directly inside MSG or
+// META (nothing in a Message could hold it, and it is not dropped
+// silently). Any DOCTYPE is rejected: internal entity declarations are how
+// entity-expansion ("billion laughs") attacks start, external ones read
+// files, and SIS uses neither. The limits in Options (size, depth, element
+// count, attribute and text length) are checked token by token while the
+// tree is built, so a hostile payload stops early with memory bounded by
+// the payload size. CODEC_ERROR: a declared encoding this codec does not
+// know, or UTF-32; the payload may be fine and a newer codec may read it.
+//
+// Errors name what was wrong and where: the line and the element path
+// ("line 12, in MSG/FLOP/REMK: text is over the limit of 1048576 bytes").
 package sisxml
 
 import (
@@ -50,8 +103,8 @@ type Attr struct {
 }
 
 // Element is one XML element: its name, attributes in document order, its
-// character data (CDATA included, surrounding white space trimmed) and its
-// child elements in document order.
+// character data (CDATA included, all pieces joined, XML white space trimmed
+// at both ends) and its child elements in document order.
 type Element struct {
 	Name     string
 	Attrs    []Attr
@@ -82,6 +135,12 @@ type Message struct {
 	Body []*Element
 	// RootAttrs are the attributes of <MSG> (namespace declarations etc.).
 	RootAttrs []Attr
+	// MetaAttrs are the attributes of <META>, if a sender wrote any.
+	MetaAttrs []Attr
+	// MetaExtra are the children of <META> other than SNDR, SEQN, DTTM,
+	// TYPE and STYP, in order: installations add their own, and nothing a
+	// sender wrote is dropped.
+	MetaExtra []*Element
 }
 
 // Options bound decoding.
@@ -89,19 +148,27 @@ type Options struct {
 	// Location is the airport time zone for DTTM and body times
 	// (default Asia/Shanghai).
 	Location *time.Location
-	// MaxBytes, MaxDepth, MaxElements and MaxAttrLen bound the work a payload
-	// may cause; zero values take safe defaults.
+	// MaxBytes (the payload as received), MaxDepth (element nesting, MSG
+	// being 1), MaxElements, MaxAttrLen (one attribute value, in bytes) and
+	// MaxTextLen bound the work a payload may cause; zero values take the
+	// Default... constants.
 	MaxBytes    int
 	MaxDepth    int
 	MaxElements int
 	MaxAttrLen  int
-	// MaxTextLen bounds the character data of one element.
-	MaxTextLen int
+	MaxTextLen  int // one element's character data, in bytes
+	// AlreadyUTF8 says the payload is UTF-8 whatever its XML declaration
+	// says, because the transport already transcoded it: text read from a
+	// database text column (the mailbox's CLOB) or from a string API.
+	// Without it, a payload declaring GBK that is in fact UTF-8 would decode
+	// without error into the wrong characters.
+	AlreadyUTF8 bool
 }
 
 // Default limits. They are far above anything real SIS traffic carries (the
-// largest known message, a daily SCHD download, is a few hundred KiB) and low
-// enough that a hostile payload fails fast with bounded memory.
+// largest message, a daily SCHD download, is about 0.8 MB and 35 000
+// elements per 1 000 flights) and low enough that a hostile payload fails
+// fast with bounded memory.
 const (
 	DefaultMaxBytes    = 16 << 20 // 16 MiB
 	DefaultMaxDepth    = 32
@@ -145,10 +212,19 @@ func Decode(payload []byte, opts Options) (*Message, error) {
 	return fromTree(root, opts.Location)
 }
 
+// metaFields are the META children read into Meta, in their usual order.
+var metaFields = [...]string{"SNDR", "SEQN", "DTTM", "TYPE", "STYP"}
+
 // fromTree checks the envelope (<MSG>, <META>, a body) and reads META.
+// Whatever cannot be placed in a Message (text directly inside MSG or
+// META, a META field given twice or with structure) is rejected rather
+// than dropped.
 func fromTree(root *Element, loc *time.Location) (*Message, error) {
 	if root.Name != "MSG" {
 		return nil, malformed("root element is <%s>, want <MSG>", root.Name)
+	}
+	if root.Text != "" {
+		return nil, malformed("text directly inside <MSG>: %.40q", root.Text)
 	}
 	m := &Message{RootAttrs: root.Attrs}
 	var meta *Element
@@ -168,38 +244,45 @@ func fromTree(root *Element, loc *time.Location) (*Message, error) {
 	if len(m.Body) == 0 {
 		return nil, malformed("MSG has no body element after <META>")
 	}
-	field := func(name string) (string, error) {
-		c := meta.Child(name)
-		if c == nil {
-			return "", malformed("META has no <%s>", name)
-		}
-		if c.Text == "" {
-			return "", malformed("META/%s is empty", name)
-		}
-		return c.Text, nil
+	if meta.Text != "" {
+		return nil, malformed("text directly inside <META>: %.40q", meta.Text)
 	}
+	m.MetaAttrs = meta.Attrs
+
+	var values [len(metaFields)]string
+	var seen [len(metaFields)]bool
+children:
+	for _, c := range meta.Children {
+		for i, name := range metaFields {
+			if c.Name != name {
+				continue
+			}
+			if seen[i] {
+				return nil, malformed("META has more than one <%s>", name)
+			}
+			if len(c.Attrs) > 0 || len(c.Children) > 0 {
+				return nil, malformed("META/%s has attributes or child elements; it must be text only", name)
+			}
+			seen[i], values[i] = true, c.Text
+			continue children
+		}
+		m.MetaExtra = append(m.MetaExtra, c)
+	}
+	for i, name := range metaFields {
+		if !seen[i] {
+			return nil, malformed("META has no <%s>", name)
+		}
+		if values[i] == "" {
+			return nil, malformed("META/%s is empty", name)
+		}
+	}
+	m.Meta.Sender, m.Meta.SentRaw, m.Meta.Type, m.Meta.Subtype = values[0], values[2], values[3], values[4]
 	var err error
-	if m.Meta.Sender, err = field("SNDR"); err != nil {
-		return nil, err
-	}
-	seq, err := field("SEQN")
-	if err != nil {
-		return nil, err
-	}
-	if m.Meta.Seq, err = parseSeq(seq); err != nil {
-		return nil, malformed("META/SEQN %q: %w", seq, err)
-	}
-	if m.Meta.SentRaw, err = field("DTTM"); err != nil {
-		return nil, err
+	if m.Meta.Seq, err = parseSeq(values[1]); err != nil {
+		return nil, malformed("META/SEQN %q: %w", values[1], err)
 	}
 	if m.Meta.Sent, err = ParseDTTM(m.Meta.SentRaw, loc); err != nil {
 		return nil, malformed("META/DTTM: %w", err)
-	}
-	if m.Meta.Type, err = field("TYPE"); err != nil {
-		return nil, err
-	}
-	if m.Meta.Subtype, err = field("STYP"); err != nil {
-		return nil, err
 	}
 	return m, nil
 }
@@ -227,8 +310,31 @@ func allDigits(s string) bool {
 
 // frame is an element being built, with its character data so far.
 type frame struct {
-	el   *Element
-	text []byte
+	el *Element
+	n  int // bytes of character data so far, leading white space not counted
+	// Most elements have one piece of text: it is kept as a string, and
+	// only a second piece (mixed content, CDATA next to text) starts a buffer.
+	first string
+	more  []byte
+}
+
+func (f *frame) add(t []byte) {
+	switch {
+	case f.n == 0:
+		f.first = string(t)
+	case f.more == nil:
+		f.more = append([]byte(f.first), t...)
+	default:
+		f.more = append(f.more, t...)
+	}
+	f.n += len(t)
+}
+
+func (f *frame) text() string {
+	if f.more != nil {
+		return string(trimXMLSpace(f.more))
+	}
+	return strings.Trim(f.first, xmlSpace)
 }
 
 // parseTree reads the payload into an element tree, enforcing the limits
@@ -238,7 +344,7 @@ func parseTree(payload []byte, opts Options) (*Element, error) {
 	if err != nil {
 		return nil, err
 	}
-	cs := &charsets{fromBOM: fromBOM}
+	cs := &charsets{fixed: fromBOM || opts.AlreadyUTF8}
 	d := xml.NewDecoder(bytes.NewReader(body))
 	d.Strict = true
 	d.CharsetReader = cs.reader
@@ -247,6 +353,7 @@ func parseTree(payload []byte, opts Options) (*Element, error) {
 		stack    []frame
 		root     *Element
 		elements int
+		declared bool
 	)
 	path := func() string {
 		names := make([]string, len(stack))
@@ -271,6 +378,10 @@ func parseTree(payload []byte, opts Options) (*Element, error) {
 		if err != nil {
 			if cs.err != nil {
 				return nil, cs.err
+			}
+			var se *xml.SyntaxError
+			if errors.As(err, &se) {
+				return nil, fail("%s", se.Msg) // fail names the line already
 			}
 			return nil, fail("%w", err)
 		}
@@ -316,11 +427,11 @@ func parseTree(payload []byte, opts Options) (*Element, error) {
 			if name := qname(t.Name); name != top.el.Name {
 				return nil, fail("end tag </%s> does not match <%s>", name, top.el.Name)
 			}
-			top.el.Text = string(bytes.TrimSpace(top.text))
+			top.el.Text = top.text()
 			stack = stack[:len(stack)-1]
 		case xml.CharData:
 			if len(stack) == 0 {
-				if len(bytes.TrimSpace(t)) != 0 {
+				if len(trimXMLSpace(t)) != 0 {
 					if root == nil {
 						return nil, fail("text before the root element")
 					}
@@ -329,17 +440,25 @@ func parseTree(payload []byte, opts Options) (*Element, error) {
 				continue
 			}
 			top := &stack[len(stack)-1]
-			if len(top.text) == 0 && len(bytes.TrimSpace(t)) == 0 {
+			if top.n == 0 && len(trimXMLSpace(t)) == 0 {
 				continue // leading white space is trimmed anyway
 			}
-			if len(top.text)+len(t) > opts.MaxTextLen {
+			if top.n+len(t) > opts.MaxTextLen {
 				return nil, fail("text is over the limit of %d bytes", opts.MaxTextLen)
 			}
-			top.text = append(top.text, t...)
+			top.add(t)
 		case xml.Directive:
 			return nil, fail("<!%s...> rejected: DOCTYPE and entity declarations are not accepted (they are how entity-expansion attacks start)", directiveWord(t))
-		case xml.Comment, xml.ProcInst:
-			// Neither carries data.
+		case xml.ProcInst:
+			// encoding/xml switches encodings at any <?xml ...?>; only one
+			// before the root element is a declaration.
+			if strings.EqualFold(t.Target, "xml") {
+				if root != nil || declared {
+					return nil, fail("an XML declaration may only open the document")
+				}
+				declared = true
+			}
+		case xml.Comment:
 		}
 	}
 	if len(stack) != 0 {
@@ -350,6 +469,12 @@ func parseTree(payload []byte, opts Options) (*Element, error) {
 	}
 	return root, nil
 }
+
+// trimXMLSpace trims XML white space (space, tab, CR, LF) only: an
+// ideographic space or a no-break space is text.
+func trimXMLSpace(b []byte) []byte { return bytes.Trim(b, xmlSpace) }
+
+const xmlSpace = " \t\r\n"
 
 // qname is a name as written: prefix:local, no namespace processing.
 func qname(n xml.Name) string {

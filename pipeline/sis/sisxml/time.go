@@ -26,7 +26,7 @@ func ParseDTTM(s string, loc *time.Location) (time.Time, error) {
 	}
 	t, err := time.ParseInLocation("20060102150405", s, loc)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("%q is not a valid time: %w", s, err)
+		return time.Time{}, fmt.Errorf("%q is not a valid date and time", s)
 	}
 	return t, nil
 }
@@ -71,6 +71,20 @@ func ParseBodyTime(s string, loc *time.Location) (t time.Time, dateOnly bool, er
 		return time.Time{}, false, fmt.Errorf("body time %q: no such date", s)
 	}
 	return t, dateOnly, nil
+}
+
+// ParseClock parses a time of day, HHmm (1023), as SCHS writes its
+// scheduled times; the date comes from elsewhere (the season, the day of
+// operation), so it returns the hour and minute only.
+func ParseClock(s string) (hour, minute int, err error) {
+	if len(s) != 4 || !allDigits(s) {
+		return 0, 0, fmt.Errorf("time of day %q is not HHmm", s)
+	}
+	hour, minute = num(s[:2]), num(s[2:])
+	if hour > 23 || minute > 59 {
+		return 0, 0, fmt.Errorf("time of day %q: no such time", s)
+	}
+	return hour, minute, nil
 }
 
 func num(s string) int {

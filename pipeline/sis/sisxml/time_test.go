@@ -84,3 +84,17 @@ func TestDefaultLocationIsUTC8(t *testing.T) {
 		t.Errorf("offset %d, want UTC+8", off)
 	}
 }
+
+func TestParseClock(t *testing.T) {
+	for in, want := range map[string][2]int{"0000": {0, 0}, "1023": {10, 23}, "2359": {23, 59}} {
+		h, m, err := ParseClock(in)
+		if err != nil || h != want[0] || m != want[1] {
+			t.Errorf("ParseClock(%q) = %d, %d, %v; want %v", in, h, m, err, want)
+		}
+	}
+	for _, bad := range []string{"", "123", "12345", "2400", "1260", "12:3", "-100", "ab12"} {
+		if h, m, err := ParseClock(bad); err == nil {
+			t.Errorf("ParseClock(%q) = %d, %d; want an error", bad, h, m)
+		}
+	}
+}
