@@ -338,6 +338,26 @@ func TestScenarioDuplicatesAndReplays(t *testing.T) {
 // mailbox column that stores bytes as given comes out as Unicode text in the
 // flight state and the events.
 func TestScenarioGBKMessage(t *testing.T) {
+	t.Run("bytes", testGBKBytes)
+	t.Run("text-column", testGBKDeclaredInATextColumn)
+}
+
+// testGBKDeclaredInATextColumn: the legacy mailbox column is text
+// (MEDIUMTEXT utf8mb4): a GBK message stored there was transcoded by the
+// writer and the server and reads back as UTF-8, still declaring GBK.
+func testGBKDeclaredInATextColumn(t *testing.T) {
+	p := newPipe(t, sis.Config{})
+	msg := replace(t, fixture(t, "FLOP_SRVT_1.xml"), `encoding="UTF-8"`, `encoding="GBK"`)
+	ids := p.put(fixture(t, "SCHD_DNLD_1.xml"), msg)
+	if got := outcomes(p.settle(ids...)); !slices.Equal(got, []outcome{succeeded, succeeded}) {
+		t.Fatalf("outcomes %+v", got)
+	}
+	if s := p.harness().flight("15").Collections["SRVT"]; len(s) != 1 || s[0]["SARR"] != "由于机器问题延误服务事务" {
+		t.Fatalf("services %v", s)
+	}
+}
+
+func testGBKBytes(t *testing.T) {
 	p := newPipeWith(t, sis.Config{}, func(raw *sql.DB, table string) {
 		if _, err := raw.Exec("ALTER TABLE " + table + " MODIFY CMINMSGS_CLOB_MSG MEDIUMBLOB NOT NULL"); err != nil {
 			t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -185,7 +186,12 @@ func (p *Processor) Config() Config { return p.cfg }
 // over (MALFORMED goes DEAD, CODEC_ERROR is retried). Identity is
 // SNDR|TYPE|STYP|SEQN, kind TYPE/STYP.
 func (p *Processor) Decode(payload []byte) (inbox.Decoded, error) {
-	m, err := sisxml.Decode(payload, sisxml.Options{Location: p.cfg.Location, MaxBytes: p.cfg.MaxBytes})
+	// A payload read from a text column (the mailbox's CLOB) or received as
+	// text is UTF-8 whatever its declaration says: the transport transcoded
+	// it. Text in GBK is practically never valid UTF-8, so valid UTF-8 is
+	// read as such and anything else as its declaration says.
+	m, err := sisxml.Decode(payload, sisxml.Options{Location: p.cfg.Location, MaxBytes: p.cfg.MaxBytes,
+		AlreadyUTF8: utf8.Valid(payload)})
 	if err != nil {
 		var ce *sisxml.Error
 		if errors.As(err, &ce) && ce.Class == sisxml.Malformed {
