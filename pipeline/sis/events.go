@@ -46,14 +46,19 @@ type Meta struct {
 // SchdEvent is the payload of a TargetSchd upsert: the full state of a
 // flight.
 type SchdEvent struct {
-	Schema       string            `json:"schema"`
-	FLID         string            `json:"flid"`
-	OperationDay string            `json:"operationDay"`
-	Status       string            `json:"status"`
-	StateVersion int64             `json:"stateVersion"`
-	LastMsgID    int64             `json:"lastMsgId"`
-	Fields       map[string]string `json:"fields"`
-	Collections  map[string][]Item `json:"collections"`
+	SchdHead
+	Fields      map[string]string `json:"fields"`
+	Collections map[string][]Item `json:"collections"`
+}
+
+// SchdHead is the part of SchdEvent that says which flight, in which state.
+type SchdHead struct {
+	Schema       string `json:"schema"`
+	FLID         string `json:"flid"`
+	OperationDay string `json:"operationDay"`
+	Status       string `json:"status"`
+	StateVersion int64  `json:"stateVersion"`
+	LastMsgID    int64  `json:"lastMsgId"`
 }
 
 // eventPair is the events of one changed flight.
@@ -86,21 +91,11 @@ func (p *Processor) events(msg *inbox.Message, m *sisxml.Message, c change) (eve
 	return ev, err
 }
 
-// schdHead is SchdEvent without the state.
-type schdHead struct {
-	Schema       string `json:"schema"`
-	FLID         string `json:"flid"`
-	OperationDay string `json:"operationDay"`
-	Status       string `json:"status"`
-	StateVersion int64  `json:"stateVersion"`
-	LastMsgID    int64  `json:"lastMsgId"`
-}
-
 // schdPayload is the JSON of SchdEvent for f, made of its head and the
 // flight's encoded state ({"fields":…,"collections":…}) rather than by
 // encoding the state a second time.
 func schdPayload(f *Flight) ([]byte, error) {
-	head, err := json.Marshal(schdHead{Schema: SchemaSchd, FLID: f.FLID, OperationDay: f.OperationDay, Status: f.Status,
+	head, err := json.Marshal(SchdHead{Schema: SchemaSchd, FLID: f.FLID, OperationDay: f.OperationDay, Status: f.Status,
 		StateVersion: f.Version, LastMsgID: f.LastMsgID})
 	if err != nil {
 		return nil, err

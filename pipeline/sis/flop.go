@@ -67,67 +67,60 @@ func flopBody(m *sisxml.Message) (*sisxml.Element, string, error) {
 	return b, flid, nil
 }
 
-// current loads one flight for a single-flight message; a nil flight comes
-// with the no-match outcome.
-func (p *Processor) current(ctx context.Context, tx store.Tx, flid string) (*Flight, inbox.Outcome, error) {
-	got, err := p.cache.get(ctx, tx, []string{flid})
-	if err != nil {
-		return nil, inbox.Outcome{}, err
-	}
-	f := got[flid]
-	switch {
-	case f == nil:
-		return nil, inbox.Skip("no-match:unknown FLID " + flid), nil
-	case f.Status == StatusDeleted:
-		return nil, inbox.Skip("no-match:FLID " + flid + " is deleted"), nil
-	}
-	return f, inbox.Outcome{}, nil
-}
-
-// flop applies a FLOP message to its flight.
-func (p *Processor) flop(ctx context.Context, tx store.Tx, msg *inbox.Message, m *sisxml.Message) (inbox.Outcome, bool, error) {
+// singleFlight runs a single-flight message (FLOP, FDEL): apply changes a
+// copy of the flight's state and returns whether the message deletes it and
+// the collections it touched. A flight not stored, or deleted, is no match.
+func (p *Processor) singleFlight(ctx context.Context, tx store.Tx, msg *inbox.Message, m *sisxml.Message,
+	apply func(f *Flight, b *sisxml.Element) (deleted bool, touched []string)) (inbox.Outcome, bool, error) {
 	b, flid, err := flopBody(m)
 	if err != nil {
 		return inbox.Outcome{}, false, err
 	}
-	old, skip, err := p.current(ctx, tx, flid)
-	if err != nil || old == nil {
-		return skip, false, err
-	}
-	f := old.clone()
-	styp := m.Meta.Subtype
-	var touched []string
-	if fields, ok := flopScalars[styp]; ok {
-		for _, name := range fields {
-			setScalar(f.Fields, name, b.Child(name))
-		}
-	} else {
-		setCollection(f.Collections, styp, items(b.All(styp)))
-		touched = []string{styp}
-	}
-	if err := f.encode(); err != nil {
+	got, err := p.cache.get(ctx, tx, []string{flid})
+	if err != nil {
 		return inbox.Outcome{}, false, err
 	}
-	if unchanged(old, f) {
-		return inbox.Done(), false, nil
+	old := got[flid]
+	switch {
+	case old == nil:
+		return inbox.Skip("no-match:unknown FLID " + flid), false, nil
+	case old.Status == StatusDeleted:
+		return inbox.Skip("no-match:FLID " + flid + " is deleted"), false, nil
 	}
-	return inbox.Done(), true, p.write(ctx, tx, msg, m, []change{{f: f, old: old, record: b, touched: touched}})
+	f := old.clone()
+	deleted, touched := apply(f, b)
+	if deleted {
+		f.Status, f.doc = StatusDeleted, old.doc
+	} else {
+		if err := f.encode(); err != nil {
+			return inbox.Outcome{}, false, err
+		}
+		if unchanged(old, f) {
+			return inbox.Done(), false, nil
+		}
+	}
+	return inbox.Done(), true, p.write(ctx, tx, msg, m, []change{{f: f, old: old, record: b, touched: touched, deleted: deleted}})
+}
+
+// flop applies a FLOP message to its flight.
+func (p *Processor) flop(ctx context.Context, tx store.Tx, msg *inbox.Message, m *sisxml.Message) (inbox.Outcome, bool, error) {
+	styp := m.Meta.Subtype
+	return p.singleFlight(ctx, tx, msg, m, func(f *Flight, b *sisxml.Element) (bool, []string) {
+		if fields, ok := flopScalars[styp]; ok {
+			for _, name := range fields {
+				setScalar(f.Fields, name, b.Child(name))
+			}
+			return false, nil
+		}
+		setCollection(f.Collections, styp, items(b.All(styp)))
+		return false, []string{styp}
+	})
 }
 
 // fdel deletes a flight softly: STATUS=DELETED, a new version, the FDEL
 // message as a msg event and a tombstone on schd. Its details stay.
 func (p *Processor) fdel(ctx context.Context, tx store.Tx, msg *inbox.Message, m *sisxml.Message) (inbox.Outcome, bool, error) {
-	b, flid, err := flopBody(m)
-	if err != nil {
-		return inbox.Outcome{}, false, err
-	}
-	old, skip, err := p.current(ctx, tx, flid)
-	if err != nil || old == nil {
-		return skip, false, err
-	}
-	f := old.clone()
-	f.Status, f.doc = StatusDeleted, old.doc
-	return inbox.Done(), true, p.write(ctx, tx, msg, m, []change{{f: f, old: old, record: b, deleted: true}})
+	return p.singleFlight(ctx, tx, msg, m, func(*Flight, *sisxml.Element) (bool, []string) { return true, nil })
 }
 
 // change is one flight a message changed.
