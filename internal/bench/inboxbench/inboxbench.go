@@ -149,6 +149,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) ([]bench.Result, error)
 	if err != nil {
 		return nil, err
 	}
+	if slices.Contains(cfg.Processors, "sis") {
+		varyUpdates(msgs, len(fx), cfg.FLIDs)
+	}
 	var all []bench.Result
 	byProc := map[string][]bench.Result{}
 	for _, name := range cfg.Processors {
@@ -192,7 +195,7 @@ func runProcessor(ctx context.Context, cfg Config, bp benchProc, msgs [][]byte, 
 			return results, fmt.Errorf("inboxbench: processor %s, variant %s: %w", bp.name, v, err)
 		}
 		if len(cfg.Processors) > 1 || bp.name != "toy" {
-			r.Extra = append(r.Extra, [2]string{"processor", bp.name}, [2]string{"fixtures", strconv.Itoa(fixtures)})
+			r.Extra = append(r.Extra, [2]string{"processor", bp.name}, [2]string{"fixtures", strconv.Itoa(fixtures)}, [2]string{"updates", "varied"})
 		}
 		r.Print(out)
 		results = append(results, r)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -55,6 +56,28 @@ func withoutFDEL(fx [][]byte) [][]byte {
 		}
 	}
 	return out
+}
+
+var bodyTimeRE = regexp.MustCompile(`>(\d\d[A-Z]{3}\d\d)\d{4}<`)
+
+// varyUpdates makes the rotated fixtures update their flights the way real
+// traffic does, with new values: message i's body times (ddMONyyHHmm) get
+// the clock time i minutes after midnight, and its FLID is shifted by one
+// more for every round of the fixtures, so that a flight does not meet the
+// same few fixtures round after round (300 flights and 70 fixtures share the
+// factor 10). Without it most messages would set values their flight already
+// has, which the real processor recognises as no change and does not write:
+// a much cheaper workload than real traffic.
+func varyUpdates(msgs [][]byte, fixtures, flids int) {
+	for i, m := range msgs {
+		m = flidRE.ReplaceAll(m, []byte("<FLID>"+strconv.Itoa(900000+(i+i/fixtures)%flids)+"</FLID>"))
+		hhmm := []byte(fmt.Sprintf("%02d%02d", (i/60)%24, i%60))
+		msgs[i] = bodyTimeRE.ReplaceAllFunc(m, func(t []byte) []byte {
+			out := append([]byte(nil), t[:8]...)
+			out = append(out, hhmm...)
+			return append(out, '<')
+		})
+	}
 }
 
 // seedFlights announces the workload's flights with one SCHD ADFT, processed
