@@ -35,6 +35,10 @@ type Flight struct {
 	// ERUT, GTDT, ...), each item in message order (see Item).
 	Collections map[string][]Item
 
+	// raw holds collections as stored, still encoded: a message decodes only
+	// the collections it changes. A name is in Collections or in raw, never
+	// both.
+	raw map[string]json.RawMessage
 	// doc is the canonical encoding of Fields and Collections (stateJSON)
 	// as stored.
 	doc []byte
@@ -46,27 +50,66 @@ type Flight struct {
 // child with attributes or children, an array when the name repeats.
 type Item = map[string]any
 
-// state is what the state column holds and what decides whether a message
-// changed the flight.
-type state struct {
-	Fields      map[string]string `json:"fields"`
-	Collections map[string][]Item `json:"collections"`
+// storedState is what the state column holds, read with the collections
+// left encoded.
+type storedState struct {
+	Fields      map[string]string          `json:"fields"`
+	Collections map[string]json.RawMessage `json:"collections"`
 }
 
-func (f *Flight) state() state {
-	s := state{Fields: f.Fields, Collections: f.Collections}
-	if s.Fields == nil {
-		s.Fields = map[string]string{}
+// stateJSON is the canonical encoding of the flight's fields and collections:
+// {"fields":{…},"collections":{…}}, keys in order (encoding/json sorts map
+// keys), so equal states encode equally. Collections still encoded are
+// copied as they are: they were written by this same encoding.
+func (f *Flight) stateJSON() ([]byte, error) {
+	fields := f.Fields
+	if fields == nil {
+		fields = map[string]string{}
 	}
-	if s.Collections == nil {
-		s.Collections = map[string][]Item{}
+	fb, err := json.Marshal(fields)
+	if err != nil {
+		return nil, err
 	}
-	return s
+	out := make([]byte, 0, len(fb)+len(f.doc)+64)
+	out = append(out, `{"fields":`...)
+	out = append(out, fb...)
+	out = append(out, `,"collections":{`...)
+	names := make([]string, 0, len(f.Collections)+len(f.raw))
+	for n := range f.Collections {
+		names = append(names, n)
+	}
+	for n := range f.raw {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for i, n := range names {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		nb, _ := json.Marshal(n) // a string always marshals
+		out = append(out, nb...)
+		out = append(out, ':')
+		cb, err := f.collectionJSON(n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, cb...)
+	}
+	return append(out, "}}"...), nil
 }
 
-// stateJSON is the canonical encoding of the flight's fields and collections
-// (encoding/json sorts map keys, so equal states encode equally).
-func (f *Flight) stateJSON() ([]byte, error) { return json.Marshal(f.state()) }
+// collectionJSON is the canonical encoding of one collection, nil when the
+// flight has none of that name.
+func (f *Flight) collectionJSON(name string) ([]byte, error) {
+	if r, ok := f.raw[name]; ok {
+		return r, nil
+	}
+	its, ok := f.Collections[name]
+	if !ok {
+		return nil, nil
+	}
+	return json.Marshal(its)
+}
 
 func (f *Flight) clone() *Flight {
 	c := *f
@@ -78,6 +121,7 @@ func (f *Flight) clone() *Flight {
 	if c.Collections == nil {
 		c.Collections = map[string][]Item{}
 	}
+	c.raw = maps.Clone(f.raw)
 	c.doc = nil
 	return &c
 }
@@ -209,12 +253,13 @@ func setScalar(fields map[string]string, name string, e *sisxml.Element) {
 }
 
 // setCollection replaces a collection; an empty one is removed.
-func setCollection(colls map[string][]Item, name string, its []Item) {
+func (f *Flight) setCollection(name string, its []Item) {
+	delete(f.raw, name)
 	if len(its) == 0 {
-		delete(colls, name)
+		delete(f.Collections, name)
 		return
 	}
-	colls[name] = its
+	f.Collections[name] = its
 }
 
 // mergeRecord applies a schedule record (FLTR) to the flight: every element
@@ -238,7 +283,7 @@ func mergeRecord(f *Flight, rec *sisxml.Element) (colls []string) {
 	for _, name := range order {
 		elems := byName[name]
 		if isCollection(name) || len(elems) > 1 || len(elems[0].Children) > 0 {
-			setCollection(f.Collections, name, items(elems))
+			f.setCollection(name, items(elems))
 			colls = append(colls, name)
 			continue
 		}

@@ -112,7 +112,7 @@ func (p *Processor) flop(ctx context.Context, tx store.Tx, msg *inbox.Message, m
 			}
 			return false, nil
 		}
-		setCollection(f.Collections, styp, items(b.All(styp)))
+		f.setCollection(styp, items(b.All(styp)))
 		return false, []string{styp}
 	})
 }
@@ -150,7 +150,11 @@ func (p *Processor) write(ctx context.Context, tx store.Tx, msg *inbox.Message, 
 		if c.deleted {
 			stmts = append(stmts, fs.setStatus(c.f, msg.Now))
 		} else {
-			stmts = append(stmts, fs.save(c.f, c.old, c.touched, msg.Now)...)
+			st, err := fs.save(c.f, c.old, c.touched, msg.Now)
+			if err != nil {
+				return err
+			}
+			stmts = append(stmts, st...)
 		}
 		ev, err := p.events(msg, m, c)
 		if err != nil {

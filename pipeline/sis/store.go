@@ -1,6 +1,7 @@
 package sis
 
 import (
+	"bytes"
 	"context"
 	"embed"
 	"encoding/json"
@@ -106,11 +107,11 @@ func (s flightStore) load(ctx context.Context, q store.Querier, flids []string) 
 		if err := rows.Scan(&f.FLID, &f.OperationDay, &f.Status, &f.Version, &f.LastMsgID, &doc); err != nil {
 			return nil, fmt.Errorf("sis: load flights: %w", err)
 		}
-		var st state
+		var st storedState
 		if err := json.Unmarshal([]byte(doc), &st); err != nil {
 			return nil, fmt.Errorf("sis: flight %s: state: %w", f.FLID, err)
 		}
-		f.Fields, f.Collections, f.doc = st.Fields, st.Collections, []byte(doc)
+		f.Fields, f.Collections, f.raw, f.doc = st.Fields, map[string][]Item{}, st.Collections, []byte(doc)
 		out[f.FLID] = f
 	}
 	if err := rows.Err(); err != nil {
@@ -123,7 +124,7 @@ func (s flightStore) load(ctx context.Context, q store.Querier, flids []string) 
 // is old (nil for a new flight): the whole flight_schd row, and for each
 // collection that changed, its rows replaced. Only the touched collections
 // can have changed.
-func (s flightStore) save(f, old *Flight, touched []string, now time.Time) []store.Stmt {
+func (s flightStore) save(f, old *Flight, touched []string, now time.Time) ([]store.Stmt, error) {
 	args := make([]any, 0, 8+len(scalarColumns))
 	args = append(args, f.FLID, f.OperationDay, f.Status, f.Version, f.LastMsgID, now)
 	extra := map[string]string{}
@@ -146,7 +147,10 @@ func (s flightStore) save(f, old *Flight, touched []string, now time.Time) []sto
 	if old == nil {
 		changed = sortedKeys(f.Collections)
 	} else {
-		changed = changedCollections(old.Collections, f.Collections, touched)
+		var err error
+		if changed, err = changedCollections(old, f, touched); err != nil {
+			return nil, err
+		}
 	}
 	for _, name := range changed {
 		t := tableOf(name)
@@ -155,7 +159,7 @@ func (s flightStore) save(f, old *Flight, touched []string, now time.Time) []sto
 			stmts = append(stmts, store.Stmt{SQL: s.q.Get("Insert" + t.name), Args: s.itemArgs(t, f.FLID, name, pos, it)})
 		}
 	}
-	return stmts
+	return stmts, nil
 }
 
 // setStatus returns the statement that changes only a flight's status and
@@ -165,17 +169,23 @@ func (s flightStore) setStatus(f *Flight, now time.Time) store.Stmt {
 }
 
 // changedCollections lists, in order, the touched collections that differ
-// between a and b.
-func changedCollections(a, b map[string][]Item, touched []string) []string {
+// between old and f (the touched ones are decoded in f).
+func changedCollections(old, f *Flight, touched []string) ([]string, error) {
 	var out []string
 	for _, n := range sortedUnique(slices.Clone(touched)) {
-		ja, _ := json.Marshal(a[n])
-		jb, _ := json.Marshal(b[n])
-		if string(ja) != string(jb) {
+		ja, err := old.collectionJSON(n)
+		if err != nil {
+			return nil, err
+		}
+		jb, err := f.collectionJSON(n)
+		if err != nil {
+			return nil, err
+		}
+		if !bytes.Equal(ja, jb) {
 			out = append(out, n)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // itemArgs splits an item into the table's columns: the sequence attribute,

@@ -68,6 +68,13 @@ CREATE TABLE IF NOT EXISTS flight_schd (
     fret_reid      TEXT,
     extra          JSONB,
     state          JSON NOT NULL
+) WITH (
+    -- A flight's row (its state document included, a few kB) is rewritten
+    -- by every message that changes the flight: kept in line rather than
+    -- compressed into TOAST, with room on its page for the next version so
+    -- the update stays heap-only.
+    toast_tuple_target = 8160,
+    fillfactor = 50
 );
 CREATE INDEX IF NOT EXISTS flight_schd_day ON flight_schd (operation_day);
 
