@@ -62,18 +62,17 @@ type storedState struct {
 // keys), so equal states encode equally. Collections still encoded are
 // copied as they are: they were written by this same encoding.
 func (f *Flight) stateJSON() ([]byte, error) {
-	fields := f.Fields
-	if fields == nil {
-		fields = map[string]string{}
+	out := make([]byte, 0, 1024+len(f.doc))
+	out = append(out, `{"fields":{`...)
+	for i, k := range sortedKeys(f.Fields) {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = appendJSONString(out, k)
+		out = append(out, ':')
+		out = appendJSONString(out, f.Fields[k])
 	}
-	fb, err := json.Marshal(fields)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]byte, 0, len(fb)+len(f.doc)+64)
-	out = append(out, `{"fields":`...)
-	out = append(out, fb...)
-	out = append(out, `,"collections":{`...)
+	out = append(out, `},"collections":{`...)
 	names := make([]string, 0, len(f.Collections)+len(f.raw))
 	for n := range f.Collections {
 		names = append(names, n)
@@ -86,8 +85,7 @@ func (f *Flight) stateJSON() ([]byte, error) {
 		if i > 0 {
 			out = append(out, ',')
 		}
-		nb, _ := json.Marshal(n) // a string always marshals
-		out = append(out, nb...)
+		out = appendJSONString(out, n)
 		out = append(out, ':')
 		cb, err := f.collectionJSON(n)
 		if err != nil {
@@ -96,6 +94,27 @@ func (f *Flight) stateJSON() ([]byte, error) {
 		out = append(out, cb...)
 	}
 	return append(out, "}}"...), nil
+}
+
+// appendJSONString appends s as a JSON string exactly as encoding/json
+// writes it (HTML characters and U+2028/U+2029 escaped, invalid UTF-8 as
+// U+FFFD), without its reflection: the fields of every changed flight are
+// encoded this way.
+func appendJSONString(out []byte, s string) []byte {
+	plain := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' || c >= 0x80 {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		out = append(out, '"')
+		out = append(out, s...)
+		return append(out, '"')
+	}
+	b, _ := json.Marshal(s) // a string always marshals
+	return append(out, b...)
 }
 
 // collectionJSON is the canonical encoding of one collection, nil when the

@@ -2,6 +2,7 @@ package sis_test
 
 import (
 	"context"
+	"encoding/json"
 	"reflect"
 	"slices"
 	"strings"
@@ -430,4 +431,24 @@ func TestOneTransactionForSeveralMessages(t *testing.T) {
 			t.Fatalf("APPT set by message 100 and cleared by 103 is %q", f.Fields["APPT"])
 		}
 	})
+}
+
+// TestStateEncodingIsEncodingJSONs: the state document is written by hand
+// for speed; it must be what encoding/json writes, or a stored state would
+// not compare equal to the same state encoded again.
+func TestStateEncodingIsEncodingJSONs(t *testing.T) {
+	for _, s := range []string{"", "plain", `q"uote`, `back\slash`, "<>&", "中文", "\u2028", "tab\there", "bad\xffutf8"} {
+		f := &sis.Flight{Fields: map[string]string{"K": s, s: "v"}, Collections: map[string][]sis.Item{"C": {{"#text": s}}}}
+		got, err := sis.StateJSON(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := json.Marshal(struct {
+			Fields      map[string]string     `json:"fields"`
+			Collections map[string][]sis.Item `json:"collections"`
+		}{f.Fields, f.Collections})
+		if string(got) != string(want) {
+			t.Errorf("%q:\n got %s\nwant %s", s, got, want)
+		}
+	}
 }

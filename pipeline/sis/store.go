@@ -126,7 +126,13 @@ func (s flightStore) load(ctx context.Context, q store.Querier, flids []string) 
 // can have changed.
 func (s flightStore) save(f, old *Flight, touched []string, now time.Time) ([]store.Stmt, error) {
 	args := make([]any, 0, 8+len(scalarColumns))
-	args = append(args, f.FLID, f.OperationDay, f.Status, f.Version, f.LastMsgID, now)
+	query := "UpdateFlight"
+	if old == nil {
+		query = "UpsertFlight"
+		args = append(args, f.FLID, f.OperationDay, f.Status, f.Version, f.LastMsgID, now)
+	} else {
+		args = append(args, f.FLID, f.Status, f.Version, f.LastMsgID, now)
+	}
 	extra := map[string]string{}
 	for k, v := range f.Fields {
 		if !scalarColumn[k] {
@@ -141,7 +147,7 @@ func (s flightStore) save(f, old *Flight, touched []string, now time.Time) ([]st
 		}
 	}
 	args = append(args, s.jsonArg(extra), string(f.doc))
-	stmts := []store.Stmt{{SQL: s.q.Get("UpsertFlight"), Args: args}}
+	stmts := []store.Stmt{{SQL: s.q.Get(query), Args: args}}
 
 	var changed []string
 	if old == nil {
