@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -449,6 +450,31 @@ func TestStateEncodingIsEncodingJSONs(t *testing.T) {
 		}{f.Fields, f.Collections})
 		if string(got) != string(want) {
 			t.Errorf("%q:\n got %s\nwant %s", s, got, want)
+		}
+	}
+}
+
+// TestAnyBodyUnderAnyKind processes every fixture's body under the kinds
+// msgx handles (a FLOP body as a schedule, a reference body as a FLOP, ...):
+// whatever arrives ends as a success, a skip or a classified failure, never
+// a panic or an unclassified error.
+func TestAnyBodyUnderAnyKind(t *testing.T) {
+	h := loaded(t, storetest.NewSQLite(t))
+	kinds := [][2]string{{"SCHD", "DNLD"}, {"SCHD", "ADFT"}, {"FLOP", "GTDT"}, {"FLOP", "HNAG"}, {"FLOP", "FDEL"}, {"FDEL", "FDEL"}}
+	typeRE := regexp.MustCompile(`<TYPE>[^<]*</TYPE>`)
+	stypRE := regexp.MustCompile(`<STYP>[^<]*</STYP>`)
+	seq := int64(500000)
+	for _, name := range traffic.Names() {
+		for _, k := range kinds {
+			seq++
+			m := typeRE.ReplaceAll(fixture(t, name), []byte("<TYPE>"+k[0]+"</TYPE>"))
+			m = withSeq(stypRE.ReplaceAll(m, []byte("<STYP>"+k[1]+"</STYP>")), seq)
+			_, err := h.process(m)
+			if err != nil {
+				if c := inbox.ClassOf(err); c != inbox.Protocol && c != inbox.Unsupported {
+					t.Fatalf("%s as %s/%s: %v", name, k[0], k[1], err)
+				}
+			}
 		}
 	}
 }
