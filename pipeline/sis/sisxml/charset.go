@@ -18,12 +18,12 @@ import (
 // form of "<?" (XML 1.0, appendix F), and returns the payload as UTF-8.
 // fromBOM reports that the encoding was decided here, so the declaration's
 // encoding is then not consulted.
-func sniff(p []byte) (utf8 []byte, fromBOM bool, err error) {
+func sniff(p []byte) (text []byte, fromBOM bool, err error) {
 	switch {
 	case bytes.HasPrefix(p, []byte{0xEF, 0xBB, 0xBF}):
 		return p[3:], true, nil
 	case bytes.HasPrefix(p, []byte{0x00, 0x00, 0xFE, 0xFF}), bytes.HasPrefix(p, []byte{0xFF, 0xFE, 0x00, 0x00}):
-		return nil, false, &Error{Class: CodecError, Err: errors.New("UTF-32 payloads are not supported")}
+		return nil, false, classified(CodecError, errors.New("UTF-32 payloads are not supported"))
 	case bytes.HasPrefix(p, []byte{0xFF, 0xFE}):
 		return fromUTF16(p[2:], unicode.LittleEndian)
 	case bytes.HasPrefix(p, []byte{0xFE, 0xFF}):
@@ -58,7 +58,7 @@ func (c *charsets) reader(label string, r io.Reader) (io.Reader, error) {
 	}
 	enc, err := lookup(label)
 	if err != nil {
-		c.err = &Error{Class: CodecError, Err: err}
+		c.err = classified(CodecError, err)
 		return nil, err
 	}
 	if enc == nil {
@@ -99,7 +99,7 @@ func toUTF8(p []byte, enc encoding.Encoding) ([]byte, error) {
 	if replaced > literal {
 		i := bytes.Index(out, []byte(string(utf8.RuneError)))
 		before := strings.ToValidUTF8(string(out[max(0, i-30):i]), "")
-		return nil, fmt.Errorf("%d byte sequences do not decode, the first after %q", replaced-literal, before)
+		return nil, fmt.Errorf("%d invalid byte sequence(s), the first after %q", replaced-literal, before)
 	}
 	return out, nil
 }

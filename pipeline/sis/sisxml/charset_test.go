@@ -173,7 +173,7 @@ func TestDecodeEncodingErrors(t *testing.T) {
 		p, _ := unicode.UTF16(unicode.LittleEndian, unicode.IgnoreBOM).NewEncoder().Bytes([]byte(strings.Replace(rest, "<SNDR>A<", "<SNDR>AB<", 1)))
 		i := bytes.Index(p, []byte{'B', 0})
 		p[i], p[i+1] = 0x00, 0xD8 // U+D800, a high surrogate with no low one
-		requireClass(t, append([]byte{0xFF, 0xFE}, p...), Options{}, Malformed, "not valid UTF-16: 1 byte sequences do not decode")
+		requireClass(t, append([]byte{0xFF, 0xFE}, p...), Options{}, Malformed, "not valid UTF-16: 1 invalid byte sequence(s)")
 	})
 	t.Run("odd UTF-16", func(t *testing.T) {
 		p, _ := unicode.UTF16(unicode.BigEndian, unicode.IgnoreBOM).NewEncoder().Bytes([]byte(rest))
@@ -198,6 +198,18 @@ func TestDecodeAlreadyUTF8(t *testing.T) {
 	// bytes are not valid GBK, which is caught; often they would be, and
 	// the text would come out wrong.
 	requireClass(t, p, Options{}, Malformed, "payload is not valid GBK")
+
+	// UTF-16, with or without a byte order mark, is still UTF-16.
+	for _, bom := range [][]byte{{0xFF, 0xFE}, nil} {
+		p, _ := transcode(t, orig, `<?xml version="1.0" encoding="UTF-16"?>`, unicode.UTF16(unicode.LittleEndian, unicode.IgnoreBOM), bom)
+		got, err := Decode(p, Options{AlreadyUTF8: true})
+		if err != nil {
+			t.Fatalf("UTF-16, BOM %x: %v", bom, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("UTF-16, BOM %x: tree differs from the UTF-8 original", bom)
+		}
+	}
 }
 
 // TestDecodeInvalidInDeclaredEncoding: bytes that are not GBK in a
@@ -205,7 +217,7 @@ func TestDecodeAlreadyUTF8(t *testing.T) {
 // sender really encoded is text.
 func TestDecodeInvalidInDeclaredEncoding(t *testing.T) {
 	head := `<?xml version="1.0" encoding="GBK"?><MSG>` + testMeta + `<FLOP><REMK>`
-	requireClass(t, []byte(head+"ok \x81\x20 bad</REMK></FLOP></MSG>"), Options{}, Malformed, `not valid GBK: 1 byte sequences do not decode, the first after "`+`K</STYP></META><FLOP><REMK>ok "`)
+	requireClass(t, []byte(head+"ok \x81\x20 bad</REMK></FLOP></MSG>"), Options{}, Malformed, `not valid GBK: 1 invalid byte sequence(s), the first after "`+`K</STYP></META><FLOP><REMK>ok "`)
 	// UTF-8 "中文" read as GBK is valid GBK (the wrong text, as
 	// TestDecodeAlreadyUTF8 shows); a lone UTF-8 lead byte at the end is not.
 	requireClass(t, []byte(head+"中文\xe4</REMK></FLOP></MSG>"), Options{}, Malformed, "not valid GBK")

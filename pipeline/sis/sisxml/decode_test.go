@@ -130,6 +130,8 @@ func TestDecodeMalformed(t *testing.T) {
 		{"text in META", `<MSG>` + strings.Replace(meta, "</META>", "stray</META>", 1) + `<FLOP/></MSG>`, "text directly inside <META>"},
 		{"second declaration", `<?xml version="1.0"?><?xml version="1.0" encoding="GBK"?><MSG>` + meta + `<FLOP/></MSG>`, "XML declaration may only open"},
 		{"declaration inside", `<MSG><?xml version="1.0" encoding="GBK"?>` + meta + `<FLOP/></MSG>`, "XML declaration may only open"},
+		{"attribute twice", `<MSG>` + meta + `<FLOP><ROUT RTNO="1" RTNO="2"/></FLOP></MSG>`, "attribute RTNO given twice in <ROUT>"},
+		{"attribute twice, many", `<MSG>` + meta + `<FLOP><X a="" b="" c="" d="" e="" f="" g="" h="" i="" j="" c=""/></FLOP></MSG>`, "attribute c given twice in <X>"},
 		{"trailing element", `<MSG>` + meta + `<FLOP/></MSG><MSG/>`, "after the root element"},
 		{"stray end tag", `<MSG>` + meta + `<FLOP/></MSG></FLOP>`, "unexpected end tag </FLOP>"},
 		{"trailing text", `<MSG>` + meta + `<FLOP/></MSG>garbage`, "after the root element"},

@@ -11,7 +11,9 @@ import (
 // META is written from m.Meta (DTTM as SentRaw when set, else Sent formatted
 // as yyyyMMddHHmmss in its own location), then the body; elements are
 // indented with tabs, attribute values and text escaped. Decode(Encode(m))
-// gives m back.
+// gives m back for any m that Decode returned. Encode does not check m:
+// names must be XML names, characters XML cannot carry are written as
+// U+FFFD, and white space around a Text is trimmed when read back.
 func Encode(m *Message) []byte {
 	var b bytes.Buffer
 	b.WriteString(`<?xml version="1.0" encoding="UTF-8"?>` + "\n<MSG")

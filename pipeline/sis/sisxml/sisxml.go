@@ -41,8 +41,9 @@
 // # What is rejected
 //
 // Every failure is an *Error. MALFORMED: not well-formed XML (including
-// bytes invalid in the encoding, undefined entities and an XML
-// declaration anywhere but before the root element); a root other
+// bytes invalid in the encoding, undefined entities, an attribute given
+// twice in one element and an XML declaration anywhere but before the root
+// element); a root other
 // than <MSG>; anything but white space, comments and processing
 // instructions after the root; no META or more than one; a META field
 // (SNDR, SEQN, DTTM, TYPE, STYP) missing, empty, given twice or with
@@ -53,8 +54,9 @@
 // entity-expansion ("billion laughs") attacks start, external ones read
 // files, and SIS uses neither. The limits in Options (size, depth, element
 // count, attribute and text length) are checked token by token while the
-// tree is built, so a hostile payload stops early with memory bounded by
-// the payload size. CODEC_ERROR: a declared encoding this codec does not
+// tree is built, and the attribute count before parsing, so a hostile
+// payload stops early and decoding one allocates at most about 100 MiB at
+// the defaults (TestDecodeMemoryBounded). CODEC_ERROR: a declared encoding this codec does not
 // know, or UTF-32; the payload may be fine and a newer codec may read it.
 //
 // Errors name what was wrong and where: the line and the element path
@@ -149,19 +151,25 @@ type Options struct {
 	// (default Asia/Shanghai).
 	Location *time.Location
 	// MaxBytes (the payload as received), MaxDepth (element nesting, MSG
-	// being 1), MaxElements, MaxAttrLen (one attribute value, in bytes) and
-	// MaxTextLen bound the work a payload may cause; zero values take the
-	// Default... constants.
+	// being 1), MaxElements, MaxAttrLen (one attribute value, in bytes),
+	// MaxTextLen (one element's character data, in bytes) and MaxAttrs
+	// bound the work a payload may cause; zero values take the Default...
+	// constants. MaxAttrs bounds the '=' characters of the whole payload
+	// (the declaration's and the text's count too), for every attribute
+	// has one and they must be counted before the parser sees them.
 	MaxBytes    int
 	MaxDepth    int
 	MaxElements int
 	MaxAttrLen  int
-	MaxTextLen  int // one element's character data, in bytes
+	MaxTextLen  int
+	MaxAttrs    int
 	// AlreadyUTF8 says the payload is UTF-8 whatever its XML declaration
 	// says, because the transport already transcoded it: text read from a
 	// database text column (the mailbox's CLOB) or from a string API.
-	// Without it, a payload declaring GBK that is in fact UTF-8 would decode
-	// without error into the wrong characters.
+	// Without it, a payload declaring GBK that is in fact UTF-8 would fail
+	// as not valid GBK or, rarely, decode into the wrong characters. A
+	// UTF-16 payload (byte order mark, or "<?" in UTF-16) is still read as
+	// UTF-16: the option overrides the declaration only.
 	AlreadyUTF8 bool
 }
 
@@ -175,6 +183,7 @@ const (
 	DefaultMaxElements = 200_000
 	DefaultMaxAttrLen  = 1 << 20 // 1 MiB
 	DefaultMaxTextLen  = 1 << 20 // 1 MiB
+	DefaultMaxAttrs    = 100_000
 )
 
 // withDefaults returns o with every zero (or negative) field replaced by its default.
@@ -192,11 +201,24 @@ func (o Options) withDefaults() Options {
 	def(&o.MaxElements, DefaultMaxElements)
 	def(&o.MaxAttrLen, DefaultMaxAttrLen)
 	def(&o.MaxTextLen, DefaultMaxTextLen)
+	def(&o.MaxAttrs, DefaultMaxAttrs)
 	return o
 }
 
 func malformed(format string, args ...any) *Error {
-	return &Error{Class: Malformed, Err: fmt.Errorf(format, args...)}
+	return classified(Malformed, fmt.Errorf(format, args...))
+}
+
+// maxErrorLen bounds an error's message: it quotes names and values from
+// the payload, and a hostile payload must not turn into a megabyte
+// dead-letter reason.
+const maxErrorLen = 300
+
+func classified(class Class, err error) *Error {
+	if msg := err.Error(); len(msg) > maxErrorLen {
+		err = errors.New(strings.ToValidUTF8(msg[:maxErrorLen], "") + "...")
+	}
+	return &Error{Class: class, Err: err}
 }
 
 // Decode parses a payload. Any failure is an *Error.
@@ -344,6 +366,14 @@ func parseTree(payload []byte, opts Options) (*Element, error) {
 	if err != nil {
 		return nil, err
 	}
+	// encoding/xml returns a start tag as one token with all its attributes,
+	// some 250 bytes of memory each: a 16 MiB tag of a="" would take a
+	// gigabyte before the loop below could count them. Every attribute has
+	// an '=', so counting those first bounds the attributes the parser can
+	// ever see. (No encoding x/text reads turns other bytes into '='.)
+	if n := bytes.Count(body, []byte{'='}); n > opts.MaxAttrs {
+		return nil, malformed("payload has %d '=' characters; more than %d attributes are not accepted, and each could be one", n, opts.MaxAttrs)
+	}
 	cs := &charsets{fixed: fromBOM || opts.AlreadyUTF8}
 	d := xml.NewDecoder(bytes.NewReader(body))
 	d.Strict = true
@@ -404,6 +434,10 @@ func parseTree(payload []byte, opts Options) (*Element, error) {
 						return nil, fail("attribute %s of <%s> is %d bytes, over the limit of %d", qname(a.Name), el.Name, len(a.Value), opts.MaxAttrLen)
 					}
 					el.Attrs[i] = Attr{Name: qname(a.Name), Value: a.Value}
+				}
+				if name, dup := duplicateAttr(el.Attrs); dup {
+					// XML forbids it and Attr would see only the first.
+					return nil, fail("attribute %s given twice in <%s>", name, el.Name)
 				}
 			}
 			if len(stack) == 0 {
@@ -468,6 +502,28 @@ func parseTree(payload []byte, opts Options) (*Element, error) {
 		return nil, malformed("no root element")
 	}
 	return root, nil
+}
+
+// duplicateAttr reports an attribute name that occurs twice.
+func duplicateAttr(attrs []Attr) (string, bool) {
+	if len(attrs) <= 8 {
+		for i := range attrs {
+			for j := range i {
+				if attrs[i].Name == attrs[j].Name {
+					return attrs[i].Name, true
+				}
+			}
+		}
+		return "", false
+	}
+	seen := make(map[string]bool, len(attrs))
+	for _, a := range attrs {
+		if seen[a.Name] {
+			return a.Name, true
+		}
+		seen[a.Name] = true
+	}
+	return "", false
 }
 
 // trimXMLSpace trims XML white space (space, tab, CR, LF) only: an
