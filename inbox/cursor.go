@@ -95,3 +95,72 @@ func RecordGap(ctx context.Context, tx store.Tx, stream string, from, to int64, 
 	}
 	return nil
 }
+
+// Gap is a range of source ids declared permanently missing.
+type Gap struct {
+	ID         int64
+	From, To   int64
+	DeclaredAt time.Time
+}
+
+// GapsSince lists the permanent gaps of stream declared at or after since,
+// newest first, at most limit.
+func GapsSince(ctx context.Context, q store.Querier, stream string, since time.Time, limit int) ([]Gap, error) {
+	qs, err := queriesFor(q.Dialect())
+	if err != nil {
+		return nil, err
+	}
+	rows, err := q.Query(ctx, qs.Get("GapsSince"), stream, since, limit)
+	if err != nil {
+		return nil, fmt.Errorf("inbox: read gaps %s: %w", stream, err)
+	}
+	defer rows.Close()
+	var out []Gap
+	for rows.Next() {
+		var g Gap
+		if err := rows.Scan(&g.ID, &g.From, &g.To, &g.DeclaredAt); err != nil {
+			return nil, fmt.Errorf("inbox: read gaps %s: %w", stream, err)
+		}
+		out = append(out, g)
+	}
+	return out, rows.Err()
+}
+
+// LateAction is what became of a row that showed up in a permanent gap.
+type LateAction string
+
+// Late actions.
+const (
+	// LateTaken: enqueued, out of order (after the ids above it).
+	LateTaken LateAction = "TAKEN"
+	// LateRefused: recorded and not enqueued, by the operator's choice.
+	LateRefused LateAction = "REFUSED"
+)
+
+// RecordLate records that source id msgID of permanent gap gapID showed up
+// late and what became of it; it reports false when it was recorded before.
+func RecordLate(ctx context.Context, tx store.Tx, stream string, gapID, msgID int64, action LateAction, now time.Time) (bool, error) {
+	qs, err := queriesFor(tx.Dialect())
+	if err != nil {
+		return false, err
+	}
+	n, err := tx.Exec(ctx, qs.Get("LateRecord"), stream, msgID, gapID, string(action), now)
+	if err != nil {
+		return false, fmt.Errorf("inbox: record late row %s %d: %w", stream, msgID, err)
+	}
+	return n == 1, nil
+}
+
+// DBNow reads the database's clock. Times that several hosts compare (gap
+// aging, lease expiry) come from it, not from each host's clock.
+func DBNow(ctx context.Context, q store.Querier) (time.Time, error) {
+	qs, err := queriesFor(q.Dialect())
+	if err != nil {
+		return time.Time{}, err
+	}
+	var now time.Time
+	if err := q.QueryRow(ctx, qs.Get("Now")).Scan(&now); err != nil {
+		return time.Time{}, fmt.Errorf("inbox: read the database's clock: %w", err)
+	}
+	return now, nil
+}

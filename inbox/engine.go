@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,7 +23,11 @@ import (
 
 // Source feeds a stream (a mailbox poller, ...). The engine runs its sources
 // only while it holds the stream's lease; Run returns when ctx ends and calls
-// wake after enqueueing so the pump does not wait for its poll interval.
+// wake after enqueueing so the pump does not wait for its poll interval. A
+// source that keeps the stream's watermark (the cursor) says so with a
+// method KeepsWatermark() bool: until it has created the cursor, the pump
+// then processes nothing, so a message enqueued by another path (HTTP)
+// cannot overtake the rows the source has not read yet.
 type Source interface {
 	Run(ctx context.Context, wake func()) error
 }
@@ -58,6 +64,9 @@ type options struct {
 	maxAttempts  int
 	backoff      backoff.Policy
 	headDeadline time.Duration
+	attemptLimit time.Duration
+	stmtTimeout  time.Duration
+	lockTimeout  time.Duration
 	pollInterval time.Duration
 	leaseTTL     time.Duration
 	owner        string
@@ -65,6 +74,8 @@ type options struct {
 	jobs         []Job
 	onCommit     func(Committed)
 	parkHook     func(until time.Time)
+	// leaseHostTime: lease expiry on the engine clock (tests).
+	leaseHostTime bool
 
 	backfiller      Backfiller
 	shadow          bool
@@ -107,6 +118,19 @@ func WithBackoff(p backoff.Policy) Option { return func(o *options) { o.backoff 
 // WithHeadDeadline sets how long a message may hold the head from its first
 // attempt before it goes DEAD(EXHAUSTED) (default 10 min).
 func WithHeadDeadline(d time.Duration) Option { return func(o *options) { o.headDeadline = d } }
+
+// WithAttemptTimeout bounds one processing attempt (default 60 s): the
+// processor's context ends then, and the attempt is an INFRA failure of the
+// message, retried with backoff like any other. A processor must return when
+// its context ends; the database statements it runs do.
+func WithAttemptTimeout(d time.Duration) Option { return func(o *options) { o.attemptLimit = d } }
+
+// WithStatementTimeouts sets PostgreSQL's statement_timeout (default 30 s) and
+// lock_timeout (default 10 s) for the pump's transactions, so that a statement
+// stuck on a lock or a runaway query fails instead of holding the stream.
+func WithStatementTimeouts(statement, lock time.Duration) Option {
+	return func(o *options) { o.stmtTimeout, o.lockTimeout = statement, lock }
+}
 
 // WithPollInterval sets how long an idle pump waits before looking again
 // when no source wakes it (default 1 s).
@@ -163,6 +187,9 @@ func defaults() options {
 		maxAttempts:     5,
 		backoff:         backoff.Policy{MaxAttempts: 5, Initial: time.Second, Max: time.Minute, Multiplier: 2},
 		headDeadline:    10 * time.Minute,
+		attemptLimit:    time.Minute,
+		stmtTimeout:     30 * time.Second,
+		lockTimeout:     10 * time.Second,
 		pollInterval:    time.Second,
 		leaseTTL:        30 * time.Second,
 		backfillEvery:   30 * time.Second,
@@ -199,6 +226,14 @@ type Engine struct {
 	lowMark    int64
 	fullScanAt time.Time
 	rescan     atomic.Bool
+	// noCursorBound is how far the pump may go while the stream has no
+	// cursor: nowhere when a source keeps the watermark.
+	noCursorBound int64
+	// headID and headSince (engine clock, Unix ns) say which message is the
+	// head and since when; the head-age gauge reads them at scrape time, so a
+	// pump stuck inside a step still shows a growing age.
+	headID    atomic.Int64
+	headSince atomic.Int64
 }
 
 // New returns an engine for stream. Call Run to start it.
@@ -227,7 +262,8 @@ func New(db *store.DB, stream string, proc Processor, opts ...Option) (*Engine, 
 	for _, p := range []struct{ v, def *time.Duration }{
 		{&o.headDeadline, &d.headDeadline}, {&o.pollInterval, &d.pollInterval}, {&o.leaseTTL, &d.leaseTTL},
 		{&o.backfillEvery, &d.backfillEvery}, {&o.overdue, &d.overdue}, {&o.archiveEvery, &d.archiveEvery},
-		{&o.jobTimeout, &d.jobTimeout},
+		{&o.jobTimeout, &d.jobTimeout}, {&o.attemptLimit, &d.attemptLimit}, {&o.stmtTimeout, &d.stmtTimeout},
+		{&o.lockTimeout, &d.lockTimeout},
 	} {
 		if *p.v <= 0 {
 			*p.v = *p.def
@@ -248,20 +284,27 @@ func New(db *store.DB, stream string, proc Processor, opts ...Option) (*Engine, 
 	if err != nil {
 		return nil, err
 	}
-	m, err := newMetrics(o.reg, stream)
-	if err != nil {
-		return nil, err
-	}
 	e := &Engine{
 		db: db, q: q, stream: stream, proc: proc, o: o, clk: o.clock,
-		log:        o.log.With("stream", stream),
-		lease:      lease{db: db, q: q, name: "inbox:" + stream, owner: o.owner, ttl: o.leaseTTL},
-		m:          m,
+		log: o.log.With("stream", stream),
+		lease: lease{db: db, q: q, name: "inbox:" + stream, owner: o.owner, ttl: o.leaseTTL,
+			stmtTimeout: millis(o.stmtTimeout), lockTimeout: millis(o.lockTimeout), hostTime: o.leaseHostTime},
 		wake:       make(chan struct{}, 1),
 		backfillCh: make(chan []int64, 64),
 	}
+	e.noCursorBound = math.MaxInt64
+	for _, s := range o.sources {
+		if w, ok := s.(interface{ KeepsWatermark() bool }); ok && w.KeepsWatermark() {
+			e.noCursorBound = 0
+		}
+	}
+	if e.m, err = newMetrics(o.reg, stream, e.headAge); err != nil {
+		return nil, err
+	}
 	return e, nil
 }
+
+func millis(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 
 func defaultOwner() string {
 	host, _ := os.Hostname()
@@ -349,6 +392,7 @@ func (e *Engine) lead(ctx context.Context) {
 	defer func() {
 		e.leader.Store(false)
 		e.m.leader.Set(0)
+		e.setHead(0, time.Time{})
 	}()
 	lctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)

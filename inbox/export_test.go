@@ -21,3 +21,8 @@ func WithParkHook(f func(until time.Time)) Option { return func(o *options) { o.
 
 // BackfillIDs is the try right after a commit.
 func (e *Engine) BackfillIDs(ctx context.Context, ids []int64) error { return e.backfillIDs(ctx, ids) }
+
+// WithLeaseTimesFromClock makes the lease compare expiry with the engine's
+// clock instead of the database's, so that step-driven tests on a fake clock
+// can expire it.
+func WithLeaseTimesFromClock() Option { return func(o *options) { o.leaseHostTime = true } }

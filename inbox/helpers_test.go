@@ -36,6 +36,8 @@ type testProc struct {
 	// blocked receives the id of a message that blocks until cancelled.
 	blocked chan int64
 	name    string
+	// codecFixed makes "codec:<payload>" decode as <payload>.
+	codecFixed bool
 }
 
 func newProc() *testProc {
@@ -63,6 +65,14 @@ func (p *testProc) Decode(b []byte) (inbox.Decoded, error) {
 		return inbox.Decoded{}, errors.New("codec cannot read this yet")
 	case s == "decodepanic":
 		panic("decoder bug")
+	case strings.HasPrefix(s, "codec:"):
+		p.mu.Lock()
+		fixed := p.codecFixed
+		p.mu.Unlock()
+		if !fixed {
+			return inbox.Decoded{}, errors.New("codec cannot read this yet")
+		}
+		s = strings.TrimPrefix(s, "codec:")
 	}
 	identity, kind, _ := strings.Cut(s, ";")
 	return inbox.Decoded{Identity: identity, Kind: kind, Value: s}, nil
@@ -167,7 +177,8 @@ func newFixture(t *testing.T, db *store.DB, opts ...inbox.Option) *fixture {
 func (f *fixture) engine(stream string, p inbox.Processor, opts ...inbox.Option) *inbox.Engine {
 	f.t.Helper()
 	// Step-driven tests move the clock by hours: a lease that outlives them.
-	base := []inbox.Option{inbox.WithClock(f.clk), inbox.WithOwner("test-" + stream), inbox.WithLogger(quiet), inbox.WithLease(1000 * time.Hour)}
+	base := []inbox.Option{inbox.WithClock(f.clk), inbox.WithOwner("test-" + stream), inbox.WithLogger(quiet), inbox.WithLease(1000 * time.Hour),
+		inbox.WithLeaseTimesFromClock()}
 	eng, err := inbox.New(f.db, stream, p, append(base, opts...)...)
 	if err != nil {
 		f.t.Fatal(err)

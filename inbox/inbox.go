@@ -159,6 +159,11 @@ type Processor interface {
 type Incoming struct {
 	ID      int64
 	Payload []byte
+	// Original, when set, is the message as received in Charset, before it
+	// was transcoded to the UTF-8 Payload; it is kept byte-exact beside the
+	// inbox (see Original).
+	Original []byte
+	Charset  string
 }
 
 // Enqueue stores messages as PENDING in the caller's transaction. A message
@@ -171,6 +176,14 @@ func Enqueue(ctx context.Context, tx store.Tx, stream string, now time.Time, msg
 	q, err := queriesFor(tx.Dialect())
 	if err != nil {
 		return 0, err
+	}
+	for _, m := range msgs {
+		if m.Original == nil {
+			continue
+		}
+		if _, err := tx.Exec(ctx, q.Get("KeepOriginal"), stream, m.ID, m.Charset, m.Original, now); err != nil {
+			return 0, fmt.Errorf("inbox: keep the original of %d: %w", m.ID, err)
+		}
 	}
 	if tx.Dialect() == store.Postgres {
 		ids := make([]int64, len(msgs))
@@ -193,4 +206,21 @@ func Enqueue(ctx context.Context, tx store.Tx, stream string, now time.Time, msg
 		total += int(n)
 	}
 	return total, nil
+}
+
+// Original returns the bytes a message was received as and their charset,
+// when it was transcoded on receipt; ErrNotFound otherwise.
+func Original(ctx context.Context, q store.Querier, stream string, id int64) (charset string, body []byte, err error) {
+	qs, err := queriesFor(q.Dialect())
+	if err != nil {
+		return "", nil, err
+	}
+	err = q.QueryRow(ctx, qs.Get("Original"), stream, id).Scan(&charset, &body)
+	if errors.Is(err, store.ErrNoRows) {
+		return "", nil, ErrNotFound
+	}
+	if err != nil {
+		return "", nil, fmt.Errorf("inbox: original of %d: %w", id, err)
+	}
+	return charset, body, nil
 }

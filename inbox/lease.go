@@ -20,25 +20,51 @@ type lease struct {
 	name  string
 	owner string
 	ttl   time.Duration
+	// epoch is the fencing epoch of our tenure (set by acquire; pump
+	// goroutine reads it only while leading).
+	epoch int64
+	// timeouts are PostgreSQL's statement_timeout and lock_timeout for the
+	// pump's transactions, in milliseconds.
+	stmtTimeout, lockTimeout string
+	// hostTime: compare expiry with the engine clock instead of the
+	// database's (SQLite, one host; tests on a fake clock).
+	hostTime bool
+}
+
+// now is the time argument of the lease statements: nil makes PostgreSQL use
+// its own clock.
+func (l *lease) now(now time.Time) any {
+	if l.hostTime || l.db.Dialect() != store.Postgres {
+		return now
+	}
+	return nil
 }
 
 // acquire takes the lease if it is free, expired or ours; it reports whether
-// this process now holds it.
+// this process now holds it. On PostgreSQL expiry is the database's time, not
+// now (which only SQLite and tests use).
 func (l *lease) acquire(ctx context.Context, now time.Time) (bool, error) {
-	var owner string
-	err := l.db.QueryRow(ctx, l.q.Get("LeaseAcquire"), l.name, l.owner, now.Add(l.ttl), now).Scan(&owner)
+	var (
+		owner string
+		epoch int64
+	)
+	err := l.db.QueryRow(ctx, l.q.Get("LeaseAcquire"), l.name, l.owner, l.ttl.Microseconds(), l.now(now)).Scan(&owner, &epoch)
 	if errors.Is(err, store.ErrNoRows) {
 		return false, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("inbox: acquire lease %s: %w", l.name, err)
 	}
-	return owner == l.owner, nil
+	if owner != l.owner {
+		return false, nil
+	}
+	l.epoch = epoch
+	return true, nil
 }
 
 // renew extends a held lease; ErrLeaseLost when it is no longer ours.
 func (l *lease) renew(ctx context.Context, now time.Time) error {
-	n, err := l.db.Exec(ctx, l.q.Get("LeaseRenew"), l.name, l.owner, now.Add(l.ttl))
+	n, err := l.db.Exec(ctx, l.q.Get("LeaseRenew"), l.name, l.owner, l.ttl.Microseconds(), l.now(now))
 	if err != nil {
 		return fmt.Errorf("inbox: renew lease %s: %w", l.name, err)
 	}
@@ -56,19 +82,26 @@ func (l *lease) release(ctx context.Context) error {
 	return nil
 }
 
-// fence checks, inside a pump transaction, that the lease is still ours and
-// unexpired. On PostgreSQL the row stays share-locked until the transaction
-// ends, so a takeover cannot interleave with a batch.
+// fence checks, inside a pump transaction, that the lease is still ours, of
+// our epoch and unexpired. On PostgreSQL the row stays key-share-locked until
+// the transaction ends, so a takeover cannot interleave with a batch while
+// the renewal never waits for it; the statement also sets the transaction's
+// statement and lock timeouts.
 func (l *lease) fence(ctx context.Context, tx store.Tx, now time.Time) error {
-	var exp time.Time
-	err := tx.QueryRow(ctx, l.q.Get("LeaseFence"), l.name, l.owner).Scan(&exp)
+	args := []any{l.name, l.owner, l.epoch}
+	if tx.Dialect() == store.Postgres {
+		args = append(args, l.stmtTimeout, l.lockTimeout)
+	}
+	args = append(args, l.now(now))
+	var live bool
+	err := tx.QueryRow(ctx, l.q.Get("LeaseFence"), args...).Scan(&live)
 	if errors.Is(err, store.ErrNoRows) {
 		return ErrLeaseLost
 	}
 	if err != nil {
 		return fmt.Errorf("inbox: check lease %s: %w", l.name, err)
 	}
-	if !now.Before(exp) {
+	if !live {
 		return ErrLeaseLost
 	}
 	return nil

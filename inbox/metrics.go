@@ -17,7 +17,8 @@ type metrics struct {
 	backfillFailures prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer, stream string) (*metrics, error) {
+// newMetrics builds the engine's metrics; headAge is read at every scrape.
+func newMetrics(reg prometheus.Registerer, stream string, headAge func() float64) (*metrics, error) {
 	labels := prometheus.Labels{"stream": stream}
 	processed := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "msgx_inbox_settled_total", Help: "Messages that reached a status, by status.", ConstLabels: labels,
@@ -45,9 +46,13 @@ func newMetrics(reg prometheus.Registerer, stream string) (*metrics, error) {
 		Name: "msgx_inbox_head_blocked_seconds", ConstLabels: labels,
 		Help: "How long the current head has been failing (0 when it is not).",
 	})
+	age := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "msgx_inbox_head_age_seconds", ConstLabels: labels,
+		Help: "How long the current head (the oldest unfinished message, whatever its status) has been the head; 0 when there is none. It grows while the pump is stuck.",
+	}, headAge)
 	m := &metrics{headBlocked, processed, failures, batch, batchFailures, leader, backfilled, backfillFailures}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{headBlocked, processed, failures, batch, batchFailures, leader, backfilled, backfillFailures} {
+		for _, c := range []prometheus.Collector{headBlocked, processed, failures, batch, batchFailures, leader, backfilled, backfillFailures, age} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("inbox: register metrics: %w", err)
 			}

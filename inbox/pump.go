@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/msgx/msgx/internal/clock"
 	"github.com/msgx/msgx/store"
 )
 
@@ -40,6 +41,8 @@ type work struct {
 	identity string
 	// bound: the identity is already bound to this message (a retry).
 	bound bool
+	// boundNow: this batch bound the identity to this message.
+	boundNow bool
 }
 
 // settled is a status change made in the current transaction.
@@ -82,10 +85,15 @@ func (e *Engine) step(ctx context.Context) (stepResult, error) {
 			e.lowMark, e.fullScanAt = 0, now.Add(fullScanEvery)
 		}
 		rows, err := e.loadUnfinished(ctx, tx, limit, e.lowMark)
-		if err != nil || len(rows) == 0 {
+		if err != nil {
 			return err
 		}
+		if len(rows) == 0 {
+			e.setHead(0, now)
+			return nil
+		}
 		head := rows[0]
+		e.setHead(head.id, now)
 		e.lowMark = head.id // everything below the head is finished
 		e.m.headBlocked.Set(0)
 		if head.status == Failed && head.startedAt != nil {
@@ -145,7 +153,7 @@ func (e *Engine) step(ctx context.Context) (stepResult, error) {
 }
 
 func (e *Engine) loadUnfinished(ctx context.Context, tx store.Tx, limit int, from int64) ([]unfinished, error) {
-	rows, err := tx.Query(ctx, e.q.Get("Unfinished"), e.stream, limit, from)
+	rows, err := tx.Query(ctx, e.q.Get("Unfinished"), e.stream, limit, from, e.noCursorBound)
 	if err != nil {
 		return nil, fmt.Errorf("inbox: read head: %w", err)
 	}
@@ -237,7 +245,7 @@ func (e *Engine) processBatch(ctx context.Context, tx store.Tx, rows []unfinishe
 	var out []settled
 	run := func(ctx context.Context) error {
 		var done []success
-		for _, w := range ws {
+		for i, w := range ws {
 			ok, fail, err := e.processOne(ctx, tx, w, owners, now)
 			if err != nil {
 				return err
@@ -256,7 +264,7 @@ func (e *Engine) processBatch(ctx context.Context, tx store.Tx, rows []unfinishe
 				return err
 			}
 			out = append(out, ch)
-			return nil
+			return e.release(ctx, tx, ws[i+1:])
 		}
 		return e.flush(ctx, tx, done, now)
 	}
@@ -328,9 +336,42 @@ func (e *Engine) bindFirst(ctx context.Context, tx store.Tx, ws []*work, now tim
 	for _, w := range ws {
 		if !w.bound && w.identity != "" {
 			w.bound = owners[w.identity] == w.row.id
+			w.boundNow = w.bound
 		}
 	}
 	return owners, nil
+}
+
+// release unbinds the identities this batch bound for messages it did not
+// reach (it ended early at a failure): an earlier message that failed to
+// decode may read the same identity once its codec is fixed, and must own it
+// rather than be a duplicate of a message that never ran.
+func (e *Engine) release(ctx context.Context, tx store.Tx, unreached []*work) error {
+	var (
+		idents []string
+		ids    []int64
+	)
+	for _, w := range unreached {
+		if w.boundNow {
+			idents = append(idents, w.identity)
+			ids = append(ids, w.row.id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	if tx.Dialect() == store.Postgres {
+		if _, err := tx.Exec(ctx, e.q.Get("Release"), e.stream, idents, ids); err != nil {
+			return fmt.Errorf("inbox: release identities: %w", err)
+		}
+		return nil
+	}
+	for i := range ids {
+		if _, err := tx.Exec(ctx, e.q.Get("Release"), e.stream, idents[i], ids[i]); err != nil {
+			return fmt.Errorf("inbox: release identity of %d: %w", ids[i], err)
+		}
+	}
+	return nil
 }
 
 // scanOwners adds the (identity, owner) rows of a query to owners.
@@ -370,8 +411,15 @@ func (e *Engine) processOne(ctx context.Context, tx store.Tx, w *work, owners ma
 	}
 	var out Outcome
 	err := tx.Savepoint(ctx, func(ctx context.Context) error {
+		actx, cancel := e.attemptContext(ctx)
+		defer cancel()
 		var err error
-		out, err = e.process(ctx, tx, msg)
+		out, err = e.process(actx, tx, msg)
+		if errors.Is(context.Cause(actx), errAttemptTimeout) && ctx.Err() == nil {
+			// Whatever the processor made of its ended context, the
+			// attempt failed for taking too long.
+			return Failf(Infra, "%w (%s); processor said: %v", errAttemptTimeout, e.o.attemptLimit, err)
+		}
 		if err != nil {
 			return err
 		}
@@ -448,6 +496,49 @@ func decodeClass(err error) Class {
 		return f.Class
 	}
 	return CodecError
+}
+
+// errAttemptTimeout ends the context of an attempt that ran past the
+// attempt timeout.
+var errAttemptTimeout = errors.New("processing attempt timed out")
+
+// attemptContext bounds one processing attempt on the engine's clock.
+func (e *Engine) attemptContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := e.clk.(clock.Real); ok {
+		return context.WithTimeoutCause(ctx, e.o.attemptLimit, errAttemptTimeout)
+	}
+	actx, cancel := context.WithCancelCause(ctx)
+	t := e.clk.NewTimer(e.o.attemptLimit)
+	go func() {
+		select {
+		case <-t.C():
+			cancel(errAttemptTimeout)
+		case <-actx.Done():
+			t.Stop()
+		}
+	}()
+	return actx, func() { cancel(context.Canceled) }
+}
+
+// setHead records the current head (0: none) for the head-age gauge.
+func (e *Engine) setHead(id int64, now time.Time) {
+	if id == 0 {
+		e.headID.Store(0)
+		e.headSince.Store(0)
+		return
+	}
+	if e.headID.Swap(id) != id {
+		e.headSince.Store(now.UnixNano())
+	}
+}
+
+// headAge is how long the current head has been the head, in seconds.
+func (e *Engine) headAge() float64 {
+	since := e.headSince.Load()
+	if since == 0 || e.headID.Load() == 0 {
+		return 0
+	}
+	return e.clk.Now().Sub(time.Unix(0, since)).Seconds()
 }
 
 // process runs the processor; a panic is an INFRA failure of the message.

@@ -530,3 +530,27 @@ func TestMetrics(t *testing.T) {
 		t.Fatal("registering the same stream's metrics twice succeeded")
 	}
 }
+
+func TestIdentitiesOfUnreachedMessagesAreReleased(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		f := newFixture(t, db, inbox.WithGroupSize(10))
+		f.lead(f.eng)
+		// 1 cannot be decoded yet; 3 carries the identity 1 will decode to.
+		f.enqueue(f.stream, map[int64]string{1: "codec:x;K", 2: "y;K", 3: "x;K"})
+		f.step(f.eng)
+		f.wantStatus(map[int64]inbox.Status{1: inbox.Failed, 2: inbox.Pending, 3: inbox.Pending})
+		if n := f.count("SELECT COUNT(*) FROM msgx_inbox_identity WHERE stream = $1", f.stream); n != 0 {
+			t.Fatalf("%d identities stay bound for messages the batch never reached", n)
+		}
+		// The codec is fixed: 1 owns its identity, and 3 is its duplicate.
+		f.proc.mu.Lock()
+		f.proc.codecFixed = true
+		f.proc.mu.Unlock()
+		f.clk.Advance(time.Minute)
+		f.drain(f.eng)
+		f.wantStatus(map[int64]inbox.Status{1: inbox.Succeeded, 2: inbox.Succeeded, 3: inbox.Skipped})
+		if r := f.row(f.stream, 3); r.Reason != "duplicate-of:1" {
+			t.Fatalf("3 = %+v, want a duplicate of 1", r)
+		}
+	})
+}

@@ -175,7 +175,10 @@ func TestSecondInstanceStandsByAndTakesOver(t *testing.T) {
 		f.advanceUntil("B leads", ttl/6, b.IsLeader)
 		f.enqueue(f.stream, map[int64]string{3: "c;K"})
 		b.Wake()
-		eventually(t, "B processes", f.allSettled(f.stream, 3))
+		// The clock keeps moving: while the test moved it to the takeover,
+		// B's fresh lease may have lapsed before its first step (a slow
+		// round trip on a loaded machine), and B then waits on this clock.
+		f.advanceUntil("B processes", time.Second, f.allSettled(f.stream, 3))
 		workers := map[int64]string{}
 		rows, err := db.Query(context.Background(), "SELECT msg_id, worker FROM biz ORDER BY msg_id")
 		if err != nil {

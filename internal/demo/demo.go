@@ -193,7 +193,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	eng, err := inbox.New(db, stream, proc,
 		inbox.WithLogger(cfg.Log),
 		inbox.WithPollInterval(20*time.Millisecond),
-		inbox.WithSource(mailbox.NewPoller(table, db, stream, mailbox.WithPollInterval(20*time.Millisecond), mailbox.WithPollerLogger(cfg.Log))),
+		inbox.WithSource(mailbox.NewPoller(table, db, stream, mailbox.WithStart(mailbox.FromBeginning()),
+			mailbox.WithPollInterval(20*time.Millisecond), mailbox.WithPollerLogger(cfg.Log))),
 		inbox.WithBackfill(table),
 	)
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/text/encoding/simplifiedchinese"
+
 	"github.com/msgx/msgx/inbox"
 	"github.com/msgx/msgx/pipeline/sis"
 	"github.com/msgx/msgx/pipeline/sis/traffic"
@@ -477,4 +479,24 @@ func TestAnyBodyUnderAnyKind(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestGBKBytes: a payload in GBK bytes, declared so (as a transport that does
+// not transcode hands it over), is read as its declaration says.
+func TestGBKBytes(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := loaded(t, db)
+		utf := replace(t, fixture(t, "FLOP_SRVT_1.xml"), `encoding="UTF-8"`, `encoding="GBK"`)
+		gbk, err := simplifiedchinese.GBK.NewEncoder().Bytes(utf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(gbk), "由于") {
+			t.Fatal("the GBK payload still holds UTF-8 text")
+		}
+		h.ok(gbk)
+		if s := h.flight("15").Collections["SRVT"]; len(s) != 1 || s[0]["SARR"] != "由于机器问题延误服务事务" {
+			t.Fatalf("services %v", s)
+		}
+	})
 }

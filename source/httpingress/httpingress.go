@@ -4,6 +4,11 @@
 // message is stored in the mailbox; the enqueue that follows is not atomic
 // with it, and the mailbox poller repairs a missing one, while business
 // identity deduplication absorbs client retries.
+//
+// Bodies in GBK, GB18030 (GB2312-labelled ones too) or UTF-16 are transcoded
+// to UTF-8, the mailbox column being text; the received bytes are kept
+// byte-exact beside the inbox. Concurrent requests are limited (503 beyond),
+// and Server returns an http.Server with read and write timeouts.
 package httpingress
 
 import (
@@ -16,7 +21,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/msgx/msgx/inbox"
 	"github.com/msgx/msgx/internal/clock"
@@ -49,6 +53,7 @@ type options struct {
 	log        *slog.Logger
 	meta       func([]byte) mailbox.Meta
 	timeout    time.Duration
+	concurrent int
 }
 
 // Option configures the handler.
@@ -81,10 +86,17 @@ func WithMeta(f func([]byte) mailbox.Meta) Option { return func(o *options) { o.
 // WithTimeout bounds the mailbox insert and the enqueue (default 10 s).
 func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
 
+// WithMaxConcurrent bounds the requests served at once (default 32); one
+// more is answered 503 with Retry-After at once, so a flood costs neither
+// memory (each request may hold a body of up to the size limit) nor mailbox
+// connections.
+func WithMaxConcurrent(n int) Option { return func(o *options) { o.concurrent = n } }
+
 // Handler serves POST /cminmsgs/send.
 type Handler struct {
-	mb Mailbox
-	o  options
+	mb    Mailbox
+	o     options
+	slots chan struct{}
 }
 
 // New returns the handler.
@@ -95,11 +107,33 @@ func New(mb Mailbox, opts ...Option) *Handler {
 		clock:      clock.Real{},
 		log:        slog.Default(),
 		timeout:    10 * time.Second,
+		concurrent: 32,
 	}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	return &Handler{mb: mb, o: o}
+	if o.concurrent < 1 {
+		o.concurrent = 1
+	}
+	return &Handler{mb: mb, o: o, slots: make(chan struct{}, o.concurrent)}
+}
+
+// Server returns a server for the handler at addr with timeouts that bound
+// what a slow or idle client holds: 10 s for the headers, 60 s for the
+// request, 30 s for the answer, 2 min idle, 64 KiB of headers.
+func (h *Handler) Server(addr string) *http.Server {
+	mux := http.NewServeMux()
+	h.Register(mux)
+	return &http.Server{
+		Addr:              addr,
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       time.Minute,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(h.o.log.Handler(), slog.LevelWarn),
+	}
 }
 
 // Register adds the endpoint to mux.
@@ -111,7 +145,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	if status, msg := h.checkMediaType(r.Header.Get("Content-Type")); status != 0 {
+	select {
+	case h.slots <- struct{}{}:
+		defer func() { <-h.slots }()
+	default:
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "too many requests at once", http.StatusServiceUnavailable)
+		return
+	}
+	charset, status, msg := h.checkMediaType(r.Header.Get("Content-Type"))
+	if status != 0 {
 		http.Error(w, msg, status)
 		return
 	}
@@ -133,26 +176,37 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "empty body", http.StatusBadRequest)
 		return
 	}
-	if !utf8.Valid(body) {
-		// The mailbox column is text: only UTF-8 can be stored faithfully.
-		http.Error(w, "body is not UTF-8 text", http.StatusBadRequest)
+	// The mailbox column is text: what is stored is UTF-8.
+	doc, err := toUTF8(body, charset)
+	if errors.Is(err, errUnknownCharset) {
+		http.Error(w, err.Error(), http.StatusUnsupportedMediaType)
 		return
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	in := inbox.Incoming{Payload: doc.text}
+	if doc.charset != "" {
+		in.Original, in.Charset = body, doc.charset
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.o.timeout)
 	defer cancel()
 	var meta mailbox.Meta
 	if h.o.meta != nil {
-		meta = h.o.meta(body)
+		meta = h.o.meta(doc.text)
 	}
-	id, err := h.mb.Insert(ctx, body, h.o.clock.Now(), meta)
+	id, err := h.mb.Insert(ctx, doc.text, h.o.clock.Now(), meta)
 	if err != nil {
 		h.o.log.Error("httpingress: mailbox insert failed", "err", err, "bytes", len(body))
 		http.Error(w, "mailbox unavailable", http.StatusServiceUnavailable)
 		return
 	}
 	if h.o.enqueuer != nil {
-		// Stored is what the answer promises; a failed enqueue is repaired by the poller.
-		if _, err := h.o.enqueuer.Enqueue(ctx, inbox.Incoming{ID: id, Payload: body}); err != nil {
+		// Stored is what the answer promises; a failed enqueue is repaired by
+		// the poller (without the original bytes, which only this request had).
+		in.ID = id
+		if _, err := h.o.enqueuer.Enqueue(ctx, in); err != nil {
 			h.o.log.Warn("httpingress: enqueue failed; the mailbox poller will pick the message up", "msg_id", id, "err", err)
 		}
 	}
@@ -164,14 +218,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.WriteString(w, strconv.FormatInt(id, 10))
 }
 
-// checkMediaType returns a non-zero status for an unacceptable Content-Type.
-func (h *Handler) checkMediaType(ct string) (int, string) {
+// checkMediaType returns the charset a Content-Type names, or a non-zero
+// status for an unacceptable one.
+func (h *Handler) checkMediaType(ct string) (string, int, string) {
 	if ct == "" {
-		return 0, ""
+		return "", 0, ""
 	}
 	mt, params, err := mime.ParseMediaType(ct)
 	if err != nil {
-		return http.StatusUnsupportedMediaType, "malformed Content-Type"
+		return "", http.StatusUnsupportedMediaType, "malformed Content-Type"
 	}
 	ok := false
 	for _, t := range h.o.mediaTypes {
@@ -181,10 +236,13 @@ func (h *Handler) checkMediaType(ct string) (int, string) {
 		}
 	}
 	if !ok {
-		return http.StatusUnsupportedMediaType, "unsupported media type " + mt
+		return "", http.StatusUnsupportedMediaType, "unsupported media type " + mt
 	}
-	if cs, has := params["charset"]; has && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "us-ascii") {
-		return http.StatusUnsupportedMediaType, "unsupported charset " + cs
+	cs := params["charset"]
+	if !isUTF8Label(cs) {
+		if _, err := lookupCharset(cs); err != nil {
+			return "", http.StatusUnsupportedMediaType, err.Error()
+		}
 	}
-	return 0, ""
+	return cs, 0, ""
 }

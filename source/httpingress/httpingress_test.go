@@ -139,7 +139,9 @@ func TestSendRejectsWhatItCannotStore(t *testing.T) {
 		{"too large, chunked", "text/xml", io.MultiReader(strings.NewReader(long)), http.StatusRequestEntityTooLarge},
 		{"json", "application/json", strings.NewReader("{}"), http.StatusUnsupportedMediaType},
 		{"form", "multipart/form-data; boundary=x", strings.NewReader("x"), http.StatusUnsupportedMediaType},
-		{"charset", "text/xml; charset=GBK", strings.NewReader("<a/>"), http.StatusUnsupportedMediaType},
+		{"unknown charset", "text/xml; charset=x-klingon", strings.NewReader("<a/>"), http.StatusUnsupportedMediaType},
+		{"declared unknown charset", "text/xml", strings.NewReader(`<?xml version="1.0" encoding="x-klingon"?><a/>`), http.StatusUnsupportedMediaType},
+		{"not GBK", "text/xml; charset=GBK", strings.NewReader("<a>\x81</a>"), http.StatusBadRequest},
 		{"empty", "text/xml", strings.NewReader(""), http.StatusBadRequest},
 		{"not utf-8", "text/xml", strings.NewReader("<a>\xff\xfe</a>"), http.StatusBadRequest},
 	} {
@@ -200,7 +202,7 @@ func TestFailedEnqueueIsRepairedByThePoller(t *testing.T) {
 	if _, err := inbox.Get(context.Background(), s.db, "sis", 1); !errors.Is(err, inbox.ErrNotFound) {
 		t.Fatalf("enqueued despite the failure: %v", err)
 	}
-	p := mailbox.NewPoller(s.table, s.db, "sis", mailbox.WithPollerLogger(quiet))
+	p := mailbox.NewPoller(s.table, s.db, "sis", mailbox.WithStart(mailbox.FromBeginning()), mailbox.WithPollerLogger(quiet))
 	if res, err := p.Poll(context.Background()); err != nil || res.Enqueued != 1 {
 		t.Fatalf("poll = %+v, %v", res, err)
 	}
@@ -215,7 +217,7 @@ func TestClientRetryIsADuplicate(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	p := mailbox.NewPoller(s.table, s.db, "sis", mailbox.WithPollerLogger(quiet))
+	p := mailbox.NewPoller(s.table, s.db, "sis", mailbox.WithStart(mailbox.FromBeginning()), mailbox.WithPollerLogger(quiet))
 	eng, err := inbox.New(s.db, "sis", identityProc{}, inbox.WithLogger(quiet), inbox.WithSource(p))
 	if err != nil {
 		t.Fatal(err)
@@ -238,7 +240,10 @@ func TestClientRetryIsADuplicate(t *testing.T) {
 	}
 }
 
-func TestSendIntoMariaDBMailbox(t *testing.T) {
+// mariaDBMailbox is a uniquely named mailbox table on the test MariaDB
+// server, dropped at the end of the test, with its connection.
+func mariaDBMailbox(t *testing.T) (*mailbox.Table, *sql.DB) {
+	t.Helper()
 	dsn := os.Getenv("MSGX_TEST_MYSQL")
 	if dsn == "" {
 		dsn = "root@tcp(127.0.0.1:3306)/test?parseTime=true&loc=UTC"
@@ -247,18 +252,23 @@ func TestSendIntoMariaDBMailbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer raw.Close()
+	t.Cleanup(func() { _ = raw.Close() })
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	table, err := mailbox.NewMySQL(raw, mailbox.WithTable("t_cminmsgs_http_"+hex.EncodeToString(b[:])))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	if err := table.Create(ctx); err != nil {
+	if err := table.Create(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = table.Drop(ctx) }()
+	t.Cleanup(func() { _ = table.Drop(context.Background()) })
+	return table, raw
+}
+
+func TestSendIntoMariaDBMailbox(t *testing.T) {
+	table, _ := mariaDBMailbox(t)
+	ctx := context.Background()
 	mux := http.NewServeMux()
 	httpingress.New(table, httpingress.WithLogger(quiet)).Register(mux)
 	srv := httptest.NewServer(mux)

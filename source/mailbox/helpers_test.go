@@ -148,7 +148,8 @@ func (e *env) put(ids ...int64) {
 func payload(id int64) string { return "msg-" + strconv.FormatInt(id, 10) }
 
 func (e *env) poller(clk clock.Clock, opts ...mailbox.PollerOption) *mailbox.Poller {
-	base := []mailbox.PollerOption{mailbox.WithPollerClock(clk), mailbox.WithPollerLogger(quiet)}
+	base := []mailbox.PollerOption{mailbox.WithPollerClock(clk), mailbox.WithPollerLogger(quiet), mailbox.WithGapTimesFromClock(),
+		mailbox.WithStart(mailbox.FromBeginning())}
 	return mailbox.NewPoller(e.table, e.db, "sis", append(base, opts...)...)
 }
 

@@ -27,7 +27,8 @@ const MySQL store.Dialect = "mysql"
 //go:embed sql
 var sqlFS embed.FS
 
-// Row is one mailbox message as the poller reads it.
+// Row is one mailbox message as the poller reads it: UTF-8 text (the column
+// is text), its XML declaration, if any, saying so.
 type Row struct {
 	ID  int64
 	Msg []byte
@@ -51,12 +52,33 @@ type Table struct {
 	st        *store.DB // a same-shape table in the store
 	processed string
 	owned     bool
+	zone      *time.Location
 }
 
 type options struct {
 	table     string
 	processed string
+	zone      *time.Location
 }
+
+// DefaultTimeZone is the airport time zone DATETIME columns of a MySQL
+// mailbox are written in unless WithTimeZone says otherwise.
+const DefaultTimeZone = "Asia/Shanghai"
+
+// defaultZone is Asia/Shanghai, or UTC+8 where the system has no zone
+// database (China has kept UTC+8 without daylight saving since 1991).
+func defaultZone() *time.Location {
+	if loc, err := time.LoadLocation(DefaultTimeZone); err == nil {
+		return loc
+	}
+	return time.FixedZone("CST", 8*3600)
+}
+
+// WithTimeZone sets the airport time zone (airport.timezone) that the
+// DATETIME columns of a MySQL mailbox are written in (default
+// Asia/Shanghai): DATETIME keeps no zone, and the other systems sharing the
+// table read it as local airport time. Tables in the store keep zoned times.
+func WithTimeZone(loc *time.Location) Option { return func(o *options) { o.zone = loc } }
 
 // Option configures a Table.
 type Option func(*options)
@@ -89,12 +111,16 @@ func build(d store.Dialect, opts []Option) (*Table, error) {
 	for k, v := range q {
 		q[k] = strings.ReplaceAll(v, "{{table}}", o.table)
 	}
-	return &Table{dialect: d, name: o.table, q: q, processed: o.processed}, nil
+	if o.zone == nil {
+		o.zone = defaultZone()
+	}
+	return &Table{dialect: d, name: o.table, q: q, processed: o.processed, zone: o.zone}, nil
 }
 
 // OpenMySQL opens the shared mailbox on a MySQL/MariaDB server. The DSN is
 // go-sql-driver/mysql's (user@tcp(host:3306)/db?parseTime=true); parseTime is
-// added when missing, and loc decides the zone DATETIME values are written in.
+// added when missing. DATETIME values are written in the airport zone
+// (WithTimeZone), whatever the DSN's loc.
 func OpenMySQL(ctx context.Context, dsn string, opts ...Option) (*Table, error) {
 	if !strings.Contains(dsn, "parseTime=") {
 		sep := "?"
@@ -118,6 +144,18 @@ func OpenMySQL(ctx context.Context, dsn string, opts ...Option) (*Table, error) 
 	}
 	t.owned = true
 	return t, nil
+}
+
+// datetime is a time as a DATETIME column of the MySQL mailbox holds it: the
+// wall time in the airport zone, whatever the connection's loc.
+func (t *Table) datetime(at time.Time) any {
+	if at.IsZero() {
+		return nil
+	}
+	if t.sqldb == nil {
+		return at
+	}
+	return at.In(t.zone).Format("2006-01-02 15:04:05.999999")
 }
 
 // NewMySQL uses an open MySQL handle (opened with parseTime=true).
@@ -180,25 +218,66 @@ func (t *Table) Create(ctx context.Context) error {
 
 // Scan returns up to limit rows with an id above after, in id order.
 func (t *Table) Scan(ctx context.Context, after int64, limit int) ([]Row, error) {
+	return t.read(ctx, "Scan", after, limit)
+}
+
+// ScanRange returns up to limit rows with an id from from to to, in id order.
+func (t *Table) ScanRange(ctx context.Context, from, to int64, limit int) ([]Row, error) {
+	return t.read(ctx, "ScanRange", from, to, limit)
+}
+
+// MaxID returns the newest id of the table (0 when empty).
+func (t *Table) MaxID(ctx context.Context) (int64, error) {
+	var (
+		id  int64
+		err error
+	)
+	if t.sqldb != nil {
+		err = t.sqldb.QueryRowContext(ctx, t.q.Get("MaxID")).Scan(&id)
+	} else {
+		err = t.st.QueryRow(ctx, t.q.Get("MaxID")).Scan(&id)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("mailbox: newest id of %s: %w", t.name, err)
+	}
+	return id, nil
+}
+
+// AutoIncrementStep returns the step between the ids writers get: MySQL's
+// auto_increment_increment (the larger of the server's and this session's);
+// 1 for a table in the store.
+func (t *Table) AutoIncrementStep(ctx context.Context) (int64, error) {
+	if t.sqldb == nil {
+		return 1, nil
+	}
+	var step int64
+	if err := t.sqldb.QueryRowContext(ctx, t.q.Get("AutoIncrementStep")).Scan(&step); err != nil {
+		return 0, fmt.Errorf("mailbox: read auto_increment_increment: %w", err)
+	}
+	return step, nil
+}
+
+// read runs a query of (id, message) rows.
+func (t *Table) read(ctx context.Context, query string, args ...any) ([]Row, error) {
 	var (
 		out []Row
 		err error
 	)
 	if t.sqldb != nil {
 		var rows *sql.Rows
-		if rows, err = t.sqldb.QueryContext(ctx, t.q.Get("Scan"), after, limit); err == nil {
+		if rows, err = t.sqldb.QueryContext(ctx, t.q.Get(query), args...); err == nil {
 			out, err = readRows(rows)
 			_ = rows.Close()
 		}
 	} else {
 		var rows store.Rows
-		if rows, err = t.st.Query(ctx, t.q.Get("Scan"), after, limit); err == nil {
+		if rows, err = t.st.Query(ctx, t.q.Get(query), args...); err == nil {
 			out, err = readRows(rows)
 			rows.Close()
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("mailbox: scan %s: %w", t.name, err)
+		return nil, fmt.Errorf("mailbox: read %s: %w", t.name, err)
 	}
 	return out, nil
 }
@@ -216,6 +295,7 @@ func readRows(rows interface {
 		if err := rows.Scan(&r.ID, &r.Msg); err != nil {
 			return nil, err
 		}
+		r.Msg = DeclareUTF8(r.Msg)
 		out = append(out, r)
 	}
 	return out, rows.Err()
@@ -223,7 +303,7 @@ func readRows(rows interface {
 
 // Insert stores a message and returns its mailbox id.
 func (t *Table) Insert(ctx context.Context, msg []byte, received time.Time, meta Meta) (int64, error) {
-	args := []any{string(msg), received, nullString(meta.Subsystem), nullInt(meta.Sequence), nullTime(meta.DateSent),
+	args := []any{string(msg), t.datetime(received), nullString(meta.Subsystem), nullInt(meta.Sequence), t.datetime(meta.DateSent),
 		nullString(meta.Subtype), nullString(meta.Type)}
 	if t.sqldb != nil {
 		res, err := t.sqldb.ExecContext(ctx, t.q.Get("Insert"), args...)
@@ -262,7 +342,7 @@ func (t *Table) Backfill(ctx context.Context, ids []int64, at time.Time) error {
 		}
 		defer stmt.Close()
 		for _, id := range ids {
-			if _, err := stmt.ExecContext(ctx, at, t.processed, id); err != nil {
+			if _, err := stmt.ExecContext(ctx, t.datetime(at), t.processed, id); err != nil {
 				return fmt.Errorf("mailbox: backfill %s row %d: %w", t.name, id, err)
 			}
 		}
@@ -308,11 +388,4 @@ func nullInt(n int64) any {
 		return nil
 	}
 	return n
-}
-
-func nullTime(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	return t
 }

@@ -8,14 +8,60 @@ import (
 	"time"
 
 	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/internal/backoff"
 	"github.com/msgx/msgx/internal/clock"
 	"github.com/msgx/msgx/store"
 )
 
-// Scanner reads mailbox rows after a watermark; *Table implements it.
+// Scanner reads mailbox rows after a watermark, or in an id range (the late
+// rows of a permanent gap); *Table implements it.
 type Scanner interface {
 	Scan(ctx context.Context, after int64, limit int) ([]Row, error)
+	ScanRange(ctx context.Context, from, to int64, limit int) ([]Row, error)
+	MaxID(ctx context.Context) (int64, error)
 }
+
+// Start says where a stream without a cursor begins. There is no default: a
+// poller pointed at a shared mailbox must not reprocess its whole history by
+// accident.
+type Start struct {
+	kind  startKind
+	after int64
+}
+
+type startKind int
+
+const (
+	startUnset startKind = iota
+	startAfterID
+	startNow
+	startBeginning
+)
+
+// FromID starts after id: the rows an earlier system handled are skipped.
+func FromID(id int64) Start { return Start{kind: startAfterID, after: id} }
+
+// FromNow starts after the mailbox's newest id when the cursor is created.
+func FromNow() Start { return Start{kind: startNow} }
+
+// FromBeginning takes every row of the mailbox.
+func FromBeginning() Start { return Start{kind: startBeginning} }
+
+// ErrAutoIncrementStep: the mailbox server hands out ids with a step above 1
+// (auto_increment_increment > 1, as Galera sets it): every id in between
+// would be a gap, and the stream would crawl at one row per max commit delay.
+var ErrAutoIncrementStep = errors.New("mailbox: auto_increment_increment is above 1: ids are not consecutive, so every id in between would wait as a gap")
+
+// ErrRewound: the mailbox's newest id is below the watermark — the table was
+// truncated or its id counter reset — so new rows would get ids the poller
+// has passed and would never be read.
+var ErrRewound = errors.New("mailbox: ids went backwards (newest id below the watermark: table truncated or id counter reset)")
+
+// configCheckEvery is how often the mailbox server's id step is checked.
+const configCheckEvery = 5 * time.Minute
+
+// ErrNoStart: the stream has no cursor yet and the poller was given no start.
+var ErrNoStart = errors.New("mailbox: the stream has no cursor and no start was chosen (from-id, from-now or from-beginning)")
 
 // Poller enqueues new mailbox rows into a stream of the inbox. It reads rows
 // with an id above the stream's watermark W in id order, enqueues the ones
@@ -24,14 +70,41 @@ type Scanner interface {
 // rescan enqueues nothing twice. A missing id (a gap: a row not committed
 // yet, or never) stops it there until the row appears or the gap is older
 // than the max commit delay; then the gap is recorded as permanent and
-// skipped. It never reads the processed mark.
+// skipped. A row of a permanent gap that commits later still is found for a
+// retention period and taken in late or refused, as configured, with a
+// record, a metric and a log line. It never reads the processed mark.
+//
+// The Poller is a prometheus.Collector of its metrics.
 type Poller struct {
 	table  Scanner
 	db     *store.DB
 	stream string
 	o      pollerOptions
 	nudge  chan struct{}
+	m      *pollerMetrics
+	// nextLateCheck: when the permanent gaps are looked at again (Poll's caller only).
+	nextLateCheck time.Time
+	// nextConfigCheck: when the id step is checked again.
+	nextConfigCheck time.Time
 }
+
+// LatePolicy says what becomes of a row that shows up in a permanent gap.
+type LatePolicy int
+
+// Late policies.
+const (
+	// TakeLate enqueues it, out of order: it is processed after the ids
+	// above it, and recorded as late.
+	TakeLate LatePolicy = iota
+	// RefuseLate records it as refused and does not enqueue it.
+	RefuseLate
+)
+
+// lateCheckEvery is how often the permanent gaps are looked at for late rows.
+const lateCheckEvery = 10 * time.Second
+
+// maxWatchedGaps bounds the gaps looked at per check (the newest).
+const maxWatchedGaps = 100
 
 type pollerOptions struct {
 	clock          clock.Clock
@@ -39,8 +112,12 @@ type pollerOptions struct {
 	interval       time.Duration
 	batch          int
 	maxCommitDelay time.Duration
-	startAfter     int64
+	start          Start
 	scans          int
+	latePolicy     LatePolicy
+	gapRetention   time.Duration
+	// hostTime: age gaps on the clock option instead of the database's (tests).
+	hostTime bool
 }
 
 // PollerOption configures a Poller.
@@ -71,14 +148,22 @@ func WithMaxCommitDelay(d time.Duration) PollerOption {
 	return func(o *pollerOptions) { o.maxCommitDelay = d }
 }
 
-// WithStartAfter sets the watermark a stream starts from when it has none
-// (default 0: every row of the table). Use the current maximum id to skip the
-// rows an earlier system already handled.
-func WithStartAfter(id int64) PollerOption { return func(o *pollerOptions) { o.startAfter = id } }
+// WithLateRows sets what becomes of a row that commits in a gap already
+// declared permanent (default TakeLate) and how long permanent gaps are
+// watched for such rows (default 24 h; the gap record stays after that).
+func WithLateRows(policy LatePolicy, retention time.Duration) PollerOption {
+	return func(o *pollerOptions) { o.latePolicy, o.gapRetention = policy, retention }
+}
+
+// WithStart sets where a stream begins when it has no cursor yet: FromID,
+// FromNow or FromBeginning. Without it, polling a stream that has no cursor
+// fails with ErrNoStart. Once the cursor exists the start is ignored.
+func WithStart(s Start) PollerOption { return func(o *pollerOptions) { o.start = s } }
 
 // NewPoller returns a poller enqueueing rows of table into stream in db.
 func NewPoller(table Scanner, db *store.DB, stream string, opts ...PollerOption) *Poller {
-	o := pollerOptions{clock: clock.Real{}, log: slog.Default(), interval: time.Second, batch: 50, maxCommitDelay: time.Minute, scans: 10}
+	o := pollerOptions{clock: clock.Real{}, log: slog.Default(), interval: time.Second, batch: 50, maxCommitDelay: time.Minute, scans: 10,
+		gapRetention: 24 * time.Hour}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -88,7 +173,10 @@ func NewPoller(table Scanner, db *store.DB, stream string, opts ...PollerOption)
 	if o.scans < 1 {
 		o.scans = 1
 	}
-	return &Poller{table: table, db: db, stream: stream, o: o, nudge: make(chan struct{}, 1)}
+	if o.gapRetention <= 0 {
+		o.gapRetention = 24 * time.Hour
+	}
+	return &Poller{table: table, db: db, stream: stream, o: o, nudge: make(chan struct{}, 1), m: newPollerMetrics(stream)}
 }
 
 // Nudge makes the poller scan now (the HTTP ingress calls it after an insert).
@@ -113,23 +201,41 @@ type PollResult struct {
 	Advanced bool
 	// More: the last read was a full batch and W advanced; poll again at once.
 	More bool
+	// Late counts rows of permanent gaps found in this poll (taken or refused).
+	Late int
 }
 
 // Poll reads the rows after W and enqueues the ones it may, in one transaction.
 func (p *Poller) Poll(ctx context.Context) (PollResult, error) {
+	now, err := p.now(ctx)
+	if err != nil {
+		return PollResult{}, err
+	}
 	cur, ok, err := inbox.LoadCursor(ctx, p.db, p.stream)
 	if err != nil {
 		return PollResult{}, err
 	}
 	if !ok {
-		if err := inbox.InitCursor(ctx, p.db, p.stream, p.o.startAfter, p.o.clock.Now()); err != nil {
+		if err := p.initCursor(ctx, now); err != nil {
 			return PollResult{}, err
 		}
 		if cur, _, err = inbox.LoadCursor(ctx, p.db, p.stream); err != nil {
 			return PollResult{}, err
 		}
 	}
-	now := p.o.clock.Now()
+	if !now.Before(p.nextConfigCheck) {
+		if err := p.checkStep(ctx); err != nil {
+			return PollResult{Watermark: cur.Watermark, GapFrom: cur.GapFrom}, err
+		}
+		p.nextConfigCheck = now.Add(configCheckEvery)
+	}
+	late := 0
+	if !now.Before(p.nextLateCheck) {
+		if late, err = p.checkLate(ctx, now); err != nil {
+			return PollResult{Watermark: cur.Watermark, GapFrom: cur.GapFrom}, err
+		}
+		p.nextLateCheck = now.Add(lateCheckEvery)
+	}
 	next := inbox.Cursor{Watermark: cur.Watermark}
 	var (
 		take     []inbox.Incoming
@@ -144,7 +250,13 @@ func (p *Poller) Poll(ctx context.Context) (PollResult, error) {
 	for scan := 0; scan < p.o.scans; scan++ {
 		rows, err := p.table.Scan(ctx, expected-1, p.o.batch)
 		if err != nil {
-			return PollResult{Watermark: cur.Watermark, GapFrom: cur.GapFrom}, err
+			return PollResult{Watermark: cur.Watermark, GapFrom: cur.GapFrom, Late: late}, err
+		}
+		p.m.rowsPerScan.Observe(float64(len(rows)))
+		if len(rows) == 0 && scan == 0 {
+			if err := p.checkRewound(ctx, cur.Watermark); err != nil {
+				return PollResult{Watermark: cur.Watermark, GapFrom: cur.GapFrom, Late: late}, err
+			}
 		}
 		full = len(rows) == p.o.batch
 		stopped := false
@@ -158,6 +270,8 @@ func (p *Poller) Poll(ctx context.Context) (PollResult, error) {
 				if cur.GapFrom == expected && now.Sub(cur.GapSeenAt) >= p.o.maxCommitDelay {
 					declared = append(declared, [2]int64{expected, r.ID - 1})
 					skipped += r.ID - expected
+					p.m.gapsPermanent.Inc()
+					p.m.idsSkipped.Add(float64(r.ID - expected))
 					p.o.log.Warn("mailbox: gap declared permanent; skipping it", "stream", p.stream,
 						"from", expected, "to", r.ID-1, "first_seen", cur.GapSeenAt)
 				} else {
@@ -180,7 +294,12 @@ func (p *Poller) Poll(ctx context.Context) (PollResult, error) {
 	next.Watermark = expected - 1
 	res := PollResult{Watermark: next.Watermark, GapFrom: next.GapFrom, Skipped: skipped,
 		Advanced: next.Watermark > cur.Watermark,
-		More:     full && next.Watermark > cur.Watermark}
+		More:     full && next.Watermark > cur.Watermark, Late: late}
+	if next.GapFrom != 0 {
+		p.m.gapWaiting.Set(now.Sub(next.GapSeenAt).Seconds())
+	} else {
+		p.m.gapWaiting.Set(0)
+	}
 	if next == cur {
 		return res, nil
 	}
@@ -199,28 +318,121 @@ func (p *Poller) Poll(ctx context.Context) (PollResult, error) {
 	})
 	if err != nil {
 		if errors.Is(err, inbox.ErrCursorMoved) {
-			return PollResult{Watermark: cur.Watermark, More: true}, nil
+			return PollResult{Watermark: cur.Watermark, More: true, Late: late}, nil
 		}
-		return PollResult{Watermark: cur.Watermark, GapFrom: cur.GapFrom}, fmt.Errorf("mailbox: enqueue: %w", err)
+		return PollResult{Watermark: cur.Watermark, GapFrom: cur.GapFrom, Late: late}, fmt.Errorf("mailbox: enqueue: %w", err)
 	}
 	return res, nil
 }
 
-// Run scans until ctx ends; it implements inbox.Source.
+// checkStep fails when the mailbox server's ids do not step by one.
+func (p *Poller) checkStep(ctx context.Context) error {
+	t, ok := p.table.(interface {
+		AutoIncrementStep(ctx context.Context) (int64, error)
+	})
+	if !ok {
+		return nil
+	}
+	step, err := t.AutoIncrementStep(ctx)
+	if err != nil {
+		return err
+	}
+	if step > 1 {
+		p.m.anomalies.WithLabelValues("auto_increment_increment").Inc()
+		return fmt.Errorf("%w (it is %d)", ErrAutoIncrementStep, step)
+	}
+	return nil
+}
+
+// checkRewound fails when the mailbox's newest id is below the watermark. It
+// runs when a scan finds nothing, which is also what a rewound mailbox looks
+// like.
+func (p *Poller) checkRewound(ctx context.Context, watermark int64) error {
+	max, err := p.table.MaxID(ctx)
+	if err != nil {
+		return err
+	}
+	if max < watermark {
+		p.m.anomalies.WithLabelValues("ids_backwards").Inc()
+		return fmt.Errorf("%w: newest id %d, watermark %d", ErrRewound, max, watermark)
+	}
+	return nil
+}
+
+// initCursor creates the stream's cursor at the chosen start.
+func (p *Poller) initCursor(ctx context.Context, now time.Time) error {
+	var after int64
+	switch p.o.start.kind {
+	case startUnset:
+		return ErrNoStart
+	case startAfterID:
+		after = p.o.start.after
+	case startNow:
+		max, err := p.table.MaxID(ctx)
+		if err != nil {
+			return err
+		}
+		after = max
+	}
+	p.o.log.Info("mailbox: stream starts", "stream", p.stream, "after_id", after)
+	return inbox.InitCursor(ctx, p.db, p.stream, after, now)
+}
+
+// KeepsWatermark tells the engine that this source keeps the stream's
+// watermark: until the cursor exists, the pump processes nothing, so a
+// message enqueued by another path cannot overtake older mailbox rows.
+func (p *Poller) KeepsWatermark() bool { return true }
+
+// now is the time gaps age by: the store's clock, shared by every host that
+// may run the poller (the clock option only drives the poll timer).
+func (p *Poller) now(ctx context.Context) (time.Time, error) {
+	if p.o.hostTime {
+		return p.o.clock.Now(), nil
+	}
+	return inbox.DBNow(ctx, p.db)
+}
+
+// errorBackoff is the wait after consecutive failed polls: 1 s doubling to 30 s.
+var errorBackoff = backoff.Policy{Initial: time.Second, Max: 30 * time.Second, Multiplier: 2}
+
+// failureLogEvery bounds how often a run of failed polls is logged.
+const failureLogEvery = 30 * time.Second
+
+// Run scans until ctx ends; it implements inbox.Source. After a failed poll
+// it waits 1 s, doubling to 30 s while the failures go on (nudges do not cut
+// that short), and logs the first failure, then at most one line per 30 s,
+// then the recovery.
 func (p *Poller) Run(ctx context.Context, wake func()) error {
-	failures := 0
+	var (
+		failures int
+		loggedAt time.Time
+	)
 	for {
 		res, err := p.Poll(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
 		wait := p.o.interval
+		nudge := p.nudge
 		if err != nil {
 			failures++
-			p.o.log.Warn("mailbox: poll failed", "stream", p.stream, "err", err, "failures", failures)
+			p.m.scanErrors.Inc()
+			wait, nudge = errorBackoff.Delay(failures), nil
+			if now := p.o.clock.Now(); failures == 1 || now.Sub(loggedAt) >= failureLogEvery {
+				loggedAt = now
+				level := slog.LevelWarn
+				if errors.Is(err, ErrAutoIncrementStep) || errors.Is(err, ErrRewound) {
+					level = slog.LevelError
+				}
+				p.o.log.Log(ctx, level, "mailbox: poll failed", "stream", p.stream, "err", err,
+					"failures", failures, "retry_in", wait)
+			}
 		} else {
-			failures = 0
-			if res.Advanced {
+			if failures > 0 {
+				p.o.log.Info("mailbox: polling again after failures", "stream", p.stream, "failures", failures)
+				failures = 0
+			}
+			if res.Advanced || res.Late > 0 {
 				wake()
 			}
 			if res.More {
@@ -232,9 +444,79 @@ func (p *Poller) Run(ctx context.Context, wake func()) error {
 		case <-ctx.Done():
 			t.Stop()
 			return nil
-		case <-p.nudge:
+		case <-nudge:
 		case <-t.C():
 		}
 		t.Stop()
 	}
+}
+
+// checkLate looks at the permanent gaps declared within the retention period
+// for rows that committed after all, and takes each in late or refuses it
+// (recorded either way, once). It returns how many it found.
+func (p *Poller) checkLate(ctx context.Context, now time.Time) (int, error) {
+	gaps, err := inbox.GapsSince(ctx, p.db, p.stream, now.Add(-p.o.gapRetention), maxWatchedGaps)
+	if err != nil {
+		return 0, err
+	}
+	p.m.gapsWatched.Set(float64(len(gaps)))
+	action := inbox.LateTaken
+	if p.o.latePolicy == RefuseLate {
+		action = inbox.LateRefused
+	}
+	found := 0
+	for _, g := range gaps {
+		n, err := p.takeLate(ctx, g, action, now)
+		found += n
+		if err != nil {
+			return found, err
+		}
+	}
+	return found, nil
+}
+
+// takeLate records the rows that showed up in one permanent gap, a claim
+// batch at a time.
+func (p *Poller) takeLate(ctx context.Context, g inbox.Gap, action inbox.LateAction, now time.Time) (int, error) {
+	found := 0
+	for from := g.From; from <= g.To; {
+		rows, err := p.table.ScanRange(ctx, from, g.To, p.o.batch)
+		if err != nil || len(rows) == 0 {
+			return found, err
+		}
+		from = rows[len(rows)-1].ID + 1
+		var fresh []Row
+		err = p.db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+			fresh = fresh[:0]
+			for _, r := range rows {
+				isNew, err := inbox.RecordLate(ctx, tx, p.stream, g.ID, r.ID, action, now)
+				if err != nil {
+					return err
+				}
+				if !isNew {
+					continue
+				}
+				if action == inbox.LateTaken {
+					if _, err := inbox.Enqueue(ctx, tx, p.stream, now, inbox.Incoming{ID: r.ID, Payload: r.Msg}); err != nil {
+						return err
+					}
+				}
+				fresh = append(fresh, r)
+			}
+			return nil
+		})
+		if err != nil {
+			return found, fmt.Errorf("mailbox: record late rows of gap %d-%d: %w", g.From, g.To, err)
+		}
+		for _, r := range fresh {
+			p.m.late.WithLabelValues(string(action)).Inc()
+			p.o.log.Warn("mailbox: a row of a permanent gap committed late", "stream", p.stream, "id", r.ID,
+				"gap_from", g.From, "gap_to", g.To, "gap_declared", g.DeclaredAt, "action", action)
+		}
+		found += len(fresh)
+		if len(rows) < p.o.batch {
+			return found, nil
+		}
+	}
+	return found, nil
 }

@@ -193,11 +193,14 @@ func TestGapStopsThePollerUntilFilledOrPermanent(t *testing.T) {
 		if res := e.poll(p); res.Watermark != 10 || res.GapFrom != 0 {
 			t.Fatalf("poll = %+v", res)
 		}
-		// A permanent gap's row that shows up after all is not enqueued behind
-		// the watermark (the gap record says what was skipped).
+		// A permanent gap's row that shows up after all is taken in late, out
+		// of order, and recorded as such.
 		e.put(7)
-		e.poll(p)
-		if got := e.enqueued(); !slices.Equal(got, []int64{1, 2, 3, 4, 5, 6, 8, 10}) {
+		clk.Advance(10 * time.Second)
+		if res := e.poll(p); res.Late != 1 || res.Watermark != 10 {
+			t.Fatalf("poll = %+v, want the late row 7", res)
+		}
+		if got := e.enqueued(); !slices.Equal(got, []int64{1, 2, 3, 4, 5, 6, 7, 8, 10}) {
 			t.Fatalf("enqueued %v", got)
 		}
 	})
@@ -252,6 +255,13 @@ func (e *env) marks() map[int64]mark {
 		}
 		defer rows.Close()
 		scan(rows.Next, rows.Scan)
+		// DATETIME holds airport wall time (the driver read it as UTC).
+		for id, m := range out {
+			if !m.at.IsZero() {
+				m.at = airportWallTime(m.at)
+				out[id] = m
+			}
+		}
 		return out
 	}
 	rows, err := e.db.Query(context.Background(), q)

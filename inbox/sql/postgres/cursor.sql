@@ -12,3 +12,16 @@ WHERE stream = $1 AND watermark = $2
 
 -- name: GapRecord
 INSERT INTO msgx_inbox_gap (stream, from_id, to_id, first_seen_at, declared_at) VALUES ($1, $2, $3, $4, $5)
+
+-- name: GapsSince
+-- Permanent gaps still watched for late rows, newest first.
+SELECT id, from_id, to_id, declared_at FROM msgx_inbox_gap
+WHERE stream = $1 AND declared_at >= $2 ORDER BY declared_at DESC, id DESC LIMIT $3
+
+-- name: LateRecord
+INSERT INTO msgx_inbox_late (stream, msg_id, gap_id, action, found_at) VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (stream, msg_id) DO NOTHING
+
+-- name: Now
+-- The database's clock: times that several hosts compare come from here.
+SELECT now()

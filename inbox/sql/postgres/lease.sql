@@ -1,17 +1,34 @@
+-- Lease times come from the database's clock ($4 / $6 are NULL), so that
+-- hosts whose clocks disagree still agree on who holds the lease; tests pass
+-- their own time there.
+
 -- name: LeaseAcquire
--- Takes the lease when it is free, expired, or already ours.
-INSERT INTO msgx_lease (name, owner, expires_at) VALUES ($1, $2, $3)
-ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
-WHERE msgx_lease.owner = EXCLUDED.owner OR msgx_lease.expires_at <= $4
-RETURNING owner
+-- Takes the lease when it is free, expired, or already ours; a new owner gets
+-- the next epoch. Setting the epoch (a unique key column) locks the row FOR
+-- UPDATE, so a takeover waits for the old owner's running batch to end.
+INSERT INTO msgx_lease (name, owner, expires_at, epoch)
+VALUES ($1, $2, COALESCE($4::timestamptz, now()) + $3 * interval '1 microsecond', 1)
+ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at,
+    epoch = msgx_lease.epoch + CASE WHEN msgx_lease.owner = EXCLUDED.owner THEN 0 ELSE 1 END
+WHERE msgx_lease.owner = EXCLUDED.owner OR msgx_lease.expires_at <= COALESCE($4::timestamptz, now())
+RETURNING owner, epoch
 
 -- name: LeaseRenew
-UPDATE msgx_lease SET expires_at = $3 WHERE name = $1 AND owner = $2
+-- Touches expires_at only: a no-key update, which the pump's FOR KEY SHARE
+-- fence never blocks.
+UPDATE msgx_lease SET expires_at = COALESCE($4::timestamptz, now()) + $3 * interval '1 microsecond'
+WHERE name = $1 AND owner = $2
 
 -- name: LeaseRelease
 DELETE FROM msgx_lease WHERE name = $1 AND owner = $2
 
 -- name: LeaseFence
--- Held in every pump transaction: a taker's upsert waits for the batch to end,
--- and a batch of an owner that lost the lease finds no row.
-SELECT expires_at FROM msgx_lease WHERE name = $1 AND owner = $2 FOR SHARE
+-- First statement of every pump transaction: sets the transaction's statement
+-- and lock timeouts, and holds FOR KEY SHARE on the lease row of our epoch
+-- until the transaction ends. A takeover (which changes the epoch) waits for
+-- the batch; the renewal does not; a batch of an owner that lost the lease
+-- finds no row. Returns whether the lease is still unexpired.
+SELECT l.expires_at > COALESCE($6::timestamptz, now())
+FROM msgx_lease l, (SELECT set_config('statement_timeout', $4, true), set_config('lock_timeout', $5, true)) AS t
+WHERE l.name = $1 AND l.owner = $2 AND l.epoch = $3
+FOR KEY SHARE OF l

@@ -1,17 +1,23 @@
+-- The embedded store is one host: lease times are that host's clock (?4,
+-- microseconds like every SQLite time here), ?3 the time to live.
+
 -- name: LeaseAcquire
--- Takes the lease when it is free, expired, or already ours.
-INSERT INTO msgx_lease (name, owner, expires_at) VALUES (?1, ?2, ?3)
-ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
+-- Takes the lease when it is free, expired, or already ours; a new owner gets
+-- the next epoch.
+INSERT INTO msgx_lease (name, owner, expires_at, epoch) VALUES (?1, ?2, ?4 + ?3, 1)
+ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at,
+    epoch = msgx_lease.epoch + CASE WHEN msgx_lease.owner = EXCLUDED.owner THEN 0 ELSE 1 END
 WHERE msgx_lease.owner = EXCLUDED.owner OR msgx_lease.expires_at <= ?4
-RETURNING owner
+RETURNING owner, epoch
 
 -- name: LeaseRenew
-UPDATE msgx_lease SET expires_at = ?3 WHERE name = ?1 AND owner = ?2
+UPDATE msgx_lease SET expires_at = ?4 + ?3 WHERE name = ?1 AND owner = ?2
 
 -- name: LeaseRelease
 DELETE FROM msgx_lease WHERE name = ?1 AND owner = ?2
 
 -- name: LeaseFence
 -- Read in every pump transaction (SQLite's write lock serialises it with a
--- taker): a batch of an owner that lost the lease finds no row.
-SELECT expires_at FROM msgx_lease WHERE name = ?1 AND owner = ?2
+-- taker): a batch of an owner that lost the lease finds no row. Returns
+-- whether the lease is still unexpired.
+SELECT expires_at > ?4 FROM msgx_lease WHERE name = ?1 AND owner = ?2 AND epoch = ?3

@@ -7,12 +7,14 @@ WHERE NOT EXISTS (SELECT 1 FROM msgx_inbox_hst h WHERE h.stream = ?1 AND h.msg_i
 ON CONFLICT (stream, msg_id) DO NOTHING
 
 -- name: Unfinished
--- The head and the messages after it, never beyond the source watermark.
--- The lower bound skips the index entries of finished messages.
+-- The head and the messages after it, never beyond the source watermark;
+-- without a cursor the bound is ?4 (0 when a source keeps the watermark and
+-- has not created it yet). The lower bound skips the index entries of
+-- finished messages.
 SELECT msg_id, status, attempts, next_attempt_at, processing_started_at, COALESCE(identity, ''), COALESCE(error_class, ''), payload
 FROM msgx_inbox
 WHERE stream = ?1 AND status IN ('PENDING', 'FAILED') AND msg_id >= ?3
-  AND msg_id <= COALESCE((SELECT watermark FROM msgx_inbox_cursor WHERE stream = ?1), 9223372036854775807)
+  AND msg_id <= COALESCE((SELECT watermark FROM msgx_inbox_cursor WHERE stream = ?1), ?4)
 ORDER BY msg_id
 LIMIT ?2
 
@@ -44,3 +46,14 @@ FROM msgx_inbox WHERE stream = ?1 AND msg_id = ?2
 
 -- name: Counts
 SELECT status, COUNT(*) FROM msgx_inbox WHERE stream = ?1 GROUP BY status
+
+-- name: Release
+-- Unbinds an identity bound in a batch for a message it did not reach.
+DELETE FROM msgx_inbox_identity WHERE stream = ?1 AND identity = ?2 AND msg_id = ?3
+
+-- name: KeepOriginal
+INSERT INTO msgx_inbox_original (stream, msg_id, charset, body, received_at) VALUES (?1, ?2, ?3, ?4, ?5)
+ON CONFLICT (stream, msg_id) DO NOTHING
+
+-- name: Original
+SELECT charset, body FROM msgx_inbox_original WHERE stream = ?1 AND msg_id = ?2

@@ -297,7 +297,7 @@ func runVariant(ctx context.Context, cfg Config, bp benchProc, variant string, g
 	opts := []inbox.Option{
 		inbox.WithGroupSize(group),
 		inbox.WithLogger(cfg.Log),
-		inbox.WithSource(mailbox.NewPoller(table, db, stream, mailbox.WithClaimBatch(cfg.ClaimBatch), mailbox.WithPollerLogger(cfg.Log))),
+		inbox.WithSource(mailbox.NewPoller(table, db, stream, mailbox.WithStart(mailbox.FromBeginning()), mailbox.WithClaimBatch(cfg.ClaimBatch), mailbox.WithPollerLogger(cfg.Log))),
 		inbox.WithOnCommit(func(c inbox.Committed) {
 			commits.Add(1)
 			if done.Add(int64(len(c.IDs))) == int64(n) {

@@ -2,6 +2,19 @@
 -- Rows after the watermark in id order; the processed mark is never read.
 SELECT CMINMSGS_ID, CMINMSGS_CLOB_MSG FROM {{table}} WHERE CMINMSGS_ID > ? ORDER BY CMINMSGS_ID LIMIT ?
 
+-- name: ScanRange
+-- The rows of an id range (a permanent gap's late rows), in id order.
+SELECT CMINMSGS_ID, CMINMSGS_CLOB_MSG FROM {{table}} WHERE CMINMSGS_ID BETWEEN ? AND ? ORDER BY CMINMSGS_ID LIMIT ?
+
+-- name: MaxID
+-- The newest id: where a stream started "from now" begins.
+SELECT COALESCE(MAX(CMINMSGS_ID), 0) FROM {{table}}
+
+-- name: AutoIncrementStep
+-- The id step of writers: the server's default and this session's. Above 1,
+-- every id in between would look like a gap.
+SELECT GREATEST(@@global.auto_increment_increment, @@session.auto_increment_increment)
+
 -- name: Insert
 INSERT INTO {{table}} (CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED, CMINMSGS_SUBSYSTEM_NAME, CMINMSGS_SUBSYSTEM_SEQUENCE,
     CMINMSGS_SUBSYSTEM_DATE_SENT, CMINMSGS_SUBSYSTEM_SUBTYPE, CMINMSGS_SUBSYSTEM_TYPE)

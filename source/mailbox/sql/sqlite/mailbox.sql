@@ -2,6 +2,14 @@
 -- Rows after the watermark in id order; the processed mark is never read.
 SELECT CMINMSGS_ID, CMINMSGS_CLOB_MSG FROM {{table}} WHERE CMINMSGS_ID > ?1 ORDER BY CMINMSGS_ID LIMIT ?2
 
+-- name: ScanRange
+-- The rows of an id range (a permanent gap's late rows), in id order.
+SELECT CMINMSGS_ID, CMINMSGS_CLOB_MSG FROM {{table}} WHERE CMINMSGS_ID BETWEEN ?1 AND ?2 ORDER BY CMINMSGS_ID LIMIT ?3
+
+-- name: MaxID
+-- The newest id: where a stream started "from now" begins.
+SELECT COALESCE(MAX(CMINMSGS_ID), 0) FROM {{table}}
+
 -- name: Insert
 INSERT INTO {{table}} (CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED, CMINMSGS_SUBSYSTEM_NAME, CMINMSGS_SUBSYSTEM_SEQUENCE,
     CMINMSGS_SUBSYSTEM_DATE_SENT, CMINMSGS_SUBSYSTEM_SUBTYPE, CMINMSGS_SUBSYSTEM_TYPE)

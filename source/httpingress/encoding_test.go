@@ -1,0 +1,170 @@
+package httpingress_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/text/encoding/simplifiedchinese"
+	"golang.org/x/text/encoding/unicode"
+
+	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/source/httpingress"
+	"github.com/msgx/msgx/source/mailbox"
+	"github.com/msgx/msgx/store/storetest"
+)
+
+// A FLOP whose remark is Chinese, as AODB installations send it.
+const chineseDoc = `<?xml version="1.0" encoding="%s"?><MSG><META><SNDR>AODB</SNDR><SEQN>9</SEQN><TYPE>FLOP</TYPE><STYP>ETA</STYP></META><FLOP><FLID>1</FLID><RMRK>航班延误，旅客请到三号登机口</RMRK></FLOP></MSG>`
+
+func doc(encoding string) string { return strings.Replace(chineseDoc, "%s", encoding, 1) }
+
+func TestGBKBodyIsStoredAsUTF8AndKeptByteExactOnMariaDB(t *testing.T) {
+	ctx := context.Background()
+	table, raw := mariaDBMailbox(t)
+	db := storetest.NewPostgres(t)
+	eng, err := inbox.New(db, "sis", identityProc{}, inbox.WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	httpingress.New(table, httpingress.WithLogger(quiet), httpingress.WithEnqueuer(eng)).Register(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	gbk, err := simplifiedchinese.GBK.NewEncoder().String(doc("GBK"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A legacy client: no charset in the Content-Type, the declaration says GBK.
+	resp, err := http.Post(srv.URL+httpingress.Path, "text/xml", strings.NewReader(gbk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST of a GBK body = %d", resp.StatusCode)
+	}
+	// The mailbox holds the text in UTF-8, its declaration saying so.
+	want := doc("UTF-8")
+	var stored []byte
+	if err := raw.QueryRowContext(ctx, "SELECT CMINMSGS_CLOB_MSG FROM "+table.Name()+" WHERE CMINMSGS_ID = 1").Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if string(stored) != want {
+		t.Fatalf("mailbox holds %q, want %q", stored, want)
+	}
+	// The inbox processes that text and keeps the received bytes exactly.
+	var payload []byte
+	if err := db.QueryRow(ctx, "SELECT payload FROM msgx_inbox WHERE stream = 'sis' AND msg_id = 1").Scan(&payload); err != nil {
+		t.Fatal(err)
+	}
+	if string(payload) != want {
+		t.Fatalf("inbox payload %q", payload)
+	}
+	charset, original, err := inbox.Original(ctx, db, "sis", 1)
+	if err != nil || charset != "gbk" || string(original) != gbk {
+		t.Fatalf("original = %q %x, %v; want gbk %x", charset, original, err, gbk)
+	}
+}
+
+func TestBodiesInOtherCharsetsAreTranscoded(t *testing.T) {
+	gb18030, _ := simplifiedchinese.GB18030.NewEncoder().String(doc("GB18030") + "𠀀") // a character beyond GBK
+	gbk, _ := simplifiedchinese.GBK.NewEncoder().String(doc("GB2312"))
+	utf16, _ := unicode.UTF16(unicode.LittleEndian, unicode.UseBOM).NewEncoder().String(doc("UTF-16"))
+	utf16be, _ := unicode.UTF16(unicode.BigEndian, unicode.UseBOM).NewEncoder().String(doc("UTF-16"))
+	s := newSetup(t, engine)
+	for i, tc := range []struct {
+		name, ct, body, want, charset string
+	}{
+		{"GB18030 declared", "application/xml", gb18030, doc("UTF-8") + "𠀀", "gb18030"},
+		{"GB2312 in the Content-Type", "text/xml; charset=GB2312", gbk, doc("UTF-8"), "gbk"},
+		{"UTF-16LE with a BOM", "text/xml", utf16, doc("UTF-8"), "utf-16le"},
+		{"UTF-16BE with a BOM, labelled UTF-16", "text/xml; charset=UTF-16", utf16be, doc("UTF-8"), "utf-16be"},
+		{"UTF-8", "text/xml", doc("UTF-8"), doc("UTF-8"), ""},
+	} {
+		id := int64(i + 1)
+		if code, out, _ := s.post(t, tc.ct, strings.NewReader(tc.body)); code != http.StatusOK {
+			t.Fatalf("%s: %d %q", tc.name, code, out)
+		}
+		r, err := inbox.Get(context.Background(), s.db, "sis", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var payload []byte
+		if err := s.db.QueryRow(context.Background(), "SELECT payload FROM msgx_inbox WHERE stream = 'sis' AND msg_id = ?1", r.ID).Scan(&payload); err != nil {
+			t.Fatal(err)
+		}
+		if string(payload) != tc.want {
+			t.Errorf("%s: payload %q", tc.name, payload)
+		}
+		charset, original, err := inbox.Original(context.Background(), s.db, "sis", id)
+		if tc.charset == "" {
+			if err != inbox.ErrNotFound {
+				t.Errorf("%s: an original kept for a UTF-8 body (%v)", tc.name, err)
+			}
+			continue
+		}
+		if err != nil || charset != tc.charset || string(original) != tc.body {
+			t.Errorf("%s: original %q (%v), want %s byte-exact", tc.name, charset, err, tc.charset)
+		}
+	}
+}
+
+// slowMailbox holds every insert until it is released.
+type slowMailbox struct {
+	inside  chan struct{}
+	release chan struct{}
+}
+
+func (m *slowMailbox) Insert(ctx context.Context, _ []byte, _ time.Time, _ mailbox.Meta) (int64, error) {
+	m.inside <- struct{}{}
+	select {
+	case <-m.release:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	return 1, nil
+}
+
+func TestAFloodGets503(t *testing.T) {
+	mb := &slowMailbox{inside: make(chan struct{}, 8), release: make(chan struct{})}
+	h := httpingress.New(mb, httpingress.WithLogger(quiet), httpingress.WithMaxConcurrent(2))
+	srv := httptest.NewServer(h.Server("").Handler)
+	defer srv.Close()
+	post := func() int {
+		resp, err := http.Post(srv.URL+httpingress.Path, "text/xml", strings.NewReader(body))
+		if err != nil {
+			t.Error(err)
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	var wg sync.WaitGroup
+	codes := make([]int, 2)
+	for i := range codes {
+		wg.Go(func() { codes[i] = post() })
+	}
+	<-mb.inside
+	<-mb.inside // both slots are taken
+	if code := post(); code != http.StatusServiceUnavailable {
+		t.Fatalf("a request beyond the limit = %d, want 503", code)
+	}
+	close(mb.release)
+	wg.Wait()
+	if codes[0] != http.StatusOK || codes[1] != http.StatusOK {
+		t.Fatalf("the admitted requests = %v", codes)
+	}
+	if code := post(); code != http.StatusOK {
+		t.Fatalf("after the flood = %d", code)
+	}
+	srvCfg := h.Server(":0")
+	if srvCfg.ReadHeaderTimeout == 0 || srvCfg.ReadTimeout == 0 || srvCfg.WriteTimeout == 0 || srvCfg.IdleTimeout == 0 {
+		t.Fatalf("server without timeouts: %+v", srvCfg)
+	}
+}

@@ -1,0 +1,184 @@
+package mailbox_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/source/mailbox"
+	"github.com/msgx/msgx/store/storetest"
+)
+
+// lateRecord reads what was recorded of a late row.
+func (e *env) lateRecord(id int64) (action string, gapID int64) {
+	e.t.Helper()
+	err := e.db.QueryRow(context.Background(), "SELECT action, gap_id FROM msgx_inbox_late WHERE stream = 'sis' AND msg_id = $1", id).
+		Scan(&action, &gapID)
+	if err != nil {
+		e.t.Fatalf("late record of %d: %v", id, err)
+	}
+	return action, gapID
+}
+
+// value reads a counter or gauge.
+func value(t *testing.T, c prometheus.Collector) float64 {
+	t.Helper()
+	ch := make(chan prometheus.Metric, 1)
+	c.Collect(ch)
+	var m dto.Metric
+	if err := (<-ch).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Counter != nil {
+		return m.Counter.GetValue()
+	}
+	return m.Gauge.GetValue()
+}
+
+func TestLateRowOfAPermanentGapOnMariaDB(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		policy mailbox.LatePolicy
+		action string
+		want   []int64
+	}{
+		{"take", mailbox.TakeLate, "TAKEN", []int64{1, 2, 3}},
+		{"refuse", mailbox.RefuseLate, "REFUSED", []int64{1, 3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newMariaDBEnv(t)
+			ctx := context.Background()
+			if _, err := e.table.Insert(ctx, []byte(payload(1)), t0, mailbox.Meta{}); err != nil {
+				t.Fatal(err)
+			}
+			// A writer takes id 2 and commits only after its gap went permanent.
+			late, err := e.raw.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = late.Rollback() }()
+			if _, err := late.ExecContext(ctx, "INSERT INTO "+e.table.Name()+" (CMINMSGS_CLOB_MSG) VALUES (?)", payload(2)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.table.Insert(ctx, []byte(payload(3)), t0, mailbox.Meta{}); err != nil {
+				t.Fatal(err)
+			}
+			clk := clock.NewFake(t0)
+			p := e.poller(clk, mailbox.WithMaxCommitDelay(time.Minute), mailbox.WithLateRows(tc.policy, time.Hour))
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(p)
+			if res := e.poll(p); res.GapFrom != 2 || res.Watermark != 1 {
+				t.Fatalf("poll = %+v, want to wait at 2", res)
+			}
+			clk.Advance(time.Minute)
+			if res := e.poll(p); res.Skipped != 1 || res.Watermark != 3 {
+				t.Fatalf("poll = %+v, want 2 declared permanent", res)
+			}
+			if err := late.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			clk.Advance(10 * time.Second)
+			if res := e.poll(p); res.Late != 1 {
+				t.Fatalf("poll = %+v, want the late row", res)
+			}
+			if got := e.enqueued(); !slices.Equal(got, tc.want) {
+				t.Fatalf("enqueued %v, want %v", got, tc.want)
+			}
+			if action, gap := e.lateRecord(2); action != tc.action || gap == 0 {
+				t.Fatalf("late record = %s (gap %d), want %s", action, gap, tc.action)
+			}
+			if n := value(t, p.LateRows(tc.action)); n != 1 {
+				t.Fatalf("late rows metric = %v", n)
+			}
+			// Found once: later checks neither record nor count it again.
+			clk.Advance(10 * time.Second)
+			if res := e.poll(p); res.Late != 0 {
+				t.Fatalf("poll = %+v: the late row was found twice", res)
+			}
+			if mfs, err := reg.Gather(); err != nil || len(mfs) == 0 {
+				t.Fatalf("the poller's metrics do not gather: %v", err)
+			}
+			// Past the retention period the gap is no longer watched.
+			clk.Advance(time.Hour)
+			e.poll(p)
+			if n := value(t, p.GapsWatched()); n != 0 {
+				t.Fatalf("gaps watched after retention = %v", n)
+			}
+			if tc.policy == mailbox.TakeLate {
+				r, err := inbox.Get(ctx, e.db, "sis", 2)
+				if err != nil || r.Status != inbox.Pending {
+					t.Fatalf("late message: %+v %v", r, err)
+				}
+			}
+		})
+	}
+}
+
+func TestGapsAgeOnTheDatabasesClock(t *testing.T) {
+	e := newStoreEnv(t, "postgres", storetest.NewPostgres(t))
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	p := mailbox.NewPoller(e.table, e.db, "sis", mailbox.WithPollerClock(clk), mailbox.WithPollerLogger(quiet),
+		mailbox.WithMaxCommitDelay(time.Minute), mailbox.WithStart(mailbox.FromBeginning()))
+	e.put(1, 3)
+	if res := e.poll(p); res.GapFrom != 2 {
+		t.Fatalf("poll = %+v", res)
+	}
+	// This host's clock jumps ahead; the database's has not moved a minute.
+	clk.Advance(2 * time.Minute)
+	if res := e.poll(p); res.GapFrom != 2 || res.Skipped != 0 {
+		t.Fatalf("poll = %+v: a host clock ahead of the database's declared a young gap permanent", res)
+	}
+	if c := e.cursor(); time.Since(c.GapSeenAt).Abs() > time.Minute {
+		t.Fatalf("gap first seen at %v: not the database's time", c.GapSeenAt)
+	}
+	// A minute later by the database's clock it is permanent.
+	if _, err := e.db.Exec(ctx, "UPDATE msgx_inbox_cursor SET gap_seen_at = now() - interval '61 seconds'"); err != nil {
+		t.Fatal(err)
+	}
+	if res := e.poll(p); res.Skipped != 1 || res.Watermark != 3 {
+		t.Fatalf("poll = %+v, want the gap declared permanent", res)
+	}
+}
+
+func TestMailboxRowDeclaredGBKIsReadAsTheUTF8ItIsOnMariaDB(t *testing.T) {
+	e := newMariaDBEnv(t)
+	// A legacy writer stored a GBK document through a utf8mb4 connection:
+	// the column holds UTF-8 text whose declaration still says GBK.
+	const stored = `<?xml version="1.0" encoding='GBK'?><MSG><RMRK>航班延误</RMRK></MSG>`
+	e.exec("INSERT INTO TBL (CMINMSGS_CLOB_MSG) VALUES (?)", stored)
+	rows, err := e.table.Scan(context.Background(), 0, 10)
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("scan: %v %v", rows, err)
+	}
+	if want := `<?xml version="1.0" encoding='UTF-8'?><MSG><RMRK>航班延误</RMRK></MSG>`; string(rows[0].Msg) != want {
+		t.Fatalf("read %q, want %q", rows[0].Msg, want)
+	}
+}
+
+func TestEveryLateRowOfAWideGapIsFound(t *testing.T) {
+	eachMailbox(t, func(t *testing.T, e *env) {
+		clk := clock.NewFake(t0)
+		p := e.poller(clk, mailbox.WithClaimBatch(2), mailbox.WithMaxCommitDelay(time.Minute))
+		e.put(1, 6)
+		e.poll(p)
+		clk.Advance(time.Minute)
+		if res := e.poll(p); res.Skipped != 4 || res.Watermark != 6 {
+			t.Fatalf("poll = %+v, want 2-5 declared permanent", res)
+		}
+		e.put(2, 3, 4, 5) // more late rows than one claim batch
+		clk.Advance(10 * time.Second)
+		if res := e.poll(p); res.Late != 4 {
+			t.Fatalf("poll = %+v, want all 4 late rows", res)
+		}
+		if got := e.enqueued(); !slices.Equal(got, seq(1, 6)) {
+			t.Fatalf("enqueued %v", got)
+		}
+	})
+}

@@ -1,0 +1,72 @@
+package mailbox
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// pollerMetrics are the poller's metrics; the Poller is their Collector.
+type pollerMetrics struct {
+	gapWaiting    prometheus.Gauge
+	gapsPermanent prometheus.Counter
+	idsSkipped    prometheus.Counter
+	gapsWatched   prometheus.Gauge
+	late          *prometheus.CounterVec
+	scanErrors    prometheus.Counter
+	rowsPerScan   prometheus.Histogram
+	anomalies     *prometheus.CounterVec
+}
+
+func newPollerMetrics(stream string) *pollerMetrics {
+	labels := prometheus.Labels{"stream": stream}
+	return &pollerMetrics{
+		gapWaiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "msgx_mailbox_gap_open_seconds", ConstLabels: labels,
+			Help: "How long the poller has been waiting for the missing id at the watermark (0: no gap open).",
+		}),
+		gapsPermanent: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "msgx_mailbox_gaps_permanent_total", ConstLabels: labels,
+			Help: "Gaps declared permanent after the max commit delay.",
+		}),
+		idsSkipped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "msgx_mailbox_gap_ids_skipped_total", ConstLabels: labels,
+			Help: "Mailbox ids skipped as part of a permanent gap.",
+		}),
+		gapsWatched: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "msgx_mailbox_gaps_watched", ConstLabels: labels,
+			Help: "Permanent gaps still watched for late rows (declared within the retention period).",
+		}),
+		late: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "msgx_mailbox_late_rows_total", ConstLabels: labels,
+			Help: "Rows that showed up in a permanent gap, by what became of them (TAKEN, REFUSED).",
+		}, []string{"action"}),
+		scanErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "msgx_mailbox_scan_errors_total", ConstLabels: labels,
+			Help: "Polls that failed (mailbox or store unreachable, ...).",
+		}),
+		rowsPerScan: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "msgx_mailbox_rows_per_scan", ConstLabels: labels,
+			Help:    "Mailbox rows read per scan.",
+			Buckets: []float64{0, 1, 5, 10, 25, 50, 100, 250, 500},
+		}),
+		anomalies: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "msgx_mailbox_anomalies_total", ConstLabels: labels,
+			Help: "Mailbox misconfigurations and rewinds detected, by kind (alert on any).",
+		}, []string{"kind"}),
+	}
+}
+
+func (m *pollerMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.gapWaiting, m.gapsPermanent, m.idsSkipped, m.gapsWatched, m.late, m.scanErrors, m.rowsPerScan, m.anomalies}
+}
+
+// Describe implements prometheus.Collector.
+func (p *Poller) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range p.m.collectors() {
+		c.Describe(ch)
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (p *Poller) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range p.m.collectors() {
+		c.Collect(ch)
+	}
+}
