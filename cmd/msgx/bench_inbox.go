@@ -14,6 +14,7 @@ func newBenchInboxFIFOCmd() *cobra.Command {
 	var (
 		cfg      inboxbench.Config
 		variants string
+		procs    string
 		timeout  time.Duration
 	)
 	cmd := &cobra.Command{
@@ -24,6 +25,7 @@ func newBenchInboxFIFOCmd() *cobra.Command {
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
 			cfg.Variants = strings.Split(variants, ",")
+			cfg.Processors = strings.Split(procs, ",")
 			cfg.Progress = cmd.ErrOrStderr()
 			_, err := inboxbench.Run(ctx, cfg, cmd.OutOrStdout())
 			return err
@@ -36,6 +38,7 @@ func newBenchInboxFIFOCmd() *cobra.Command {
 	cmd.Flags().IntVar(&cfg.ClaimBatch, "claim-batch", 50, "mailbox rows per poller scan")
 	cmd.Flags().BoolVar(&cfg.Backfill, "backfill", true, "write the processed mark back to the mailbox rows")
 	cmd.Flags().StringVar(&variants, "variants", "group,single", "variants to run, in order: group, single, raw (the business statements alone, a ceiling)")
+	cmd.Flags().StringVar(&procs, "processor", "toy", "processors to measure, each with every variant: toy (one upsert and one event per message), sis (the SIS pipeline's real processor), or toy,sis for both in one run")
 	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Minute, "give up after this long")
 	return cmd
 }

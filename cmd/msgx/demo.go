@@ -10,7 +10,7 @@ func newDemoCmd() *cobra.Command {
 	cfg := demo.Config{}
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Run the engine end to end on the embedded default (SQLite + in-process broker) with real SIS traffic",
+		Short: "Run the SIS pipeline end to end on the embedded default (SQLite + in-process broker) with the bundled real SIS traffic",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Out = cmd.OutOrStdout()
@@ -19,7 +19,5 @@ func newDemoCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&cfg.DSN, "dsn", "sqlite:msgx-demo.db", "store and mailbox database: sqlite:PATH or postgres://…")
-	cmd.Flags().IntVar(&cfg.N, "n", 500, "messages to put in the mailbox")
-	cmd.Flags().IntVar(&cfg.Flights, "flights", 50, "distinct flights (FLIDs)")
 	return cmd
 }

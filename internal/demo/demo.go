@@ -1,7 +1,10 @@
-// Package demo runs the engine end to end on the embedded default — SQLite for
-// the store and the mailbox table, the in-process broker for the events —
-// with real SIS FLOP traffic: mailbox rows → strict-FIFO inbox → flight rows
-// and outbox events in one transaction → per-key relay → broker consumer.
+// Package demo runs the SIS pipeline end to end on the embedded default —
+// SQLite for the store and the mailbox table, the in-process broker for the
+// events — with the bundled real SIS traffic: mailbox rows → strict-FIFO
+// inbox → the SIS processor (flight state and outbox events in one
+// transaction) → the relay's msg and schd lanes → a broker consumer. It ends
+// with a summary: messages by status and reason, flights, events by topic,
+// dead letters.
 package demo
 
 import (
@@ -9,47 +12,118 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/broker/mem"
 	"github.com/msgx/msgx/inbox"
-	"github.com/msgx/msgx/internal/bench/inboxbench"
 	"github.com/msgx/msgx/outbox"
+	"github.com/msgx/msgx/pipeline/sis"
+	"github.com/msgx/msgx/pipeline/sis/traffic"
 	"github.com/msgx/msgx/source/mailbox"
 	"github.com/msgx/msgx/store"
 )
 
 // Config says what to run.
 type Config struct {
-	DSN     string // default sqlite:msgx-demo.db
-	N       int    // messages put in the mailbox (default 500)
-	Flights int    // distinct FLIDs (default 50)
-	Out     io.Writer
-	Log     *slog.Logger
+	DSN string // default sqlite:msgx-demo.db
+	Out io.Writer
+	Log *slog.Logger
 }
 
 // Result is what the run saw.
 type Result struct {
-	Processed, Events, OrderViolations int
-	Elapsed                            time.Duration
+	Messages int
+	ByStatus map[inbox.Status]int
+	// Reasons counts the SKIPPED and DEAD messages by reason.
+	Reasons map[string]int
+	// Flights are the demo's flights as stored at the end.
+	Flights map[string]*sis.Flight
+	// Published and Consumed count the events by topic; Tombstones those
+	// consumed with no value.
+	Published, Consumed map[string]int
+	Tombstones          int
+	// Dead lists the dead letters (messages and events) with their reasons.
+	Dead    []string
+	Elapsed time.Duration
 }
 
-// Run feeds the mailbox and runs the pipeline until every message is processed
-// and every event has reached the consumer, printing progress to cfg.Out.
+// adft adds the two flights the bundled FLOP messages refer to that the
+// bundled schedule (SCHD DNLD, flights 15 and 16) does not carry: composed
+// for the demo, so that every FLOP finds its flight.
+const adft = `<?xml version="1.0" encoding="UTF-8"?>
+<MSG><META><SNDR>AODB</SNDR><SEQN>0</SEQN><DTTM>20031215080000</DTTM><TYPE>SCHD</TYPE><STYP>ADFT</STYP></META>
+<SCHD><RECS>2</RECS>
+<FLTR><FLID>121112312</FLID><ALCD>CA</ALCD><FLNO>CA101</FLNO><MVIN>A</MVIN><SODT>15DEC031345</SODT><FLTY>W</FLTY><FLIN>D</FLIN></FLTR>
+<FLTR><FLID>7610151</FLID><ALCD>CA</ALCD><FLNO>CA9001</FLNO><MVIN>A</MVIN><SODT>15DEC201200</SODT><FLTY>W</FLTY><FLIN>D</FLIN></FLTR>
+</SCHD></MSG>`
+
+var seqnRE = regexp.MustCompile(`<SEQN>[^<]*</SEQN>`)
+
+// Traffic returns the demo's messages in mailbox order, each with SEQN
+// base+i+1: the schedule first, then the composed ADFT, then every other
+// bundled message in name order with the FDEL last (so the deletion is its
+// flight's final change).
+func Traffic(base int64) ([][]byte, error) {
+	names := traffic.Names()
+	slices.SortStableFunc(names, func(a, b string) int {
+		return rank(a) - rank(b)
+	})
+	out := make([][]byte, 0, len(names)+1)
+	for _, n := range names {
+		b, err := traffic.Read(n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+		if n == "SCHD_DNLD_1.xml" {
+			out = append(out, []byte(adft))
+		}
+	}
+	for i := range out {
+		out[i] = seqnRE.ReplaceAll(out[i], []byte("<SEQN>"+strconv.FormatInt(base+int64(i)+1, 10)+"</SEQN>"))
+	}
+	return out, nil
+}
+
+func rank(name string) int {
+	switch {
+	case name == "SCHD_DNLD_1.xml":
+		return -1
+	case strings.HasPrefix(name, "FLOP_FDEL_"):
+		return 1
+	}
+	return 0
+}
+
+// countingPublisher counts the events the broker confirmed, by topic.
+type countingPublisher struct {
+	b  *broker.Broker
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *countingPublisher) SendConfirmed(ctx context.Context, topic string, msgs ...*broker.Message) error {
+	if err := c.b.SendConfirmed(ctx, topic, msgs...); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.n[topic] += len(msgs)
+	c.mu.Unlock()
+	return nil
+}
+
+// Run feeds the mailbox and runs the pipeline until every message is
+// terminal and every event has reached the consumer, then prints the summary
+// to cfg.Out.
 func Run(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.DSN == "" {
 		cfg.DSN = "sqlite:msgx-demo.db"
-	}
-	if cfg.N <= 0 {
-		cfg.N = 500
-	}
-	if cfg.Flights <= 0 {
-		cfg.Flights = 50
 	}
 	if cfg.Out == nil {
 		cfg.Out = io.Discard
@@ -62,27 +136,26 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	defer db.Close()
-	if err := inboxbench.CreateFlightTable(ctx, db); err != nil {
-		return Result{}, fmt.Errorf("demo: flight table: %w", err)
-	}
 	table, err := mailbox.NewStore(db)
 	if err != nil {
 		return Result{}, err
 	}
 
-	// The traffic: real FLOP messages with fresh sequence numbers, so each has
-	// its own business identity even when the demo runs again on the same file.
-	msgs, err := inboxbench.Messages(cfg.N, cfg.Flights, time.Now().UnixNano()%1_000_000_000)
+	// Fresh sequence numbers: each message has its own business identity,
+	// also when the demo runs again on the same file.
+	msgs, err := Traffic(time.Now().UnixNano() % 1_000_000_000)
 	if err != nil {
 		return Result{}, err
 	}
 	start := time.Now()
-	for _, m := range msgs {
-		if _, err := table.Insert(ctx, m, time.Now(), mailbox.Meta{}); err != nil {
+	ids := make([]int64, len(msgs))
+	for i, m := range msgs {
+		if ids[i], err = table.Insert(ctx, m, time.Now(), mailbox.Meta{}); err != nil {
 			return Result{}, fmt.Errorf("demo: mailbox insert: %w", err)
 		}
 	}
-	fmt.Fprintf(cfg.Out, "mailbox: %d SIS FLOP messages for %d flights in %s (%s)\n", len(msgs), cfg.Flights, table.Name(), cfg.DSN)
+	fmt.Fprintf(cfg.Out, "mailbox: %d SIS messages (the %d bundled real ones, each with a fresh SEQN, and one composed SCHD ADFT) in %s (%s)\n",
+		len(msgs), len(msgs)-1, table.Name(), cfg.DSN)
 
 	srv := mem.NewServer()
 	defer srv.Close()
@@ -92,41 +165,44 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	defer b.Stop(context.WithoutCancel(ctx))
 
-	// A downstream consumer of the flight events, checking per-flight order.
-	var (
-		mu         sync.Mutex
-		lastByKey  = map[string]string{}
-		violations int
-		events     atomic.Int64
-	)
-	if _, err := b.Listen(ctx, broker.Subscription{Topic: "msg", Group: "demo-consumer", Concurrency: 4},
-		func(_ context.Context, d *broker.Delivery) error {
-			id := d.Header(broker.HeaderEventID)
-			mu.Lock()
-			if prev := lastByKey[d.Key]; prev != "" && !idBefore(prev, id) {
-				violations++
-			}
-			lastByKey[d.Key] = id
-			mu.Unlock()
-			events.Add(1)
-			return nil
-		}); err != nil {
+	// The schd lane flushes every 100 ms instead of 3 s so the demo ends quickly.
+	scfg := sis.Config{SchdFlushPeriod: 100 * time.Millisecond}
+	proc, err := sis.NewProcessor(scfg, sis.WithLogger(cfg.Log))
+	if err != nil {
 		return Result{}, err
 	}
+	res := Result{Messages: len(msgs), ByStatus: map[inbox.Status]int{}, Reasons: map[string]int{},
+		Consumed: map[string]int{}}
+	var mu sync.Mutex
+	for _, topic := range []string{proc.Config().MsgTopic, proc.Config().SchdTopic} {
+		if _, err := b.Listen(ctx, broker.Subscription{Topic: topic, Group: "demo-consumer", Concurrency: 4},
+			func(_ context.Context, d *broker.Delivery) error {
+				mu.Lock()
+				res.Consumed[topic]++
+				if len(d.Payload) == 0 {
+					res.Tombstones++
+				}
+				mu.Unlock()
+				return nil
+			}); err != nil {
+			return Result{}, err
+		}
+	}
 
-	var processed atomic.Int64
 	const stream = "sis"
-	eng, err := inbox.New(db, stream, inboxbench.FlopProcessor{},
+	eng, err := inbox.New(db, stream, proc,
 		inbox.WithLogger(cfg.Log),
-		inbox.WithSource(mailbox.NewPoller(table, db, stream, mailbox.WithStart(mailbox.FromBeginning()), mailbox.WithPollerLogger(cfg.Log))),
+		inbox.WithPollInterval(20*time.Millisecond),
+		inbox.WithSource(mailbox.NewPoller(table, db, stream, mailbox.WithStart(mailbox.FromBeginning()),
+			mailbox.WithPollInterval(20*time.Millisecond), mailbox.WithPollerLogger(cfg.Log))),
 		inbox.WithBackfill(table),
-		inbox.WithOnCommit(func(c inbox.Committed) { processed.Add(int64(len(c.IDs))) }),
 	)
 	if err != nil {
 		return Result{}, err
 	}
-	relay, err := outbox.NewRelay(db, outbox.WithLogger(cfg.Log), outbox.WithPollInterval(20*time.Millisecond),
-		outbox.Target("kafka:msg", b, outbox.PerKey))
+	pub := &countingPublisher{b: b, n: map[string]int{}}
+	relay, err := outbox.NewRelay(db, append(sis.RelayTargets(pub, scfg),
+		outbox.WithLogger(cfg.Log), outbox.WithPollInterval(20*time.Millisecond))...)
 	if err != nil {
 		return Result{}, err
 	}
@@ -138,42 +214,163 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	go func() { errs <- eng.Run(rctx) }()
 	go func() { errs <- relay.Run(rctx) }()
 
-	tick := time.NewTicker(time.Second)
+	// Until every message is terminal.
+	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
-	want := int64(len(msgs))
-	for processed.Load() < want || events.Load() < want {
+	lastReport := time.Now()
+	for {
+		rows, err := rowsOf(ctx, db, stream, ids)
+		if err != nil {
+			return Result{}, err
+		}
+		terminal := 0
+		for _, r := range rows {
+			if r.Status.Terminal() {
+				terminal++
+			}
+		}
+		if terminal == len(ids) {
+			for _, r := range rows {
+				res.ByStatus[r.Status]++
+				if r.Status != inbox.Succeeded {
+					res.Reasons[r.Reason]++
+				}
+				if r.Status == inbox.Dead {
+					res.Dead = append(res.Dead, fmt.Sprintf("message %d (%s): %s", r.ID, r.Kind, r.Reason))
+				}
+			}
+			break
+		}
+		if time.Since(lastReport) >= time.Second {
+			fmt.Fprintf(cfg.Out, "processed %d/%d\n", terminal, len(ids))
+			lastReport = time.Now()
+		}
 		select {
 		case <-tick.C:
-			fmt.Fprintf(cfg.Out, "processed %d/%d, events delivered %d\n", processed.Load(), want, events.Load())
 		case err := <-errs:
-			cancel()
 			return Result{}, fmt.Errorf("demo: pipeline stopped: %w", err)
 		case <-ctx.Done():
 			return Result{}, ctx.Err()
 		}
 	}
+	// Stop the running relay and drain what it has not sent yet, compacted
+	// lanes without waiting for their period.
 	cancel()
 	for range 2 {
 		if err := <-errs; err != nil && rctx.Err() == nil {
 			return Result{}, err
 		}
 	}
+	if _, err := relay.Flush(ctx); err != nil {
+		return Result{}, fmt.Errorf("demo: relay: %w", err)
+	}
+	for _, target := range []string{sis.TargetMsg, sis.TargetSchd} {
+		dead, err := outbox.ListDead(ctx, db, target, 0, 100)
+		if err != nil {
+			return Result{}, err
+		}
+		for _, d := range dead {
+			res.Dead = append(res.Dead, fmt.Sprintf("event %s (%s): %s", d.EventID, target, d.LastError))
+		}
+	}
+	// Until the consumer has seen every confirmed event.
+	pub.mu.Lock()
+	res.Published = pub.n
+	pub.mu.Unlock()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		seen := true
+		for topic, n := range res.Published {
+			if res.Consumed[topic] < n {
+				seen = false
+			}
+		}
+		mu.Unlock()
+		if seen {
+			break
+		}
+		if time.Now().After(deadline) {
+			return Result{}, fmt.Errorf("demo: the consumer saw %v of %v events", res.Consumed, res.Published)
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return Result{}, ctx.Err()
+		}
+	}
+	res.Elapsed = time.Since(start)
+	if res.Flights, err = sis.Read(ctx, db, []string{"15", "16", "121112312", "7610151"}); err != nil {
+		return Result{}, err
+	}
 	mu.Lock()
-	res := Result{Processed: int(processed.Load()), Events: int(events.Load()), OrderViolations: violations, Elapsed: time.Since(start)}
-	mu.Unlock()
-	fmt.Fprintf(cfg.Out, "done: %d messages SUCCEEDED, %d events relayed to the broker in per-flight order (%d order violations) in %s\n",
-		res.Processed, res.Events, res.OrderViolations, res.Elapsed.Round(time.Millisecond))
+	defer mu.Unlock()
+	printSummary(cfg.Out, &res)
 	return res, nil
 }
 
-// idBefore compares the demo's event ids ("<stream>:<mailbox id>") by mailbox id.
-func idBefore(a, b string) bool {
-	ia, errA := mailboxID(a)
-	ib, errB := mailboxID(b)
-	return errA == nil && errB == nil && ia < ib
+// rowsOf reads the inbox rows of the demo's messages.
+func rowsOf(ctx context.Context, db *store.DB, stream string, ids []int64) ([]inbox.Row, error) {
+	out := make([]inbox.Row, 0, len(ids))
+	for _, id := range ids {
+		r, err := inbox.Get(ctx, db, stream, id)
+		if err == inbox.ErrNotFound {
+			r = inbox.Row{ID: id, Status: inbox.Pending}
+		} else if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
 
-func mailboxID(eventID string) (int64, error) {
-	_, n, _ := strings.Cut(eventID, ":")
-	return strconv.ParseInt(n, 10, 64)
+func printSummary(w io.Writer, r *Result) {
+	fmt.Fprintf(w, "\nmessages: %d in %s\n", r.Messages, r.Elapsed.Round(time.Millisecond))
+	for _, s := range []inbox.Status{inbox.Succeeded, inbox.Skipped, inbox.Dead, inbox.Failed, inbox.Pending} {
+		if n := r.ByStatus[s]; n > 0 || s == inbox.Dead {
+			fmt.Fprintf(w, "  %-9s %4d\n", s, n)
+		}
+	}
+	reasons := make([]string, 0, len(r.Reasons))
+	for reason := range r.Reasons {
+		reasons = append(reasons, reason)
+	}
+	slices.Sort(reasons)
+	for _, reason := range reasons {
+		fmt.Fprintf(w, "    %4d  %s\n", r.Reasons[reason], reason)
+	}
+	flids := make([]string, 0, len(r.Flights))
+	for id := range r.Flights {
+		flids = append(flids, id)
+	}
+	slices.Sort(flids)
+	fmt.Fprintf(w, "flights: %d\n", len(flids))
+	for _, id := range flids {
+		f := r.Flights[id]
+		colls := make([]string, 0, len(f.Collections))
+		for c, items := range f.Collections {
+			colls = append(colls, fmt.Sprintf("%s×%d", c, len(items)))
+		}
+		slices.Sort(colls)
+		fmt.Fprintf(w, "  FLID %-9s %s %-7s %s%s  version %d, %d fields, collections %s\n", id, f.OperationDay, f.Status,
+			f.Fields["ALCD"], strings.TrimPrefix(f.Fields["FLNO"], f.Fields["ALCD"]), f.Version, len(f.Fields), strings.Join(colls, " "))
+	}
+	topics := make([]string, 0, len(r.Published))
+	for t := range r.Published {
+		topics = append(topics, t)
+	}
+	slices.Sort(topics)
+	fmt.Fprintln(w, "events by topic (published by the relay / consumed):")
+	for _, t := range topics {
+		fmt.Fprintf(w, "  %-9s %4d / %d\n", t, r.Published[t], r.Consumed[t])
+	}
+	fmt.Fprintf(w, "  (%d tombstones)\n", r.Tombstones)
+	if len(r.Dead) == 0 {
+		fmt.Fprintln(w, "dead letters: none")
+		return
+	}
+	fmt.Fprintln(w, "dead letters:")
+	for _, d := range r.Dead {
+		fmt.Fprintf(w, "  %s\n", d)
+	}
 }

@@ -7,29 +7,48 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/pipeline/sis"
 )
 
-func TestDemoRunsEndToEndOnTheEmbeddedDefault(t *testing.T) {
+func TestDemoRunsTheSISPipelineOnTheEmbeddedDefault(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
 	dsn := "sqlite:" + filepath.Join(t.TempDir(), "demo.db")
-	res, err := Run(ctx, Config{DSN: dsn, N: 120, Flights: 7, Out: &out})
+	res, err := Run(ctx, Config{DSN: dsn, Out: &out})
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
-	if res.Processed != 120 || res.Events != 120 || res.OrderViolations != 0 {
-		t.Fatalf("result %+v", res)
+	// 172 bundled messages and the composed ADFT: the schedule, the ADFT and
+	// the 71 FLOPs succeed; 97 reference messages, 2 SCHS and the REGN ones
+	// (ignored by default) are skipped; nothing is dead.
+	if res.Messages != 173 || res.ByStatus[inbox.Succeeded] != 73 || res.ByStatus[inbox.Skipped] != 100 || len(res.Dead) != 0 {
+		t.Fatalf("result %+v\n%s", res, out.String())
 	}
-	if !strings.Contains(out.String(), "done: 120 messages SUCCEEDED") {
-		t.Fatalf("output:\n%s", out.String())
+	if res.Reasons["not-yet-supported:reference"] != 93 || res.Reasons["not-yet-supported:schs"] != 2 || res.Reasons["ignored:REGN/ADD"] != 1 {
+		t.Fatalf("reasons %v", res.Reasons)
+	}
+	if len(res.Flights) != 4 || res.Flights["15"].Status != sis.StatusDeleted || res.Flights["16"].Status != sis.StatusActive {
+		t.Fatalf("flights %v", res.Flights)
+	}
+	if res.Published["sis.msg"] == 0 || res.Published["sis.msg"] != res.Consumed["sis.msg"] ||
+		res.Published["sis.schd"] == 0 || res.Published["sis.schd"] != res.Consumed["sis.schd"] || res.Tombstones != 1 {
+		t.Fatalf("events published %v consumed %v tombstones %d", res.Published, res.Consumed, res.Tombstones)
+	}
+	for _, want := range []string{"SUCCEEDED   73", "flights: 4", "dead letters: none"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("no %q in:\n%s", want, out.String())
+		}
 	}
 	// A second run on the same file processes its own new messages only.
-	res, err = Run(ctx, Config{DSN: dsn, N: 30, Flights: 3, Out: &out})
+	out.Reset()
+	res, err = Run(ctx, Config{DSN: dsn, Out: &out})
 	if err != nil {
 		t.Fatalf("second demo: %v", err)
 	}
-	if res.Processed != 30 || res.Events != 30 {
+	if res.ByStatus[inbox.Succeeded] != 73 || res.ByStatus[inbox.Skipped] != 100 {
 		t.Fatalf("second run %+v", res)
 	}
 }

@@ -54,7 +54,10 @@ type Config struct {
 	// Variants to run, in order (default group, single); "raw" adds the
 	// ceiling: the same business statements without the engine.
 	Variants []string
-	Log      *slog.Logger
+	// Processors to measure, each with every variant (default toy): "toy"
+	// (FlopProcessor) and "sis" (the SIS pipeline's real processor).
+	Processors []string
+	Log        *slog.Logger
 	// Progress, when set, receives a line now and then.
 	Progress io.Writer
 }
@@ -77,6 +80,9 @@ func (c *Config) defaults() {
 	}
 	if len(c.Variants) == 0 {
 		c.Variants = []string{"group", "single"}
+	}
+	if len(c.Processors) == 0 {
+		c.Processors = []string{"toy"}
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -113,6 +119,10 @@ func Messages(n, flids int, base int64) ([][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return rotate(fx, n, flids, base)
+}
+
+func rotate(fx [][]byte, n, flids int, base int64) ([][]byte, error) {
 	if len(fx) == 0 {
 		return nil, errors.New("inboxbench: no fixtures")
 	}
@@ -128,10 +138,45 @@ func Messages(n, flids int, base int64) ([][]byte, error) {
 // Run measures the variants and prints their RESULT lines and the ratio.
 func Run(ctx context.Context, cfg Config, out io.Writer) ([]bench.Result, error) {
 	cfg.defaults()
-	msgs, err := Messages(cfg.N, cfg.FLIDs, time.Now().Unix()*1000)
+	fx, err := Fixtures()
 	if err != nil {
 		return nil, err
 	}
+	if slices.Contains(cfg.Processors, "sis") {
+		fx = withoutFDEL(fx)
+	}
+	msgs, err := rotate(fx, cfg.N, cfg.FLIDs, time.Now().Unix()*1000)
+	if err != nil {
+		return nil, err
+	}
+	if slices.Contains(cfg.Processors, "sis") {
+		varyUpdates(msgs, len(fx), cfg.FLIDs)
+	}
+	var all []bench.Result
+	byProc := map[string][]bench.Result{}
+	for _, name := range cfg.Processors {
+		bp, err := newBenchProc(name, cfg.FLIDs)
+		if err != nil {
+			return all, err
+		}
+		results, err := runProcessor(ctx, cfg, bp, msgs, len(fx), out)
+		all = append(all, results...)
+		if err != nil {
+			return all, err
+		}
+		byProc[name] = results
+	}
+	// The real processor beside the toy one, variant by variant.
+	for i := range byProc["sis"] {
+		if i < len(byProc["toy"]) {
+			fmt.Fprintf(out, "RATIO workload=inbox-fifo %s sis/toy=%s\n", byProc["sis"][i].Variant, bench.Ratio(byProc["sis"][i], byProc["toy"][i]))
+		}
+	}
+	return all, nil
+}
+
+// runProcessor measures the variants with one processor.
+func runProcessor(ctx context.Context, cfg Config, bp benchProc, msgs [][]byte, fixtures int, out io.Writer) ([]bench.Result, error) {
 	var results []bench.Result
 	for _, v := range cfg.Variants {
 		group := cfg.Group
@@ -145,15 +190,22 @@ func Run(ctx context.Context, cfg Config, out io.Writer) ([]bench.Result, error)
 		default:
 			return results, fmt.Errorf("inboxbench: unknown variant %q (group, single, raw)", v)
 		}
-		r, err := run(ctx, cfg, v, group, msgs)
+		r, err := run(ctx, cfg, bp, v, group, msgs)
 		if err != nil {
-			return results, fmt.Errorf("inboxbench: variant %s: %w", v, err)
+			return results, fmt.Errorf("inboxbench: processor %s, variant %s: %w", bp.name, v, err)
+		}
+		if len(cfg.Processors) > 1 || bp.name != "toy" {
+			r.Extra = append(r.Extra, [2]string{"processor", bp.name}, [2]string{"fixtures", strconv.Itoa(fixtures)}, [2]string{"updates", "varied"})
 		}
 		r.Print(out)
 		results = append(results, r)
 	}
+	prefix := ""
+	if len(cfg.Processors) > 1 {
+		prefix = bp.name + " "
+	}
 	for i := 1; i < len(results); i++ {
-		fmt.Fprintf(out, "RATIO workload=inbox-fifo %s/%s=%s\n", results[0].Variant, results[i].Variant, bench.Ratio(results[0], results[i]))
+		fmt.Fprintf(out, "RATIO workload=inbox-fifo %s%s/%s=%s\n", prefix, results[0].Variant, results[i].Variant, bench.Ratio(results[0], results[i]))
 	}
 	return results, nil
 }
@@ -163,13 +215,16 @@ func Run(ctx context.Context, cfg Config, out io.Writer) ([]bench.Result, error)
 // event) for the same messages, read from the mailbox in pages of group
 // and committed once per page, with no inbox state, identity, lease, poller
 // or backfill. The engine's share of the time is the difference.
-func runRaw(ctx context.Context, cfg Config, variant string, group int, msgs [][]byte) (bench.Result, error) {
+func runRaw(ctx context.Context, cfg Config, bp benchProc, variant string, group int, msgs [][]byte) (bench.Result, error) {
 	db, table, drop, err := prepare(ctx, cfg.DSN, msgs)
 	if err != nil {
 		return bench.Result{}, err
 	}
 	defer drop()
-	proc := FlopProcessor{}
+	if err := bp.setup(ctx, db); err != nil {
+		return bench.Result{}, err
+	}
+	proc := bp.proc
 	cpu := startCPU(ctx, db, appName(ctx, db))
 	start := time.Now()
 	var last int64
@@ -205,7 +260,7 @@ func runRaw(ctx context.Context, cfg Config, variant string, group int, msgs [][
 }
 
 // processRaw runs the business statements of rows, each in a savepoint.
-func processRaw(ctx context.Context, tx store.Tx, proc FlopProcessor, rows []mailbox.Row, now time.Time) error {
+func processRaw(ctx context.Context, tx store.Tx, proc inbox.Processor, rows []mailbox.Row, now time.Time) error {
 	for _, r := range rows {
 		d, err := proc.Decode(r.Msg)
 		if err != nil {
@@ -222,12 +277,15 @@ func processRaw(ctx context.Context, tx store.Tx, proc FlopProcessor, rows []mai
 	return nil
 }
 
-func runVariant(ctx context.Context, cfg Config, variant string, group int, msgs [][]byte) (bench.Result, error) {
+func runVariant(ctx context.Context, cfg Config, bp benchProc, variant string, group int, msgs [][]byte) (bench.Result, error) {
 	db, table, drop, err := prepare(ctx, cfg.DSN, msgs)
 	if err != nil {
 		return bench.Result{}, err
 	}
 	defer drop()
+	if err := bp.setup(ctx, db); err != nil {
+		return bench.Result{}, err
+	}
 	var syncCommit string
 	if err := db.QueryRow(ctx, "SHOW synchronous_commit").Scan(&syncCommit); err != nil {
 		return bench.Result{}, err
@@ -250,7 +308,7 @@ func runVariant(ctx context.Context, cfg Config, variant string, group int, msgs
 	if cfg.Backfill {
 		opts = append(opts, inbox.WithBackfill(table))
 	}
-	eng, err := inbox.New(db, stream, FlopProcessor{}, opts...)
+	eng, err := inbox.New(db, stream, bp.proc, opts...)
 	if err != nil {
 		return bench.Result{}, err
 	}
@@ -283,7 +341,7 @@ wait:
 	if err := <-stopped; err != nil {
 		return bench.Result{}, err
 	}
-	if err := verify(ctx, db, stream, n); err != nil {
+	if err := bp.verify(ctx, db, stream, n); err != nil {
 		return bench.Result{}, err
 	}
 	r := bench.Result{

@@ -58,3 +58,20 @@ func TestRunSmall(t *testing.T) {
 	}
 	t.Log("\n" + out.String())
 }
+
+// TestRunBothProcessors runs the toy and the SIS processor on a small N:
+// their RESULT lines and the sis/toy ratio come out, and the real
+// processor's run passes its checks (every message SUCCEEDED against the
+// seeded flights, msg events in message order).
+func TestRunBothProcessors(t *testing.T) {
+	var out bytes.Buffer
+	res, err := inboxbench.Run(context.Background(), inboxbench.Config{DSN: storetest.PostgresURL(), N: 400, FLIDs: 20,
+		Backfill: true, Variants: []string{"group"}, Processors: []string{"toy", "sis"}}, &out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if len(res) != 2 || !strings.Contains(out.String(), "processor=sis") || !strings.Contains(out.String(), "RATIO workload=inbox-fifo group sis/toy=") {
+		t.Fatalf("output:\n%s", out.String())
+	}
+	t.Log("\n" + out.String())
+}

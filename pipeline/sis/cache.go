@@ -1,0 +1,102 @@
+package sis
+
+import (
+	"context"
+
+	"github.com/msgx/msgx/pipeline/sis/sisxml"
+	"github.com/msgx/msgx/store"
+)
+
+// maxPending bounds the FLIDs remembered between Decode and Process.
+const maxPending = 4096
+
+// txCache holds the flights read or written in the current transaction, so
+// that a batch of messages (the inbox engine processes several in one
+// transaction, each in its own savepoint) reads its flights in one query
+// instead of one per message.
+//
+// The engine decodes a batch before processing it: Decode notes the FLIDs
+// each message names (pending), and the first read in a new transaction
+// loads those together with the ones asked for. What the cache holds is
+// exactly what the transaction holds: a flight enters it when read (locked)
+// or written in that transaction; a message that fails drops the flights it
+// touched, since its savepoint is rolled back; another transaction starts
+// afresh. It is only a way to save round trips: with nothing pending, each
+// read goes to the database.
+type txCache struct {
+	tx      store.Tx
+	flights map[string]*Flight // a nil value: known not to be stored
+	pending []string
+}
+
+// note remembers the FLIDs a decoded message names.
+func (c *txCache) note(m *sisxml.Message) {
+	if len(c.pending) >= maxPending {
+		return
+	}
+	for _, b := range m.Body {
+		switch b.Name {
+		case "FLOP", "FDEL":
+			if id := b.ChildText("FLID"); id != "" {
+				c.pending = append(c.pending, id)
+			}
+		case "SCHD":
+			for _, r := range b.All("FLTR") {
+				if id := r.ChildText("FLID"); id != "" && len(c.pending) < maxPending {
+					c.pending = append(c.pending, id)
+				}
+			}
+		}
+	}
+}
+
+// get returns the flights of flids as stored in tx (absent ones missing).
+func (c *txCache) get(ctx context.Context, tx store.Tx, flids []string) (map[string]*Flight, error) {
+	if c.tx != tx {
+		c.tx, c.flights = tx, map[string]*Flight{}
+	}
+	var missing []string
+	for _, id := range flids {
+		if _, ok := c.flights[id]; !ok {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) > 0 {
+		for _, id := range c.pending {
+			if _, ok := c.flights[id]; !ok {
+				missing = append(missing, id)
+			}
+		}
+		c.pending = c.pending[:0]
+		missing = sortedUnique(missing)
+		fs, err := newFlightStore(tx.Dialect())
+		if err != nil {
+			return nil, err
+		}
+		got, err := fs.load(ctx, tx, missing)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range missing {
+			c.flights[id] = got[id] // nil when not stored
+		}
+	}
+	out := make(map[string]*Flight, len(flids))
+	for _, id := range flids {
+		if f := c.flights[id]; f != nil {
+			out[id] = f
+		}
+	}
+	return out, nil
+}
+
+// put records a flight written in tx.
+func (c *txCache) put(tx store.Tx, f *Flight) {
+	if c.tx == tx {
+		c.flights[f.FLID] = f
+	}
+}
+
+// reset forgets everything read or written: a message failed and its
+// savepoint was rolled back.
+func (c *txCache) reset() { c.tx, c.flights = nil, nil }

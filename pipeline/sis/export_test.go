@@ -1,0 +1,4 @@
+package sis
+
+// StateJSON exposes the state encoding to the tests.
+func StateJSON(f *Flight) ([]byte, error) { return f.stateJSON() }

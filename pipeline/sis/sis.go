@@ -1,0 +1,286 @@
+// Package sis is the SIS flight-message pipeline: the inbox processor that
+// turns the messages of the Unisys AODB "SIS" interface into flight state
+// (FLIGHT_SCHD and its detail tables, PostgreSQL or SQLite) and into the
+// events of two outbox targets — TargetMsg, one event per message that
+// changed a flight, and TargetSchd, the newest full state of each flight
+// (a tombstone when it is deleted) through a compacted lane.
+//
+// Dispatch is by kind (TYPE/STYP): SCHD DNLD/RESP (daily schedule snapshot,
+// validated and applied as a whole), SCHD ADFT (flights added or replaced),
+// FLOP (one flight's operational update, every subtype of the interface),
+// FLOP FDEL or TYPE FDEL (soft delete). docs/sis.md says what each status
+// and reason means.
+package sis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/outbox"
+	"github.com/msgx/msgx/pipeline/sis/sisxml"
+	"github.com/msgx/msgx/store"
+)
+
+// The outbox targets of the pipeline's events.
+const (
+	// TargetMsg carries one event per message that changed a flight, keyed
+	// by FLID; relay it in a per-key lane.
+	TargetMsg = "kafka:msg"
+	// TargetSchd carries the newest full state of a flight, keyed by FLID
+	// (a tombstone when it is deleted); relay it in a compacted lane.
+	TargetSchd = "kafka:schd"
+)
+
+// Event schemas, the "schema" field of every event payload.
+const (
+	SchemaMsg  = "msgx.sis.msg/v1"
+	SchemaSchd = "msgx.sis.schd/v1"
+)
+
+// Defaults.
+const (
+	DefaultMsgTopic    = "sis.msg"
+	DefaultSchdTopic   = "sis.schd"
+	DefaultFlushPeriod = 3 * time.Second
+	DefaultFlushLimit  = 500
+)
+
+// DefaultIgnore is the default ignore list (the seed's): these kinds are
+// SKIPPED with reason ignored:<kind>.
+var DefaultIgnore = []string{"LDM", "REGN", "RSTA", "EROR"}
+
+// ReferenceTypes are the reference-data message types. Their processing
+// (REF_MASTER) comes with the request coordinator; until then they are
+// SKIPPED with reason not-yet-supported:reference.
+var ReferenceTypes = []string{"ABDG", "ABNR", "AIRC", "AIRL", "ARPT", "BLST", "CHLT", "CITY", "CLST",
+	"COUL", "DLYL", "FLTL", "GLST", "HLTR", "ORGN", "PLST", "REGL", "REGN", "SLST", "STTS", "TLST", "VIPL", "VIPS"}
+
+// Config is the pipeline's configuration. Zero values take the defaults.
+type Config struct {
+	// Location is the airport time zone of body times and DTTM
+	// (airport.timezone; default Asia/Shanghai).
+	Location *time.Location
+	// Ignore lists the kinds SKIPPED as ignored: a TYPE ("LDM") or a
+	// TYPE/STYP ("REGN/UPD"). Nil means DefaultIgnore; an empty non-nil
+	// list ignores nothing.
+	Ignore []string
+	// RequestGuard, when true, accepts a SCHD RESP only as the answer to an
+	// open request. Requests are not tracked yet, so with the guard on every
+	// RESP is SKIPPED (no-match:no-open-request). Off (the default, and the
+	// behaviour of the system msgx replaces), a RESP is a snapshot like DNLD.
+	RequestGuard bool
+	// MsgTopic and SchdTopic are the broker topics of the two targets
+	// (defaults sis.msg and sis.schd).
+	MsgTopic, SchdTopic string
+	// SchdFlushPeriod and SchdFlushLimit shape the compacted schd lane
+	// (schd.flush-period, schd.flush-limit; defaults 3 s and 500).
+	SchdFlushPeriod time.Duration
+	SchdFlushLimit  int
+	// MaxBytes bounds a payload (default: the codec's).
+	MaxBytes int
+}
+
+func (c *Config) defaults() {
+	if c.Location == nil {
+		c.Location = sisxml.DefaultLocation()
+	}
+	if c.Ignore == nil {
+		c.Ignore = DefaultIgnore
+	}
+	if c.MsgTopic == "" {
+		c.MsgTopic = DefaultMsgTopic
+	}
+	if c.SchdTopic == "" {
+		c.SchdTopic = DefaultSchdTopic
+	}
+	if c.SchdFlushPeriod <= 0 {
+		c.SchdFlushPeriod = DefaultFlushPeriod
+	}
+	if c.SchdFlushLimit <= 0 {
+		c.SchdFlushLimit = DefaultFlushLimit
+	}
+}
+
+// RelayTargets returns the relay options of the two targets, publishing
+// through pub (a *broker.Broker): the msg target in a per-key lane, the schd
+// target in a compacted lane with the configured flush period and limit.
+func RelayTargets(pub outbox.Publisher, cfg Config) []outbox.Option {
+	cfg.defaults()
+	return []outbox.Option{
+		outbox.Target(TargetMsg, pub, outbox.PerKey),
+		outbox.Target(TargetSchd, pub, outbox.Compacted,
+			outbox.FlushPeriod(cfg.SchdFlushPeriod), outbox.FlushLimit(cfg.SchdFlushLimit)),
+	}
+}
+
+// Option configures a Processor.
+type Option func(*options)
+
+type options struct {
+	log *slog.Logger
+	reg prometheus.Registerer
+}
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithRegisterer registers the processor's metrics (default: not registered).
+func WithRegisterer(r prometheus.Registerer) Option { return func(o *options) { o.reg = r } }
+
+// Processor is the SIS inbox processor.
+type Processor struct {
+	cfg     Config
+	log     *slog.Logger
+	ignore  map[string]bool
+	ref     map[string]bool
+	results *prometheus.CounterVec
+
+	// mu serialises Decode and Process around the transaction cache.
+	mu    sync.Mutex
+	cache txCache
+}
+
+var _ inbox.Processor = (*Processor)(nil)
+
+// NewProcessor returns the processor for cfg.
+func NewProcessor(cfg Config, opts ...Option) (*Processor, error) {
+	cfg.defaults()
+	o := options{log: slog.Default()}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	p := &Processor{cfg: cfg, log: o.log, ignore: map[string]bool{}, ref: map[string]bool{}}
+	for _, k := range cfg.Ignore {
+		p.ignore[strings.ToUpper(strings.TrimSpace(k))] = true
+	}
+	for _, t := range ReferenceTypes {
+		p.ref[t] = true
+	}
+	p.results = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "msgx_sis_messages_total",
+		Help: "SIS messages processed, by TYPE and result (changed, unchanged, skipped:<reason class>, failed:<class>).",
+	}, []string{"type", "result"})
+	if o.reg != nil {
+		if err := o.reg.Register(p.results); err != nil {
+			return nil, fmt.Errorf("sis: metrics: %w", err)
+		}
+	}
+	return p, nil
+}
+
+// Config returns the configuration in effect (defaults filled in).
+func (p *Processor) Config() Config { return p.cfg }
+
+// Decode implements inbox.Processor: the codec's classification carries
+// over (MALFORMED goes DEAD, CODEC_ERROR is retried). Identity is
+// SNDR|TYPE|STYP|SEQN, kind TYPE/STYP.
+func (p *Processor) Decode(payload []byte) (inbox.Decoded, error) {
+	// A payload read from a text column (the mailbox's CLOB) or received as
+	// text is UTF-8 whatever its declaration says: the transport transcoded
+	// it. Text in GBK is practically never valid UTF-8, so valid UTF-8 is
+	// read as such and anything else as its declaration says.
+	m, err := sisxml.Decode(payload, sisxml.Options{Location: p.cfg.Location, MaxBytes: p.cfg.MaxBytes,
+		AlreadyUTF8: utf8.Valid(payload)})
+	if err != nil {
+		var ce *sisxml.Error
+		if errors.As(err, &ce) && ce.Class == sisxml.Malformed {
+			return inbox.Decoded{}, inbox.Fail(inbox.Malformed, err)
+		}
+		return inbox.Decoded{}, inbox.Fail(inbox.CodecError, err)
+	}
+	p.mu.Lock()
+	p.cache.note(m)
+	p.mu.Unlock()
+	meta := m.Meta
+	return inbox.Decoded{
+		Identity: meta.Sender + "|" + meta.Type + "|" + meta.Subtype + "|" + strconv.FormatInt(meta.Seq, 10),
+		Kind:     meta.Kind(),
+		Value:    m,
+	}, nil
+}
+
+// Process implements inbox.Processor: it dispatches by kind.
+func (p *Processor) Process(ctx context.Context, tx store.Tx, msg *inbox.Message) (out inbox.Outcome, err error) {
+	m, ok := msg.Decoded.(*sisxml.Message)
+	if !ok {
+		return inbox.Outcome{}, inbox.Failf(inbox.Infra, "sis: decoded value is %T", msg.Decoded)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	failed := true
+	defer func() {
+		if failed {
+			// The engine rolls the message's savepoint back (also after a
+			// panic): what the cache learnt from it is void.
+			p.cache.reset()
+		}
+	}()
+	out, changed, err := p.dispatch(ctx, tx, msg, m)
+	failed = err != nil
+	typ := m.Meta.Type
+	switch {
+	case err != nil:
+		p.results.WithLabelValues(typ, "failed:"+string(inbox.ClassOf(err))).Inc()
+	case out.Status == inbox.Skipped:
+		reason, _, _ := strings.Cut(out.Reason, ":")
+		p.results.WithLabelValues(typ, "skipped:"+reason).Inc()
+		p.log.Info("sis: message skipped", "msg_id", msg.ID, "kind", m.Meta.Kind(), "reason", out.Reason)
+	case changed:
+		p.results.WithLabelValues(typ, "changed").Inc()
+	default:
+		p.results.WithLabelValues(typ, "unchanged").Inc()
+	}
+	return out, err
+}
+
+// dispatch runs the processing of m's kind; changed says whether any flight
+// changed.
+func (p *Processor) dispatch(ctx context.Context, tx store.Tx, msg *inbox.Message, m *sisxml.Message) (inbox.Outcome, bool, error) {
+	typ, styp := m.Meta.Type, m.Meta.Subtype
+	kind := m.Meta.Kind()
+	if p.ignore[typ] || p.ignore[kind] {
+		return inbox.Skip("ignored:" + kind), false, nil
+	}
+	switch {
+	case typ == "SCHD" && (styp == "DNLD" || styp == "RESP"):
+		if styp == "RESP" && p.cfg.RequestGuard {
+			return inbox.Skip("no-match:no-open-request"), false, nil
+		}
+		return p.schedule(ctx, tx, msg, m, true)
+	case typ == "SCHD" && styp == "ADFT":
+		return p.schedule(ctx, tx, msg, m, false)
+	case typ == "FDEL" || (typ == "FLOP" && styp == "FDEL"):
+		return p.fdel(ctx, tx, msg, m)
+	case typ == "FLOP":
+		if !knownFlop(styp) {
+			return inbox.Outcome{}, false, inbox.Failf(inbox.Unsupported, "sis: no processor for FLOP subtype %s", styp)
+		}
+		return p.flop(ctx, tx, msg, m)
+	case p.ref[typ] && slices.Contains([]string{"DNLD", "RESP", "ADD", "UPD", "DEL"}, styp):
+		return inbox.Skip("not-yet-supported:reference"), false, nil
+	case typ == "SCHS" && (styp == "DNLD" || styp == "RESP"):
+		return inbox.Skip("not-yet-supported:schs"), false, nil
+	}
+	return inbox.Outcome{}, false, inbox.Failf(inbox.Unsupported, "sis: no processor for %s", kind)
+}
+
+// body returns the body element named name, or nil.
+func body(m *sisxml.Message, name string) *sisxml.Element {
+	for _, e := range m.Body {
+		if e.Name == name {
+			return e
+		}
+	}
+	return nil
+}
