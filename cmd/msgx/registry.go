@@ -2,16 +2,52 @@ package main
 
 import (
 	"context"
+	"errors"
+	"net/http"
 
 	"github.com/msgx/msgx/app"
 	"github.com/msgx/msgx/inbox"
 	"github.com/msgx/msgx/internal/testproc"
+	"github.com/msgx/msgx/pipeline/routepassport"
+	"github.com/msgx/msgx/pipeline/sis"
 )
 
 // newRegistry lists the processors, pipelines and admin queries of this
 // build by the names configurations use (docs/architecture.md, package app).
 func newRegistry() *app.Registry {
 	reg := app.NewRegistry()
+	// The SIS flight exchange: an inbox stream's processor. Its two outbox
+	// targets (sis.TargetMsg, sis.TargetSchd) are mapped to a broker and a
+	// lane under relay.targets.
+	reg.Processor("sis", func(_ context.Context, d app.Deps, _ string, settings map[string]string) (inbox.Processor, error) {
+		cfg, err := sis.ConfigFromSettings(settings)
+		if err != nil {
+			return nil, err
+		}
+		return sis.NewProcessor(cfg, sis.WithLogger(d.Logger), sis.WithRegisterer(d.Registerer))
+	})
+	// Route passports: a broker consumer with its own relay of the two
+	// output topics.
+	reg.Pipeline("routepassport", func(_ context.Context, d app.Deps, spec app.PipelineSpec) (*app.Pipeline, error) {
+		if spec.Broker == nil {
+			return nil, errors.New("routepassport: pipelines.routepassport.broker is required")
+		}
+		opts, err := routepassport.OptionsFromSettings(spec.Options)
+		if err != nil {
+			return nil, err
+		}
+		p, err := routepassport.New(d.DB, spec.Broker, append(opts, routepassport.WithLogger(d.Logger), routepassport.WithRegisterer(d.Registerer))...)
+		if err != nil {
+			return nil, err
+		}
+		return &app.Pipeline{
+			Run: func(ctx context.Context) error {
+				defer p.Close()
+				return p.Run(ctx)
+			},
+			Handlers: map[string]http.Handler{"POST /v1/routepassport/test": p.TestController()},
+		}, nil
+	})
 	// For the service's own end-to-end tests only; not a product pipeline.
 	reg.Processor(testproc.Name, func(_ context.Context, _ app.Deps, _ string, opts map[string]string) (inbox.Processor, error) {
 		return testproc.New(opts), nil

@@ -1,0 +1,54 @@
+package routepassport
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+)
+
+// OptionsFromSettings reads options from the string settings a service
+// configuration carries for the pipeline (pipelines.routepassport.options):
+//
+//	test-controller     true|false: the record-injecting endpoint
+//	                    (route-processing.test-controller.enabled; default false)
+//	group               consumer group (default pcp-route-processing-service)
+//	input-topic, dead-letter-topic, route-in-topic, georeference-topic
+//	                    the four topics (defaults: the seed's names)
+//
+// Unknown keys are an error; every problem is reported at once.
+func OptionsFromSettings(settings map[string]string) ([]Option, error) {
+	var (
+		opts []Option
+		errs []error
+	)
+	topics := map[string]string{
+		"input-topic": InputTopic, "dead-letter-topic": DeadLetterTopic,
+		"route-in-topic": RouteInTopic, "georeference-topic": GeoreferenceTopic,
+	}
+	for _, k := range slices.Sorted(maps.Keys(settings)) {
+		v := settings[k]
+		switch k {
+		case "test-controller":
+			on, err := strconv.ParseBool(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("test-controller: %q is not true or false", v))
+			}
+			opts = append(opts, WithTestController(on))
+		case "group":
+			opts = append(opts, WithGroup(v))
+		case "input-topic", "dead-letter-topic", "route-in-topic", "georeference-topic":
+			if v == "" {
+				errs = append(errs, fmt.Errorf("%s: empty", k))
+			}
+			topics[k] = v
+		default:
+			errs = append(errs, fmt.Errorf("%s: unknown setting (known: test-controller, group, input-topic, dead-letter-topic, route-in-topic, georeference-topic)", k))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("routepassport: %w", err)
+	}
+	return append(opts, WithTopics(topics["input-topic"], topics["dead-letter-topic"], topics["route-in-topic"], topics["georeference-topic"])), nil
+}
