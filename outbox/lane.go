@@ -21,6 +21,7 @@ type Stats struct {
 	Dead      int // events that became DEAD
 	Covered   int // older events of compacted keys marked done
 	Released  int // claims given back unsent (the relay was stopping)
+	LeaseLost int // claims another relay took over before this one sent them
 }
 
 func (s *Stats) add(o Stats) {
@@ -30,6 +31,7 @@ func (s *Stats) add(o Stats) {
 	s.Dead += o.Dead
 	s.Covered += o.Covered
 	s.Released += o.Released
+	s.LeaseLost += o.LeaseLost
 }
 
 type lane struct {
@@ -234,7 +236,21 @@ const (
 	retry
 	dead
 	release
+	// lost: the lease could not be extended before a send (another relay
+	// took the row after it ran out); the relay leaves the row alone.
+	lost
+	// pending: not sent yet in this cycle.
+	pending
 )
+
+// delivery is one cycle's claimed events on their way to the broker: their
+// outcomes so far and the lease they are held under.
+type delivery struct {
+	evs   []*claimed
+	res   []outcome
+	errs  []error
+	lease time.Time
+}
 
 // deliver publishes claimed events and records the outcome of each, fenced by
 // the lease.
@@ -247,29 +263,29 @@ func (l *lane) deliver(ctx context.Context, evs []*claimed, lease time.Time) (St
 func (l *lane) deliverChain(ctx context.Context, evs []*claimed, lease time.Time, wk *worker) (Stats, error) {
 	st := Stats{Claimed: len(evs)}
 	slices.SortFunc(evs, func(a, b *claimed) int { return cmpInt64(a.id, b.id) })
-	res := make([]outcome, len(evs))
-	errs := make([]error, len(evs))
+	d := &delivery{evs: evs, res: make([]outcome, len(evs)), errs: make([]error, len(evs)), lease: lease}
 	var toSend []int
 	for i, e := range evs {
 		if e.attempts > l.r.cfg.retry.MaxAttempts {
 			// The relay holding the last attempt died: do not try again.
-			res[i], errs[i] = dead, errors.New("the lease of the last attempt expired without a result")
+			d.res[i], d.errs[i] = dead, errors.New("the lease of the last attempt expired without a result")
 			continue
 		}
+		d.res[i] = pending
 		toSend = append(toSend, i)
 	}
-	l.publish(ctx, evs, toSend, res, errs)
-	return st, l.finish(ctx, evs, res, errs, lease, &st, wk)
+	l.publish(ctx, d, toSend)
+	return st, l.finish(ctx, d.evs, d.res, d.errs, d.lease, &st, wk)
 }
 
 // publish sends the events of idx in id order, grouped by topic. Events on
 // their first attempt go in one confirmed send per topic; retried events go
 // one by one so that a poison event fails only itself.
-func (l *lane) publish(ctx context.Context, evs []*claimed, idx []int, res []outcome, errs []error) {
+func (l *lane) publish(ctx context.Context, d *delivery, idx []int) {
 	var topics []string
 	byTopic := map[string][]int{}
 	for _, i := range idx {
-		t := evs[i].topic
+		t := d.evs[i].topic
 		if _, ok := byTopic[t]; !ok {
 			topics = append(topics, t)
 		}
@@ -278,27 +294,101 @@ func (l *lane) publish(ctx context.Context, evs []*claimed, idx []int, res []out
 	for _, t := range topics {
 		var first []int
 		for _, i := range byTopic[t] {
-			if evs[i].attempts <= 1 {
+			if d.evs[i].attempts <= 1 {
 				first = append(first, i)
 				continue
 			}
-			l.send(ctx, t, evs, []int{i}, res, errs)
+			l.send(ctx, t, d, []int{i})
 		}
 		if len(first) > 0 {
-			l.send(ctx, t, evs, first, res, errs)
+			l.send(ctx, t, d, first)
 		}
 	}
 }
 
-func (l *lane) send(ctx context.Context, topic string, evs []*claimed, idx []int, res []outcome, errs []error) {
+// holdLease makes sure the lease outlasts a send begun now and the statement
+// recording its outcome: when it would not, it extends the lease of every
+// event of the delivery still held (sent or not), and marks the events whose
+// rows the relay no longer holds as lost, so that they are not sent. Without
+// this a relay whose lease ran out during a long cycle (retries go one by
+// one, each under the full publish timeout) would go on sending rows another
+// relay has taken: an older duplicate overtaking a key's successor, an older
+// compacted state landing after a newer one.
+func (l *lane) holdLease(ctx context.Context, d *delivery) {
+	now := l.r.cfg.clock.Now()
+	if now.Add(l.r.cfg.publishTimeout + l.r.cfg.dbTimeout).Before(d.lease) {
+		return
+	}
+	var rows []rowRef
+	for i, e := range d.evs {
+		if d.res[i] != pending && d.res[i] != sent {
+			continue
+		}
+		rows = append(rows, e.rowRef)
+		if e.head.id != 0 && e.head.id != e.id {
+			rows = append(rows, e.head)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	newLease := leaseUntil(now, l.r.cfg.lease)
+	held, err := l.r.ops.extendLease(ctx, l.cfg.target, rows, d.lease, newLease)
+	if err != nil {
+		// Sending on a lease that may run out is what this prevents: give the
+		// unsent events back (their lease still fences the statement).
+		l.log.Warn("outbox: extending the lease before a send failed; giving the rest of the cycle back", "err", err)
+		for i := range d.evs {
+			if d.res[i] == pending {
+				d.res[i], d.errs[i] = release, err
+			}
+		}
+		return
+	}
+	d.lease = newLease
+	nLost := 0
+	for i, e := range d.evs {
+		if d.res[i] != pending && d.res[i] != sent {
+			continue
+		}
+		ref, ok := held[e.id]
+		h, hok := held[e.head.id]
+		if e.head.id == 0 || e.head.id == e.id {
+			h, hok = ref, ok
+		}
+		if !ok || !hok {
+			d.res[i], d.errs[i] = lost, errors.New("lease lost before the send")
+			nLost++
+			continue
+		}
+		e.rowRef.tid = ref.tid
+		if e.head.id != 0 {
+			e.head.tid = h.tid
+		}
+	}
+	if nLost > 0 {
+		l.log.Warn("outbox: lease ran out during a cycle; another relay has those events", "events", nLost)
+	}
+}
+
+func (l *lane) send(ctx context.Context, topic string, d *delivery, idx []int) {
+	if ctx.Err() == nil {
+		l.holdLease(ctx, d)
+	}
+	evs, res, errs := d.evs, d.res, d.errs
 	msgs := make([]*broker.Message, 0, len(idx))
+	var in []int
 	for _, i := range idx {
+		if res[i] != pending {
+			continue
+		}
 		m, err := message(evs[i])
 		if err != nil {
 			res[i], errs[i] = dead, err
 			continue
 		}
 		msgs = append(msgs, m)
+		in = append(in, i)
 	}
 	if len(msgs) == 0 {
 		return
@@ -306,10 +396,7 @@ func (l *lane) send(ctx context.Context, topic string, evs []*claimed, idx []int
 	pctx, cancel := context.WithTimeout(ctx, l.r.cfg.publishTimeout)
 	err := l.cfg.pub.SendConfirmed(pctx, topic, msgs...)
 	cancel()
-	for _, i := range idx {
-		if errs[i] != nil {
-			continue
-		}
+	for _, i := range in {
 		switch {
 		case err == nil:
 			res[i] = sent
@@ -369,11 +456,13 @@ func (l *lane) finish(ctx context.Context, evs []*claimed, res []outcome, errs [
 			} else {
 				sentIDs = append(sentIDs, e.rowRef)
 			}
-		case release:
+		case release, pending:
 			relIDs = append(relIDs, e.rowRef)
 			if e.head.id != 0 && e.head.id != e.id {
 				clearHeads = append(clearHeads, e.head)
 			}
+		case lost:
+			st.LeaseLost++
 		default:
 			failed = append(failed, i)
 		}

@@ -572,3 +572,43 @@ func (o *ops) oldestPending(ctx context.Context, target string) (time.Time, bool
 	}
 	return t, true, nil
 }
+
+// dbNow reads the database server's clock (PostgreSQL).
+func (o *ops) dbNow(ctx context.Context) (time.Time, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	var t time.Time
+	if err := o.run.QueryRow(ctx, o.q.Get("DBNow")).Scan(&t); err != nil {
+		return time.Time{}, fmt.Errorf("outbox: DBNow: %w", err)
+	}
+	return t, nil
+}
+
+// extendLease moves the lease of claimed rows (fenced by the current one) to
+// newLease and returns the rows it moved with their new row references (the
+// update gives a row a new ctid on PostgreSQL), by id.
+func (o *ops) extendLease(ctx context.Context, target string, rows []rowRef, lease, newLease time.Time) (map[int64]rowRef, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	r, err := o.run.Query(ctx, o.q.Get("ExtendLease"), o.finishArgs(target, rows, lease, newLease)...)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: ExtendLease: %w", err)
+	}
+	defer r.Close()
+	out := make(map[int64]rowRef, len(rows))
+	for r.Next() {
+		var ref rowRef
+		dest := []any{&ref.id}
+		if o.pg {
+			dest = append(dest, &ref.tid)
+		}
+		if err := r.Scan(dest...); err != nil {
+			return nil, fmt.Errorf("outbox: ExtendLease: %w", err)
+		}
+		out[ref.id] = ref
+	}
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("outbox: ExtendLease: %w", err)
+	}
+	return out, nil
+}

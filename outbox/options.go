@@ -118,6 +118,10 @@ type config struct {
 	cleanupInterval time.Duration
 	lagInterval     time.Duration
 	syncCommit      bool
+	// clockSet: WithClock chose the clock; otherwise, on PostgreSQL, the
+	// relay reads the database's clock through hostClock (dbClock).
+	clockSet  bool
+	hostClock clock.Clock
 }
 
 // Option configures a Relay.
@@ -139,8 +143,19 @@ func Target(name string, pub Publisher, kind LaneKind, opts ...LaneOption) Optio
 	}
 }
 
-// WithClock sets the clock every scheduling decision reads (default wall clock).
-func WithClock(cl clock.Clock) Option { return func(c *config) { c.clock = cl } }
+// WithClock sets the clock every scheduling decision reads, as it is. By
+// default the relay reads the database server's clock on PostgreSQL (the
+// host's clock corrected by its measured offset, so that relays on several
+// hosts judge leases on one clock) and the host's clock on SQLite. A clock
+// given here must agree across the relays of a database to well under the
+// lease: tests, or relays on the database's host.
+func WithClock(cl clock.Clock) Option {
+	return func(c *config) { c.clock, c.clockSet = cl, true }
+}
+
+// withHostClock sets the host clock under the database clock (tests of the
+// clock correction).
+func withHostClock(cl clock.Clock) Option { return func(c *config) { c.hostClock = cl } }
 
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
@@ -190,6 +205,7 @@ func WithSynchronousCommit(on bool) Option { return func(c *config) { c.syncComm
 func newConfig(opts []Option) (config, error) {
 	c := config{
 		clock:           clock.Real{},
+		hostClock:       clock.Real{},
 		logger:          slog.Default(),
 		retry:           DefaultRetry,
 		lease:           DefaultLease,
@@ -232,7 +248,7 @@ func newConfig(opts []Option) (config, error) {
 	if c.lease <= c.publishTimeout+2*c.dbTimeout {
 		errs = append(errs, fmt.Errorf("lease %v must exceed the publish timeout plus two database timeouts (%v)", c.lease, c.publishTimeout+2*c.dbTimeout))
 	}
-	if c.clock == nil || c.logger == nil {
+	if c.clock == nil || c.hostClock == nil || c.logger == nil {
 		errs = append(errs, errors.New("clock and logger must not be nil"))
 	}
 	if err := errors.Join(errs...); err != nil {

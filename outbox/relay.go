@@ -24,6 +24,7 @@ type Relay struct {
 	ops     *ops
 	met     *metrics
 	wm      *watermark // PostgreSQL: where unordered claims may start
+	dbc     *dbClock   // PostgreSQL without WithClock: the database's clock
 	lanes   []*lane
 	running atomic.Bool
 }
@@ -46,6 +47,10 @@ func NewRelay(db *store.DB, opts ...Option) (*Relay, error) {
 	r := &Relay{cfg: cfg, db: db, ops: o, met: newMetrics(cfg.registerer)}
 	if o.pg {
 		r.wm = &watermark{}
+		if !cfg.clockSet {
+			r.dbc = &dbClock{host: cfg.hostClock}
+			r.cfg.clock = r.dbc
+		}
 	}
 	for _, lc := range cfg.lanes {
 		r.lanes = append(r.lanes, &lane{
@@ -70,6 +75,9 @@ func (r *Relay) Run(ctx context.Context) error {
 		return errors.New("outbox: relay already running")
 	}
 	defer r.running.Store(false)
+	if err := r.syncClock(ctx); err != nil && ctx.Err() == nil {
+		r.cfg.logger.Warn("outbox: reading the database clock failed; the relay keeps its last offset", "err", err)
+	}
 	var wg sync.WaitGroup
 	for _, l := range r.lanes {
 		for range l.cfg.workers {
@@ -135,6 +143,9 @@ func (r *Relay) sleep(ctx context.Context, d time.Duration) {
 // their period. Tests and one-shot tools use it instead of Run.
 func (r *Relay) Flush(ctx context.Context) (Stats, error) {
 	var total Stats
+	if err := r.syncClock(ctx); err != nil {
+		return total, err
+	}
 	for _, l := range r.lanes {
 		var (
 			w  walkState
@@ -158,6 +169,9 @@ func (r *Relay) maintain(ctx context.Context) {
 	cl := r.cfg.clock
 	nextLag, nextClean := cl.Now(), cl.Now().Add(r.cfg.cleanupInterval)
 	for ctx.Err() == nil {
+		if err := r.syncClock(ctx); err != nil && ctx.Err() == nil {
+			r.cfg.logger.Warn("outbox: reading the database clock failed; the relay keeps its last offset", "err", err)
+		}
 		now := cl.Now()
 		if !now.Before(nextLag) {
 			if _, err := r.Lag(ctx); err != nil && ctx.Err() == nil {
@@ -175,8 +189,20 @@ func (r *Relay) maintain(ctx context.Context) {
 		if r.cfg.cleanupInterval > 0 && nextClean.Before(next) {
 			next = nextClean
 		}
+		if r.dbc != nil && now.Add(dbClockResync).Before(next) {
+			next = now.Add(dbClockResync)
+		}
 		r.sleep(ctx, next.Sub(now))
 	}
+}
+
+// syncClock measures the offset of the database's clock when it is due
+// (PostgreSQL, unless WithClock chose the clock).
+func (r *Relay) syncClock(ctx context.Context) error {
+	if r.dbc == nil || !r.dbc.due() {
+		return nil
+	}
+	return r.dbc.sync(ctx, r.ops.dbNow)
 }
 
 // Lag measures the age of the oldest pending event of each target (0 when

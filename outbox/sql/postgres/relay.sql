@@ -260,3 +260,15 @@ SELECT CASE WHEN s.is_called THEN s.last_value ELSE s.last_value - 1 END,
        pg_current_xact_id()::text::bigint,
        pg_snapshot_xmin(pg_current_snapshot())::text::bigint
 FROM msgx_outbox_id_seq s
+
+-- name: DBNow
+-- The database server's clock, which every relay's leases are read on.
+SELECT clock_timestamp()
+
+-- name: ExtendLease
+-- Moves the lease of claimed rows forward before a send that could outlast
+-- it; returns the rows still held, with their new ctids.
+UPDATE msgx_outbox o SET locked_until = $4
+FROM unnest($2::tid[], $5::bigint[]) AS r(t, i)
+WHERE o.ctid = r.t AND o.id = r.i AND o.target = $1 AND o.locked_until = $3
+RETURNING o.id, o.ctid

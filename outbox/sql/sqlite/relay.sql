@@ -103,6 +103,11 @@ WHERE target = ?1 AND status = 'PENDING' AND id IN (SELECT value FROM json_each(
 UPDATE msgx_outbox SET locked_until = NULL, attempts = MAX(attempts - 1, 0)
 WHERE target = ?1 AND status = 'PENDING' AND id IN (SELECT value FROM json_each(?2)) AND locked_until = ?3
 
+-- name: ExtendLease
+UPDATE msgx_outbox SET locked_until = ?4
+WHERE target = ?1 AND status = 'PENDING' AND id IN (SELECT value FROM json_each(?2)) AND locked_until = ?3
+RETURNING id
+
 -- name: CoverInsert
 -- The older pending events of the keys of the newest events ?2 are recorded
 -- as COVERED by them (then deleted by CoverDelete), before the newest events
