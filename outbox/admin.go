@@ -42,6 +42,10 @@ type Record struct {
 	// CoveredBy is, for a COVERED event, the row id of the newer event of its
 	// key that was sent (or went dead) for it.
 	CoveredBy *int64
+	// LeaseExpiries counts, for a pending or dead event, the claims that
+	// ended without a result (the relay stopped or crashed); they are among
+	// Attempts but do not count against the retry policy.
+	LeaseExpiries int
 }
 
 // ErrNotFound is returned by Get for an unknown event id.
@@ -57,7 +61,7 @@ func Get(ctx context.Context, q store.Querier, eventID string) (Record, error) {
 	var r Record
 	var typ, status string
 	err = q.QueryRow(ctx, qs.Get("Get"), eventID).Scan(&r.EventID, &r.Seq, &r.Target, &r.Topic, &r.Key, &typ, &status,
-		&r.Attempts, &r.LastError, &r.CreatedAt, &r.NextAttemptAt, &r.DoneAt, &r.CoveredBy)
+		&r.Attempts, &r.LastError, &r.CreatedAt, &r.NextAttemptAt, &r.DoneAt, &r.CoveredBy, &r.LeaseExpiries)
 	if errors.Is(err, store.ErrNoRows) {
 		return Record{}, fmt.Errorf("%w: %s", ErrNotFound, eventID)
 	}

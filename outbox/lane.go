@@ -266,9 +266,10 @@ func (l *lane) deliverChain(ctx context.Context, evs []*claimed, lease time.Time
 	d := &delivery{evs: evs, res: make([]outcome, len(evs)), errs: make([]error, len(evs)), lease: lease}
 	var toSend []int
 	for i, e := range evs {
-		if e.attempts > l.r.cfg.retry.MaxAttempts {
-			// The relay holding the last attempt died: do not try again.
-			d.res[i], d.errs[i] = dead, errors.New("the lease of the last attempt expired without a result")
+		if e.expiries > l.r.cfg.maxLeaseExpiries {
+			// Relays keep dying while they hold this event: it may be what
+			// kills them (or the broker call never returns).
+			d.res[i], d.errs[i] = dead, fmt.Errorf("the lease expired without a result %d times (the relays holding it stopped or crashed)", e.expiries)
 			continue
 		}
 		d.res[i] = pending
@@ -277,6 +278,11 @@ func (l *lane) deliverChain(ctx context.Context, evs []*claimed, lease time.Time
 	l.publish(ctx, d, toSend)
 	return st, l.finish(ctx, d.evs, d.res, d.errs, d.lease, &st, wk)
 }
+
+// isolateAfterExpiries: an event whose lease expired this often goes in a
+// send of its own, so that an event that kills its relay does not keep
+// taking the events batched with it down too.
+const isolateAfterExpiries = 2
 
 // publish sends the events of idx in id order, grouped by topic. Events on
 // their first attempt go in one confirmed send per topic; retried events go
@@ -294,7 +300,7 @@ func (l *lane) publish(ctx context.Context, d *delivery, idx []int) {
 	for _, t := range topics {
 		var first []int
 		for _, i := range byTopic[t] {
-			if d.evs[i].attempts <= 1 {
+			if e := d.evs[i]; e.own() <= 1 && e.expiries < isolateAfterExpiries {
 				first = append(first, i)
 				continue
 			}
@@ -404,7 +410,7 @@ func (l *lane) send(ctx context.Context, topic string, d *delivery, idx []int) {
 			res[i], errs[i] = release, err
 		case broker.IsPoison(err) && len(msgs) == 1:
 			res[i], errs[i] = dead, err
-		case l.r.cfg.retry.Exhausted(evs[i].attempts):
+		case l.r.cfg.retry.Exhausted(evs[i].own()):
 			res[i], errs[i] = dead, err
 		default:
 			res[i], errs[i] = retry, err
@@ -551,7 +557,7 @@ func (l *lane) finish(ctx context.Context, evs []*claimed, res []outcome, errs [
 		}
 		// A claim always counts its attempt; max keeps a retry off the
 		// current instant even if it did not.
-		retries[max(e.attempts, 1)] = append(retries[max(e.attempts, 1)], i)
+		retries[max(e.own(), 1)] = append(retries[max(e.own(), 1)], i)
 	}
 	for attempts, idx := range retries {
 		next := now.Add(l.r.cfg.retry.Delay(attempts))

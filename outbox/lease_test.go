@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -117,4 +118,38 @@ func TestLeasesOnTheDatabaseClock(t *testing.T) {
 	if n := countStatus(t, db, outbox.StatusSent); n != 2 {
 		t.Fatalf("%d sent, want 2", n)
 	}
+}
+
+// TestLeaseExpiriesHaveTheirOwnLimit: an event whose relays keep stopping
+// while they hold it goes DEAD once its lease expired more often than
+// WithMaxLeaseExpiries allows, with a reason saying so, however few of its
+// own attempts it used.
+func TestLeaseExpiriesHaveTheirOwnLimit(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		clk := clock.NewFake(t0)
+		enqueue(t, db, t0, ev("p", "A", 1))
+		var stuck []*sink
+		var wg sync.WaitGroup
+		for range 2 {
+			s := &sink{block: make(chan struct{}), entered: make(chan int, 1)}
+			r := newRelay(t, db, clk, outbox.Target("p", s, outbox.PerKey))
+			wg.Go(func() { _, _ = r.Flush(context.Background()) })
+			<-s.entered
+			stuck = append(stuck, s)
+			clk.Advance(outbox.DefaultLease)
+		}
+		defer wg.Wait()
+		for _, s := range stuck {
+			defer close(s.block)
+		}
+		s := &sink{}
+		r := newRelay(t, db, clk, outbox.WithMaxLeaseExpiries(1), outbox.Target("p", s, outbox.PerKey))
+		if st := flush(t, r); st.Dead != 1 || s.count() != 0 {
+			t.Fatalf("%+v, sent %d", st, s.count())
+		}
+		rec := get(t, db, "p-A-1")
+		if rec.Status != outbox.StatusDead || rec.Attempts != 3 || rec.LeaseExpiries != 2 || !strings.Contains(rec.LastError, "expired without a result 2 times") {
+			t.Fatalf("%+v", rec)
+		}
+	})
 }

@@ -33,7 +33,8 @@ type claimed struct {
 	typ       EventType
 	payload   []byte
 	headers   []byte
-	attempts  int
+	attempts  int // claims of the row, this one included
+	expiries  int // claims that found the previous claim's lease expired
 	createdAt time.Time
 	// head is, for the newest event of a compacted key, the key's smallest
 	// pending row, whose lease marks the key as in flight (head.id is 0 for
@@ -45,6 +46,11 @@ type claimed struct {
 	chain int
 	succ  []rowRef
 }
+
+// own is how many times the event has been sent by a relay that lived to
+// record the result, this attempt included: a lease that expired without a
+// result is not the event's failure.
+func (c *claimed) own() int { return c.attempts - c.expiries }
 
 // head is one key met by a walk over the keys of a target.
 type head struct {
@@ -192,7 +198,7 @@ func (o *ops) scanClaimed(rows store.Rows, out []*claimed) ([]*claimed, error) {
 	for rows.Next() {
 		c := &claimed{}
 		var typ string
-		dest := []any{&c.id, &c.eventID, &c.topic, &c.key, &typ, &c.payload, &c.headers, &c.attempts, &c.createdAt}
+		dest := []any{&c.id, &c.eventID, &c.topic, &c.key, &typ, &c.payload, &c.headers, &c.attempts, &c.createdAt, &c.expiries}
 		if o.pg {
 			dest = append([]any{&c.tid}, dest...)
 		}
@@ -472,7 +478,7 @@ func (o *ops) markSentAdvance(ctx context.Context, target string, rows []rowRef,
 		c := &claimed{}
 		var kind int
 		var typ string
-		if err := r.Scan(&kind, &c.tid, &c.id, &c.eventID, &c.topic, &c.key, &typ, &c.payload, &c.headers, &c.attempts, &c.createdAt); err != nil {
+		if err := r.Scan(&kind, &c.tid, &c.id, &c.eventID, &c.topic, &c.key, &typ, &c.payload, &c.headers, &c.attempts, &c.createdAt, &c.expiries); err != nil {
 			return nil, nil, fmt.Errorf("outbox: SentAdvance: %w", err)
 		}
 		if kind == 1 {

@@ -69,6 +69,9 @@ const (
 	DefaultDBTimeout      = 15 * time.Second
 	DefaultPollInterval   = 100 * time.Millisecond
 	DefaultRetention      = 24 * time.Hour
+	// DefaultMaxLeaseExpiries bounds the claims of an event that ended
+	// without a result (the relay holding it stopped or crashed).
+	DefaultMaxLeaseExpiries = 20
 )
 
 // DefaultRetry is the relay's retry policy: 5 attempts, 1 s doubling to at
@@ -118,6 +121,8 @@ type config struct {
 	cleanupInterval time.Duration
 	lagInterval     time.Duration
 	syncCommit      bool
+	// maxLeaseExpiries: see WithMaxLeaseExpiries.
+	maxLeaseExpiries int
 	// clockSet: WithClock chose the clock; otherwise, on PostgreSQL, the
 	// relay reads the database's clock through hostClock (dbClock).
 	clockSet  bool
@@ -172,6 +177,14 @@ func WithRetry(p backoff.Policy) Option { return func(c *config) { c.retry = p }
 // plus two database timeouts.
 func WithLease(d time.Duration) Option { return func(c *config) { c.lease = d } }
 
+// WithMaxLeaseExpiries bounds how many times an event may be claimed by
+// relays that then stopped or crashed before recording a result (its lease
+// expired) before it becomes DEAD (default DefaultMaxLeaseExpiries). These are
+// counted apart from the event's own failed sends, which the retry policy
+// bounds, so that a crash-looping relay does not dead-letter the healthy
+// events it held; the limit only stops an event that keeps killing relays.
+func WithMaxLeaseExpiries(n int) Option { return func(c *config) { c.maxLeaseExpiries = n } }
+
 // WithPublishTimeout bounds each confirmed send (default 15 s).
 func WithPublishTimeout(d time.Duration) Option { return func(c *config) { c.publishTimeout = d } }
 
@@ -204,17 +217,18 @@ func WithSynchronousCommit(on bool) Option { return func(c *config) { c.syncComm
 
 func newConfig(opts []Option) (config, error) {
 	c := config{
-		clock:           clock.Real{},
-		hostClock:       clock.Real{},
-		logger:          slog.Default(),
-		retry:           DefaultRetry,
-		lease:           DefaultLease,
-		publishTimeout:  DefaultPublishTimeout,
-		dbTimeout:       DefaultDBTimeout,
-		pollInterval:    DefaultPollInterval,
-		retention:       DefaultRetention,
-		cleanupInterval: time.Minute,
-		lagInterval:     10 * time.Second,
+		clock:            clock.Real{},
+		hostClock:        clock.Real{},
+		logger:           slog.Default(),
+		retry:            DefaultRetry,
+		lease:            DefaultLease,
+		publishTimeout:   DefaultPublishTimeout,
+		dbTimeout:        DefaultDBTimeout,
+		pollInterval:     DefaultPollInterval,
+		retention:        DefaultRetention,
+		cleanupInterval:  time.Minute,
+		lagInterval:      10 * time.Second,
+		maxLeaseExpiries: DefaultMaxLeaseExpiries,
 	}
 	for _, o := range opts {
 		o(&c)
@@ -238,6 +252,9 @@ func newConfig(opts []Option) (config, error) {
 			errs = append(errs, fmt.Errorf("target %q: batch, workers, flush limit and flush period must be positive", l.target))
 		}
 		seen[l.target] = true
+	}
+	if c.maxLeaseExpiries < 1 {
+		errs = append(errs, errors.New("the lease expiry limit must be at least 1"))
 	}
 	if c.retry.MaxAttempts < 1 {
 		errs = append(errs, errors.New("retry policy needs at least one attempt"))

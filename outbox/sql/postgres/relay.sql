@@ -18,9 +18,10 @@ WITH c AS (
     LIMIT $5
     FOR UPDATE SKIP LOCKED
 )
-UPDATE msgx_outbox o SET locked_until = $4, attempts = o.attempts + 1
+UPDATE msgx_outbox o SET locked_until = $4, attempts = o.attempts + 1,
+    lease_expiries = o.lease_expiries + CASE WHEN o.locked_until IS NULL THEN 0 ELSE 1 END
 WHERE o.ctid = ANY(ARRAY(SELECT ctid FROM c)) AND o.target = $1 AND o.status <> 'DEAD'
-RETURNING o.ctid, o.id, o.event_id, o.topic, o.partition_key, o.event_type, o.payload, o.headers, o.attempts, o.created_at
+RETURNING o.ctid, o.id, o.event_id, o.topic, o.partition_key, o.event_type, o.payload, o.headers, o.attempts, o.created_at, o.lease_expiries
 
 -- name: ClaimKeyless
 -- Events without a key carry no order: ordered lanes claim them like the
@@ -33,9 +34,10 @@ WITH c AS (
     LIMIT $4
     FOR UPDATE SKIP LOCKED
 )
-UPDATE msgx_outbox o SET locked_until = $3, attempts = o.attempts + 1
+UPDATE msgx_outbox o SET locked_until = $3, attempts = o.attempts + 1,
+    lease_expiries = o.lease_expiries + CASE WHEN o.locked_until IS NULL THEN 0 ELSE 1 END
 WHERE o.ctid = ANY(ARRAY(SELECT ctid FROM c)) AND o.target = $1 AND o.status <> 'DEAD'
-RETURNING o.ctid, o.id, o.event_id, o.topic, o.partition_key, o.event_type, o.payload, o.headers, o.attempts, o.created_at
+RETURNING o.ctid, o.id, o.event_id, o.topic, o.partition_key, o.event_type, o.payload, o.headers, o.attempts, o.created_at, o.lease_expiries
 
 -- name: ClaimHeads
 -- Per-key lane, in one statement: a loose index scan over the keys after $2
@@ -63,13 +65,14 @@ WITH RECURSIVE walk AS (
       AND next_attempt_at <= $3 AND (locked_until IS NULL OR locked_until <= $3)
     FOR UPDATE SKIP LOCKED
 ), u AS (
-    UPDATE msgx_outbox o SET locked_until = $4, attempts = o.attempts + 1
+    UPDATE msgx_outbox o SET locked_until = $4, attempts = o.attempts + 1,
+    lease_expiries = o.lease_expiries + CASE WHEN o.locked_until IS NULL THEN 0 ELSE 1 END
     WHERE o.ctid = ANY(ARRAY(SELECT ctid FROM c)) AND o.target = $1 AND o.status <> 'DEAD'
-    RETURNING o.ctid, o.id, o.event_id, o.topic, o.partition_key, o.event_type, o.payload, o.headers, o.attempts, o.created_at
+    RETURNING o.ctid, o.id, o.event_id, o.topic, o.partition_key, o.event_type, o.payload, o.headers, o.attempts, o.created_at, o.lease_expiries
 )
-SELECT ctid, id, event_id, topic, partition_key, event_type, payload, headers, attempts, created_at FROM u
+SELECT ctid, id, event_id, topic, partition_key, event_type, payload, headers, attempts, created_at, lease_expiries FROM u
 UNION ALL
-SELECT '(0,0)'::tid, 0, '', '', COALESCE((SELECT max(k) FROM keys), ''), '', NULL, NULL, (SELECT count(*) FROM keys)::int, 'epoch'::timestamptz
+SELECT '(0,0)'::tid, 0, '', '', COALESCE((SELECT max(k) FROM keys), ''), '', NULL, NULL, (SELECT count(*) FROM keys)::int, 'epoch'::timestamptz, 0
 
 -- name: WalkCompacted
 -- Like the walk of ClaimHeads, and for each key also its newest pending event.
@@ -110,10 +113,11 @@ WITH p AS (
     SELECT p.rt, p.ri, true FROM p JOIN l ON l.ctid = p.ht
 )
 UPDATE msgx_outbox o
-SET locked_until = $5, attempts = o.attempts + CASE WHEN x.rep THEN 1 ELSE 0 END
+SET locked_until = $5, attempts = o.attempts + CASE WHEN x.rep THEN 1 ELSE 0 END,
+    lease_expiries = o.lease_expiries + CASE WHEN x.rep AND o.locked_until IS NOT NULL THEN 1 ELSE 0 END
 FROM x
 WHERE o.ctid = x.t AND o.id = x.i AND o.target = $1 AND o.status <> 'DEAD'
-RETURNING o.ctid, o.id, o.event_id, o.topic, o.partition_key, o.event_type, o.payload, o.headers, o.attempts, o.created_at
+RETURNING o.ctid, o.id, o.event_id, o.topic, o.partition_key, o.event_type, o.payload, o.headers, o.attempts, o.created_at, o.lease_expiries
 
 -- The statements that finish claimed rows name them by ctid ($2) paired with
 -- their id (the last parameter: a ctid names another row after the table is
@@ -167,13 +171,14 @@ WITH d AS (
       AND o.next_attempt_at <= $4 AND (o.locked_until IS NULL OR o.locked_until <= $4)
     FOR UPDATE SKIP LOCKED
 ), u AS (
-    UPDATE msgx_outbox o SET locked_until = $5, attempts = o.attempts + 1
+    UPDATE msgx_outbox o SET locked_until = $5, attempts = o.attempts + 1,
+        lease_expiries = o.lease_expiries + CASE WHEN o.locked_until IS NULL THEN 0 ELSE 1 END
     WHERE o.ctid = ANY(ARRAY(SELECT ctid FROM c)) AND o.target = $1 AND o.status <> 'DEAD'
-    RETURNING o.ctid, o.id, o.event_id, o.topic, o.partition_key, o.event_type, o.payload, o.headers, o.attempts, o.created_at
+    RETURNING o.ctid, o.id, o.event_id, o.topic, o.partition_key, o.event_type, o.payload, o.headers, o.attempts, o.created_at, o.lease_expiries
 )
-SELECT 0 AS kind, ctid, id, event_id, topic, partition_key, event_type, payload, headers, attempts, created_at FROM u
+SELECT 0 AS kind, ctid, id, event_id, topic, partition_key, event_type, payload, headers, attempts, created_at, lease_expiries FROM u
 UNION ALL
-SELECT 1, t, id, '', '', k, '', NULL, NULL, rn::int, 'epoch'::timestamptz FROM probe WHERE rn > 1
+SELECT 1, t, id, '', '', k, '', NULL, NULL, rn::int, 'epoch'::timestamptz, 0 FROM probe WHERE rn > 1
 
 -- name: MarkRetry
 UPDATE msgx_outbox o SET next_attempt_at = $4, locked_until = NULL, last_error = $5
