@@ -117,12 +117,16 @@ func (l *lane) cycleUnordered(ctx context.Context, flush bool) (cycleResult, err
 	now := l.r.cfg.clock.Now()
 	lease := leaseUntil(now, l.r.cfg.lease)
 	var after, wm int64
+	var pass bool
 	if l.r.wm != nil && !flush {
 		wm = l.r.wm.current(ctx, l.r.ops, now)
-		after = l.floor.start(now)
+		after, pass = l.floor.start(now)
 	}
 	evs, err := l.r.ops.claimUnordered(ctx, l.cfg.target, after, now, lease, l.cfg.batch)
 	if err != nil {
+		if pass {
+			l.floor.passed(0, false)
+		}
 		return cycleResult{}, err
 	}
 	if l.r.wm != nil && !flush {
@@ -130,7 +134,11 @@ func (l *lane) cycleUnordered(ctx context.Context, flush bool) (cycleResult, err
 		for _, e := range evs {
 			last = max(last, e.id)
 		}
-		l.floor.advance(wm, last, len(evs) == l.cfg.batch)
+		full := len(evs) == l.cfg.batch
+		l.floor.advance(wm, last, full)
+		if pass {
+			l.floor.passed(last, full)
+		}
 	}
 	if len(evs) == 0 {
 		return cycleResult{idle: true}, nil
@@ -284,9 +292,10 @@ func (l *lane) deliverChain(ctx context.Context, evs []*claimed, lease time.Time
 // taking the events batched with it down too.
 const isolateAfterExpiries = 2
 
-// publish sends the events of idx in id order, grouped by topic. Events on
-// their first attempt go in one confirmed send per topic; retried events go
-// one by one so that a poison event fails only itself.
+// publish sends the events of idx in id order, grouped by topic: one
+// confirmed send per topic for the events on their first attempt, one for the
+// retried ones (see sendRetries), and one per event for events whose lease
+// expired repeatedly.
 func (l *lane) publish(ctx context.Context, d *delivery, idx []int) {
 	var topics []string
 	byTopic := map[string][]int{}
@@ -298,17 +307,62 @@ func (l *lane) publish(ctx context.Context, d *delivery, idx []int) {
 		byTopic[t] = append(byTopic[t], i)
 	}
 	for _, t := range topics {
-		var first []int
+		var first, again []int
 		for _, i := range byTopic[t] {
-			if e := d.evs[i]; e.own() <= 1 && e.expiries < isolateAfterExpiries {
+			switch e := d.evs[i]; {
+			case e.expiries >= isolateAfterExpiries:
+				l.send(ctx, t, d, []int{i})
+			case e.own() <= 1:
 				first = append(first, i)
-				continue
+			default:
+				again = append(again, i)
 			}
-			l.send(ctx, t, d, []int{i})
+		}
+		if len(again) > 0 {
+			l.sendRetries(ctx, t, d, again)
 		}
 		if len(first) > 0 {
 			l.send(ctx, t, d, first)
 		}
+	}
+}
+
+// sendRetries sends retried events together, so that after a broker outage
+// the backlog drains at full speed. When that send fails, the events are
+// isolated so that a bad event fails only itself: at once after a poison
+// error; otherwise the first two are sent alone as probes, and only if the
+// broker takes one of them are the others sent one by one (a broker that is
+// still down costs two more sends, not one per event).
+func (l *lane) sendRetries(ctx context.Context, topic string, d *delivery, idx []int) {
+	in, err := l.send(ctx, topic, d, idx)
+	if err == nil || len(in) < 2 || ctx.Err() != nil {
+		return
+	}
+	saved := make([]outcome, len(in))
+	for j, i := range in {
+		saved[j], d.res[i] = d.res[i], pending
+	}
+	if !broker.IsPoison(err) {
+		// Two probes: the first may be the one bad event.
+		probed := 0
+		for probed < 2 {
+			_, perr := l.send(ctx, topic, d, in[probed:probed+1])
+			probed++
+			if perr == nil || broker.IsPoison(perr) {
+				break
+			}
+			if probed == 2 {
+				// Still refused: the others keep the outcome of the batch.
+				for j, i := range in[probed:] {
+					d.res[i] = saved[probed+j]
+				}
+				return
+			}
+		}
+		in = in[probed:]
+	}
+	for _, i := range in {
+		l.send(ctx, topic, d, []int{i})
 	}
 }
 
@@ -377,7 +431,9 @@ func (l *lane) holdLease(ctx context.Context, d *delivery) {
 	}
 }
 
-func (l *lane) send(ctx context.Context, topic string, d *delivery, idx []int) {
+// send publishes the pending events of idx in one confirmed send and records
+// their outcomes; it returns the events it sent and the send's error.
+func (l *lane) send(ctx context.Context, topic string, d *delivery, idx []int) ([]int, error) {
 	if ctx.Err() == nil {
 		l.holdLease(ctx, d)
 	}
@@ -397,7 +453,7 @@ func (l *lane) send(ctx context.Context, topic string, d *delivery, idx []int) {
 		in = append(in, i)
 	}
 	if len(msgs) == 0 {
-		return
+		return nil, nil
 	}
 	pctx, cancel := context.WithTimeout(ctx, l.r.cfg.publishTimeout)
 	err := l.cfg.pub.SendConfirmed(pctx, topic, msgs...)
@@ -416,6 +472,7 @@ func (l *lane) send(ctx context.Context, topic string, d *delivery, idx []int) {
 			res[i], errs[i] = retry, err
 		}
 	}
+	return in, err
 }
 
 // message builds the broker message of an event: the event id travels as
@@ -570,6 +627,9 @@ func (l *lane) finish(ctx context.Context, evs []*claimed, res []outcome, errs [
 		}
 		first := evs[idx[0]]
 		_, err := o.finish(ctx, "MarkRetry", target, ids, lease, next, errs[idx[0]].Error())
+		if err == nil && l.r.wm != nil && l.cfg.kind == Unordered {
+			l.floor.retryAt(next, first.id) // idx is in id order
+		}
 		all = append(all, err)
 		st.Retried += len(ids)
 		l.met.retried.Add(float64(len(ids)))

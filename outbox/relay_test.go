@@ -147,7 +147,8 @@ func TestPerKeyHeadOfLineBlocksOnlyItsKey(t *testing.T) {
 		if flush(t, r).Claimed != 0 {
 			t.Fatal("a key in backoff was claimed before it was due")
 		}
-		// Retries go one event per send: B gets through, A fails on its own.
+		// Retries go in one send; when it fails, they are tried one by one:
+		// B gets through, A fails on its own.
 		clk.Advance(time.Second)
 		st = flush(t, r)
 		got = byKey(s.messages())

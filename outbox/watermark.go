@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,8 +14,7 @@ import (
 // that walks them costs more the longer the relay has run. The floor only
 // makes claims cheaper; it never decides what gets sent: rows under it that
 // become claimable later (a retry coming due, an expired lease, a row whose
-// transaction committed late) are found by a full claim from the start,
-// which each lane runs every rescanInterval.
+// transaction committed late) are found by passes from below it (see floor).
 //
 // The floor may only pass ids whose transactions have ended, or a
 // late-committing event would wait for the next full claim. The watermark
@@ -25,7 +25,7 @@ import (
 // oldest running transaction is newer than N, all of them have ended, and L
 // becomes the watermark.
 
-// rescanInterval is how often a lane claims from the first pending id.
+// rescanInterval is how often a lane starts a pass from the first pending id.
 const rescanInterval = time.Second
 
 // watermarkInterval is how often the watermark is sampled.
@@ -78,22 +78,94 @@ func (m *watermark) current(ctx context.Context, o *ops, now time.Time) int64 {
 	return m.w.Load()
 }
 
-// floor is an unordered lane's claim start.
+// floor is an unordered lane's claim start, and the passes below it.
+//
+// Rows that become claimable by time lie below the floor: retries coming
+// due, expired leases, replayed events. A pass claims from below the floor
+// and goes on, batch after batch at full speed, from where its last claim
+// ended, until a claim comes back short; then claims start at the floor
+// again. A pass starts every rescanInterval from the first pending id (for
+// everything, whoever made it due), and as soon as a retry this relay
+// scheduled comes due, from that retry's id (so that recovering from a broker
+// outage runs at the speed of a burn-down, not a batch a second).
 type floor struct {
 	v        atomic.Int64
 	mu       sync.Mutex
 	nextFull time.Time
+	pass     bool  // a pass is under way
+	cursor   int64 // where the pass's next claim starts
+	due      []dueRetry
 }
 
-// start returns where the next claim starts: 0 when a full claim is due.
-func (f *floor) start(now time.Time) int64 {
+// dueRetry is a retry this relay scheduled: rows from minID on come due at at.
+type dueRetry struct {
+	at    time.Time
+	minID int64
+}
+
+// dueGrain groups the due times of scheduled retries, and maxDue bounds how
+// many groups are remembered (beyond it, the periodic pass finds them).
+const (
+	dueGrain = 10 * time.Millisecond
+	maxDue   = 4096
+)
+
+// start returns where the next claim starts and whether it is part of a pass.
+func (f *floor) start(now time.Time) (after int64, pass bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.pass {
+		return f.cursor, true
+	}
+	from := int64(-1)
 	if !now.Before(f.nextFull) {
 		f.nextFull = now.Add(rescanInterval)
-		return 0
+		from = 0
 	}
-	return f.v.Load()
+	n := 0
+	for _, d := range f.due {
+		if d.at.After(now) {
+			break
+		}
+		if from < 0 || d.minID-1 < from {
+			from = d.minID - 1
+		}
+		n++
+	}
+	f.due = append(f.due[:0], f.due[n:]...)
+	if from < 0 || from >= f.v.Load() {
+		return f.v.Load(), false
+	}
+	f.pass, f.cursor = true, from
+	return from, true
+}
+
+// passed records a claim of a pass that ended at last: the pass goes on
+// while claims come back full.
+func (f *floor) passed(last int64, full bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if full {
+		f.cursor = max(f.cursor, last)
+		return
+	}
+	f.pass = false
+}
+
+// retryAt remembers that rows from minID on come due at at.
+func (f *floor) retryAt(at time.Time, minID int64) {
+	if t := at.Truncate(dueGrain); !t.Equal(at) {
+		at = t.Add(dueGrain)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	i, found := slices.BinarySearchFunc(f.due, at, func(d dueRetry, t time.Time) int { return d.at.Compare(t) })
+	switch {
+	case found:
+		f.due[i].minID = min(f.due[i].minID, minID)
+	case len(f.due) < maxDue:
+		f.due = slices.Insert(f.due, i, dueRetry{at: at, minID: minID})
+	}
 }
 
 // advance raises the floor after a claim that started from after, with the

@@ -50,6 +50,21 @@ func newBenchOutboxRelayCmd() *cobra.Command {
 				}
 				defer pprof.StopCPUProfile()
 			}
+			if cfg.Mode == "recovery" {
+				// The steady rate to compare with, in the same run.
+				steady := cfg
+				steady.Mode = "burndown"
+				b, err := outboxbench.RunRelay(ctx, steady, cmd.OutOrStdout())
+				if err != nil {
+					return err
+				}
+				rec, err := outboxbench.RunRelay(ctx, cfg, cmd.OutOrStdout())
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "recovery/burndown = %.2f (%.0f events/s after the outage, %.0f steady)\n", rec.PerSec()/b.PerSec(), rec.PerSec(), b.PerSec())
+				return nil
+			}
 			res, err := outboxbench.RunRelay(ctx, cfg, cmd.OutOrStdout())
 			if err != nil {
 				return err
@@ -67,7 +82,7 @@ func newBenchOutboxRelayCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&cfg.DSN, "dsn", outboxbench.DefaultDSN, "PostgreSQL DSN (a fresh schema is created and dropped)")
 	f.StringVar(&lane, "lane", "unordered", "lane kind: unordered, per-key or compacted")
-	f.StringVar(&cfg.Mode, "mode", "burndown", "burndown (insert all, then time the relay) or live (producers at --rate while the relay runs)")
+	f.StringVar(&cfg.Mode, "mode", "burndown", "burndown (insert all, then time the relay), live (producers at --rate while the relay runs) or recovery (a burn-down, then the same backlog while the broker refuses until every event failed once, timed from the broker's return)")
 	f.IntVar(&cfg.N, "n", 50000, "events")
 	f.IntVar(&cfg.Keys, "keys", 1000, "distinct partition keys")
 	f.IntVar(&cfg.Batch, "batch", 100, "events per producer transaction")
