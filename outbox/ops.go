@@ -542,6 +542,9 @@ func (o *ops) coverSent(ctx context.Context, target string, reps []rowRef, lease
 			_, err = o.txExec(ctx, tx, "MarkDead", target, ids, lease, now, reason)
 			return err
 		}
+		if _, err := o.txExec(ctx, tx, "KeyState", target, ids, lease); err != nil {
+			return err
+		}
 		if _, err := o.txExec(ctx, tx, "SentInsert", target, ids, lease, now); err != nil {
 			return err
 		}

@@ -205,11 +205,16 @@ WHERE o.ctid = r.t AND o.id = r.i AND o.target = $1 AND o.locked_until = $3
 -- name: CoverSent
 -- Compacted lane: the sent newest events ($2) become SENT and the older
 -- pending events of their keys COVERED by them (found per key, in the key
--- index). Returns the statuses written.
+-- index), and each key's state records its newest sent id (see Replay).
+-- Returns the statuses written.
 WITH rep AS (
     DELETE FROM msgx_outbox o USING unnest($2::tid[], $5::bigint[]) AS r(t, i)
     WHERE o.ctid = r.t AND o.id = r.i AND o.target = $1 AND o.locked_until = $3
     RETURNING o.event_id, o.id, o.target, o.topic, o.partition_key, o.event_type, o.attempts, o.last_error, o.created_at
+), ks AS (
+    INSERT INTO msgx_outbox_key_state (target, partition_key, sent_id)
+    SELECT target, partition_key, id FROM rep WHERE partition_key <> ''
+    ON CONFLICT (target, partition_key) DO UPDATE SET sent_id = GREATEST(msgx_outbox_key_state.sent_id, EXCLUDED.sent_id)
 ), older AS (
     SELECT c.t, rep.id AS covered_by FROM rep CROSS JOIN LATERAL (
         SELECT ctid AS t FROM msgx_outbox

@@ -125,6 +125,13 @@ JOIN (SELECT id, partition_key FROM msgx_outbox
   ON o.partition_key = r.partition_key AND o.id < r.id
 WHERE o.target = ?1 AND o.status = 'PENDING'
 
+-- name: KeyState
+-- The newest sent id of the keys of the sent newest events ?2 (see Replay).
+INSERT INTO msgx_outbox_key_state (target, partition_key, sent_id)
+SELECT target, partition_key, id FROM msgx_outbox
+WHERE target = ?1 AND status = 'PENDING' AND id IN (SELECT value FROM json_each(?2)) AND locked_until = ?3 AND partition_key <> ''
+ON CONFLICT (target, partition_key) DO UPDATE SET sent_id = MAX(sent_id, excluded.sent_id)
+
 -- name: CoverDelete
 DELETE FROM msgx_outbox
 WHERE target = ?1 AND status = 'PENDING' AND EXISTS (
