@@ -502,6 +502,7 @@ func message(e *claimed) (*broker.Message, error) {
 // finish records the outcomes. Its statements run even when ctx is cancelled
 // (the relay is stopping), each under the database timeout.
 func (l *lane) finish(ctx context.Context, evs []*claimed, res []outcome, errs []error, lease time.Time, st *Stats, wk *worker) error {
+	stopping := ctx.Err() != nil // a stopping relay claims no successors
 	ctx = context.WithoutCancel(ctx)
 	now := l.r.cfg.clock.Now()
 	o := l.r.ops
@@ -533,7 +534,7 @@ func (l *lane) finish(ctx context.Context, evs []*claimed, res []outcome, errs [
 	published := len(sentIDs) + len(sentReps)
 	var adv []advance
 	parent := map[string]*claimed{}
-	if wk != nil && ctx.Err() == nil && o.canAdvance() {
+	if wk != nil && !stopping && o.canAdvance() {
 		for i, e := range evs {
 			if res[i] == sent && e.key != "" && e.chain < maxChain {
 				a := advance{id: e.id}

@@ -17,13 +17,16 @@ import (
 // transaction committed late) are found by passes from below it (see floor).
 //
 // The floor may only pass ids whose transactions have ended, or a
-// late-committing event would wait for the next full claim. The watermark
+// late-committing event would wait for the next full pass. The watermark
 // tells which: every id up to it has committed or rolled back. A sample reads
-// the last id handed out (L), then assigns a transaction id N. Enqueue gives
-// its transaction a transaction id before taking event ids, so every
-// transaction holding an id <= L got its transaction id before N. Once the
-// oldest running transaction is newer than N, all of them have ended, and L
-// becomes the watermark.
+// the last id handed out (L), then, in a later statement, the xmax N of a new
+// snapshot: every transaction id below N was assigned before that snapshot.
+// Enqueue gives its transaction a transaction id before taking event ids, so
+// every transaction holding an id <= L has a transaction id below N. Once the
+// oldest running transaction (a later snapshot's xmin) is at least N, all of
+// them have ended, and L becomes the watermark. Sampling assigns no
+// transaction id (an earlier version took one per sample, 50 a second per
+// relay, bringing wraparound closer for nothing).
 
 // rescanInterval is how often a lane starts a pass from the first pending id.
 const rescanInterval = time.Second
@@ -35,7 +38,7 @@ const watermarkInterval = 20 * time.Millisecond
 // end (a long transaction elsewhere holds them all back).
 const maxWatermarkSamples = 64
 
-type wmSample struct{ last, xid int64 }
+type wmSample struct{ last, xmax int64 }
 
 type watermark struct {
 	w       atomic.Int64
@@ -57,13 +60,16 @@ func (m *watermark) current(ctx context.Context, o *ops, now time.Time) int64 {
 	m.next = now.Add(watermarkInterval)
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	var last, xid, xmin int64
-	if err := o.run.QueryRow(ctx, o.q.Get("Watermark")).Scan(&last, &xid, &xmin); err != nil {
+	var last, xmax, xmin int64
+	if err := o.run.QueryRow(ctx, o.q.Get("WatermarkLast")).Scan(&last); err != nil {
+		return m.w.Load()
+	}
+	if err := o.run.QueryRow(ctx, o.q.Get("WatermarkSnapshot")).Scan(&xmax, &xmin); err != nil {
 		return m.w.Load()
 	}
 	keep := m.samples[:0]
 	for _, s := range m.samples {
-		if xmin > s.xid {
+		if xmin >= s.xmax {
 			if s.last > m.w.Load() {
 				m.w.Store(s.last)
 			}
@@ -74,7 +80,7 @@ func (m *watermark) current(ctx context.Context, o *ops, now time.Time) int64 {
 	if len(keep) == maxWatermarkSamples {
 		keep = append(keep[:0], keep[1:]...)
 	}
-	m.samples = append(keep, wmSample{last: last, xid: xid})
+	m.samples = append(keep, wmSample{last: last, xmax: xmax})
 	return m.w.Load()
 }
 

@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -141,5 +142,37 @@ func TestFloorPassAtADueRetry(t *testing.T) {
 	}
 	if got, pass := f.start(start.Add(500 * time.Millisecond)); got != 89 || !pass {
 		t.Fatalf("at the last retry: %d (%v), want a pass from 89", got, pass)
+	}
+}
+
+// A watermark sample takes no transaction id (it used to take one per
+// sample, 50 a second per relay, bringing wraparound closer).
+func TestWatermarkSampleAssignsNoTransactionID(t *testing.T) {
+	db := storetest.NewPostgres(t, store.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	q, err := queriesFor(store.Postgres)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+		var last, xmax, xmin int64
+		if err := tx.QueryRow(ctx, q.Get("WatermarkLast")).Scan(&last); err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, q.Get("WatermarkSnapshot")).Scan(&xmax, &xmin); err != nil {
+			return err
+		}
+		var assigned *string
+		if err := tx.QueryRow(ctx, "SELECT pg_current_xact_id_if_assigned()::text").Scan(&assigned); err != nil {
+			return err
+		}
+		if assigned != nil {
+			return fmt.Errorf("a sample assigned transaction id %s", *assigned)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

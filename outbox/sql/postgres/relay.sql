@@ -258,18 +258,25 @@ RETURNING status
 SELECT created_at FROM msgx_outbox WHERE target = $1 AND status = 'PENDING' ORDER BY id LIMIT 1
 
 -- name: DeleteDone
--- Retention: finished records older than $1, a chunk at a time.
+-- Retention: finished records older than $1, a chunk at a time, skipping the
+-- rows another cleaner is deleting (it would otherwise wait for its commit,
+-- and then find them gone).
 DELETE FROM msgx_outbox_sent WHERE ctid = ANY(ARRAY(
-    SELECT ctid FROM msgx_outbox_sent WHERE done_at < $1 ORDER BY done_at LIMIT $2))
+    SELECT ctid FROM msgx_outbox_sent WHERE done_at < $1 ORDER BY done_at LIMIT $2
+    FOR UPDATE SKIP LOCKED))
 
--- name: Watermark
--- One sample of the id watermark (see watermark.go): the last id handed out,
--- then a transaction id assigned after reading it, and the oldest running
--- transaction of the statement's snapshot (taken before that assignment).
-SELECT CASE WHEN s.is_called THEN s.last_value ELSE s.last_value - 1 END,
-       pg_current_xact_id()::text::bigint,
-       pg_snapshot_xmin(pg_current_snapshot())::text::bigint
+-- name: WatermarkLast
+-- One sample of the id watermark (see watermark.go), first statement: the
+-- last id handed out.
+SELECT CASE WHEN s.is_called THEN s.last_value ELSE s.last_value - 1 END
 FROM msgx_outbox_id_seq s
+
+-- name: WatermarkSnapshot
+-- Second statement, with a snapshot taken after the first one read the last
+-- id: its xmax (every transaction id below it was assigned before) and its
+-- xmin (every transaction id below it has ended). Assigns no transaction id.
+SELECT pg_snapshot_xmax(s)::text::bigint, pg_snapshot_xmin(s)::text::bigint
+FROM pg_current_snapshot() AS s
 
 -- name: DBNow
 -- The database server's clock, which every relay's leases are read on.
