@@ -41,6 +41,7 @@ type lane struct {
 	met   laneMetrics
 	floor floor     // unordered lanes on PostgreSQL
 	walk  walkState // per-key and compacted lanes: shared by the workers
+	wake  chan struct{}
 }
 
 // walkState is a position in the key space of a target: a pass walks every

@@ -36,7 +36,7 @@ func NewRelay(db *store.DB, opts ...Option) (*Relay, error) {
 	if err != nil {
 		return nil, err
 	}
-	conns := int32(2) // maintenance and a spare
+	conns := int32(3) // maintenance, notifications and a spare
 	for _, l := range cfg.lanes {
 		conns += int32(l.workers)
 	}
@@ -54,10 +54,11 @@ func NewRelay(db *store.DB, opts ...Option) (*Relay, error) {
 	}
 	for _, lc := range cfg.lanes {
 		r.lanes = append(r.lanes, &lane{
-			r:   r,
-			cfg: lc,
-			log: cfg.logger.With("target", lc.target, "lane", lc.kind.String()),
-			met: r.met.forLane(lc.target),
+			r:    r,
+			cfg:  lc,
+			wake: make(chan struct{}, 1),
+			log:  cfg.logger.With("target", lc.target, "lane", lc.kind.String()),
+			met:  r.met.forLane(lc.target),
 		})
 	}
 	return r, nil
@@ -85,6 +86,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 	}
 	wg.Go(func() { r.maintain(ctx) })
+	wg.Go(func() { r.listen(ctx) })
 	wg.Wait()
 	return nil
 }
@@ -120,11 +122,24 @@ func (r *Relay) work(ctx context.Context, l *lane) {
 		if res.more {
 			continue
 		}
-		wait := r.cfg.pollInterval
 		if l.cfg.kind == Compacted {
-			wait = l.cfg.flushPeriod
+			// Gathering changes is the point of the flush period: no wake-up.
+			r.sleep(ctx, l.cfg.flushPeriod)
+			continue
 		}
-		r.sleep(ctx, wait)
+		r.sleepOrWake(ctx, r.cfg.pollInterval, l.wake)
+	}
+}
+
+// sleepOrWake is sleep that also ends when wake receives (events committed).
+func (r *Relay) sleepOrWake(ctx context.Context, d time.Duration, wake <-chan struct{}) {
+	t := r.cfg.clock.NewTimer(d)
+	select {
+	case <-t.C():
+	case <-wake:
+		t.Stop()
+	case <-ctx.Done():
+		t.Stop()
 	}
 }
 
