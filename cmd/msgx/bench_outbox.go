@@ -15,7 +15,37 @@ import (
 
 // outboxBenchCmds are the outbox workloads of `msgx bench`.
 func outboxBenchCmds() []*cobra.Command {
-	return []*cobra.Command{newBenchOutboxRelayCmd(), newBenchProducerOverheadCmd(), newBenchPgbenchCeilingCmd()}
+	return []*cobra.Command{newBenchOutboxRelayCmd(), newBenchProducerOverheadCmd(), newBenchPgbenchCeilingCmd(), newBenchCompareCmd()}
+}
+
+func newBenchCompareCmd() *cobra.Command {
+	var (
+		cfg     outboxbench.CompareConfig
+		timeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "compare [-- workload flags]",
+		Short: "Run msgx, River and Watermill back to back through the one harness of bench/peers and print the RESULT lines and ratios",
+		Long: `Builds the peer programs of bench/peers (msgx's outbox, River, Watermill: the
+same events, producers, clock start, done check and RESULT line) and runs
+them interleaved, --rounds times, once per synchronous_commit setting, which
+every peer gets in its DSN. Flags after -- go to every peer unchanged, e.g.
+msgx bench compare -- --mode live --rate 5000 --duration 10s`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg.Args = args
+			cfg.Progress = cmd.ErrOrStderr()
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			return outboxbench.Compare(ctx, cfg, cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.PeersDir, "peers-dir", "bench/peers", "the bench/peers module")
+	f.StringVar(&cfg.DSN, "dsn", outboxbench.DefaultDSN, "PostgreSQL DSN of every peer")
+	f.IntVar(&cfg.Rounds, "rounds", 2, "rounds of msgx, River, Watermill per setting")
+	f.StringSliceVar(&cfg.SyncCommit, "sync-commit", []string{"on", "off"}, "synchronous_commit settings to run every peer with")
+	f.DurationVar(&timeout, "timeout", 30*time.Minute, "upper bound for the whole comparison")
+	return cmd
 }
 
 func newBenchOutboxRelayCmd() *cobra.Command {

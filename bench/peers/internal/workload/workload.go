@@ -48,10 +48,14 @@ type Config struct {
 	CPUProfile string
 }
 
-// ParseFlags reads the common flags of a peer program.
-func ParseFlags(peer string, args []string) (Config, error) {
+// ParseFlags reads the common flags of a peer program, and the program's own
+// flags that extra defines.
+func ParseFlags(peer string, args []string, extra ...func(*flag.FlagSet)) (Config, error) {
 	c := Config{Peer: peer}
 	fs := flag.NewFlagSet(peer, flag.ContinueOnError)
+	for _, def := range extra {
+		def(fs)
+	}
 	fs.StringVar(&c.DSN, "dsn", DefaultDSN, "PostgreSQL DSN; the run creates and drops its own schema")
 	fs.IntVar(&c.N, "n", 50_000, "burndown: number of events")
 	fs.IntVar(&c.Keys, "keys", 1_000, "number of distinct event keys")
@@ -361,9 +365,7 @@ func Run(ctx context.Context, c Config, peer Peer, w io.Writer) (err error) {
 	if err := peer.Stop(ctx); err != nil {
 		return fmt.Errorf("stop: %w", err)
 	}
-	if d := sink.dups.Load(); d > 0 {
-		extra = append(extra, [2]string{"dups", strconv.FormatInt(d, 10)})
-	}
+	extra = append(extra, [2]string{"dups", strconv.FormatInt(sink.dups.Load(), 10)})
 	fmt.Fprintln(w, resultLine(c, total, elapsed, lats, extra))
 	return nil
 }

@@ -28,7 +28,7 @@ func RunsBothModes(t *testing.T, name string, newPeer func(workload.Config) work
 			t.Fatalf("%v: %v", args, err)
 		}
 		line := out.String()
-		if !strings.HasPrefix(line, "RESULT peer="+name+" workload=outbox-relay mode="+cfg.Mode+" n=2000 ") || strings.Contains(line, "dups=") {
+		if !strings.HasPrefix(line, "RESULT peer="+name+" workload=outbox-relay mode="+cfg.Mode+" n=2000 ") || !strings.Contains(line, " dups=0") {
 			t.Fatalf("%v: unexpected result %q", args, line)
 		}
 		if cfg.Mode == "live" && !strings.Contains(line, " lat_p99_ms=") {
