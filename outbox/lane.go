@@ -503,151 +503,209 @@ func message(e *claimed) (*broker.Message, error) {
 // finish records the outcomes. Its statements run even when ctx is cancelled
 // (the relay is stopping), each under the database timeout.
 func (l *lane) finish(ctx context.Context, evs []*claimed, res []outcome, errs []error, lease time.Time, st *Stats, wk *worker) error {
+	f := &finishing{l: l, evs: evs, res: res, errs: errs, lease: lease, now: l.r.cfg.clock.Now(), st: st}
 	stopping := ctx.Err() != nil // a stopping relay claims no successors
 	ctx = context.WithoutCancel(ctx)
-	now := l.r.cfg.clock.Now()
-	o := l.r.ops
-	target := l.cfg.target
-	var (
-		sentIDs, sentReps, relIDs, clearHeads []rowRef
-		failed                                []int
-		all                                   []error
-	)
 	for i, e := range evs {
 		switch res[i] {
 		case sent:
 			if e.head.id != 0 {
-				sentReps = append(sentReps, e.rowRef)
+				f.sentReps = append(f.sentReps, e.rowRef)
 			} else {
-				sentIDs = append(sentIDs, e.rowRef)
+				f.sentIDs = append(f.sentIDs, e.rowRef)
 			}
 		case release, pending:
-			relIDs = append(relIDs, e.rowRef)
+			f.relIDs = append(f.relIDs, e.rowRef)
 			if e.head.id != 0 && e.head.id != e.id {
-				clearHeads = append(clearHeads, e.head)
+				f.clearHeads = append(f.clearHeads, e.head)
 			}
 		case lost:
 			st.LeaseLost++
 		default:
-			failed = append(failed, i)
+			f.failed = append(f.failed, i)
 		}
 	}
-	published := len(sentIDs) + len(sentReps)
+	if wk != nil && !stopping && l.r.ops.canAdvance() {
+		f.sentAndAdvance(ctx, wk)
+	} else {
+		f.sent(ctx)
+	}
+	f.covered(ctx)
+	f.dead(ctx)
+	f.retries(ctx)
+	f.released(ctx)
+	return errors.Join(f.all...)
+}
+
+// finishing is one finish: the rows by outcome, and the errors so far.
+type finishing struct {
+	l                                     *lane
+	evs                                   []*claimed
+	res                                   []outcome
+	errs                                  []error
+	lease, now                            time.Time
+	st                                    *Stats
+	sentIDs, sentReps, relIDs, clearHeads []rowRef
+	failed                                []int
+	all                                   []error
+}
+
+// published counts the sent events (metrics, stats, log).
+func (f *finishing) published(n int) {
+	f.st.Published += n
+	f.l.met.published.Add(float64(n))
+	if n > 0 {
+		f.l.log.Debug("outbox events sent", "events", n, "first_event_id", firstSent(f.evs, f.res))
+	}
+}
+
+// sent moves the sent events (not compacted heads) to the sent records.
+func (f *finishing) sent(ctx context.Context) {
+	if len(f.sentIDs) == 0 {
+		return
+	}
+	n, err := f.l.r.ops.markSent(ctx, f.l.cfg.target, f.sentIDs, f.lease, f.now)
+	f.all = append(f.all, err)
+	if err == nil && int(n) < len(f.sentIDs) {
+		f.l.log.Warn("outbox lease lost before the sent events were marked; another relay will send them again",
+			"events", len(f.sentIDs), "marked", n, "first_event_id", firstSent(f.evs, f.res))
+	}
+	f.published(len(f.sentIDs))
+}
+
+// sentAndAdvance is sent that also claims, into the worker's carry, the next
+// event of each sent key (per-key lanes on PostgreSQL).
+func (f *finishing) sentAndAdvance(ctx context.Context, wk *worker) {
 	var adv []advance
 	parent := map[string]*claimed{}
-	if wk != nil && !stopping && o.canAdvance() {
-		for i, e := range evs {
-			if res[i] == sent && e.key != "" && e.chain < maxChain {
-				a := advance{id: e.id}
-				if len(e.succ) > 0 {
-					a.succ = e.succ[0]
-				}
-				adv = append(adv, a)
-				parent[e.key] = e
+	for i, e := range f.evs {
+		if f.res[i] == sent && e.key != "" && e.chain < maxChain {
+			a := advance{id: e.id}
+			if len(e.succ) > 0 {
+				a.succ = e.succ[0]
 			}
+			adv = append(adv, a)
+			parent[e.key] = e
 		}
 	}
-	if len(adv) > 0 {
-		newLease := leaseUntil(now, l.r.cfg.lease)
-		next, succ, err := o.markSentAdvance(ctx, target, sentIDs, lease, now, newLease, adv)
-		all = append(all, err)
-		var keep, stray []*claimed
-		for _, c := range next {
-			p := parent[c.key]
-			switch {
-			case p != nil && len(p.succ) > 0 && p.succ[0].id == c.id:
-				c.succ = p.succ[1:]
-			case p != nil && len(p.succ) == 0:
-				c.succ = succ[c.key]
-			default:
-				// The row at a successor's ctid is not the one read ahead
-				// (the slot was reused after a lease was lost): give it back.
-				stray = append(stray, c)
-				continue
-			}
-			c.chain = p.chain + 1
-			keep = append(keep, c)
-		}
-		if len(stray) > 0 {
-			all = append(all, l.releaseAll(ctx, stray, newLease))
-		}
-		wk.carry, wk.lease = keep, newLease
-	} else if len(sentIDs) > 0 {
-		n, err := o.markSent(ctx, target, sentIDs, lease, now)
-		all = append(all, err)
-		if err == nil && int(n) < len(sentIDs) {
-			l.log.Warn("outbox lease lost before the sent events were marked; another relay will send them again",
-				"events", len(sentIDs), "marked", n, "first_event_id", firstSent(evs, res))
-		}
+	if len(adv) == 0 {
+		f.sent(ctx)
+		return
 	}
-	if len(sentReps) > 0 {
-		n, err := o.coverSent(ctx, target, sentReps, lease, now, false, "")
-		all = append(all, err)
-		st.Covered += int(n)
-		l.met.covered.Add(float64(n))
+	newLease := leaseUntil(f.now, f.l.r.cfg.lease)
+	next, succ, err := f.l.r.ops.markSentAdvance(ctx, f.l.cfg.target, f.sentIDs, f.lease, f.now, newLease, adv)
+	f.all = append(f.all, err)
+	var keep, stray []*claimed
+	for _, c := range next {
+		p := parent[c.key]
+		switch {
+		case p != nil && len(p.succ) > 0 && p.succ[0].id == c.id:
+			c.succ = p.succ[1:]
+		case p != nil && len(p.succ) == 0:
+			c.succ = succ[c.key]
+		default:
+			// The row at a successor's ctid is not the one read ahead
+			// (the slot was reused after a lease was lost): give it back.
+			stray = append(stray, c)
+			continue
+		}
+		c.chain = p.chain + 1
+		keep = append(keep, c)
 	}
-	st.Published += published
-	l.met.published.Add(float64(published))
-	if published > 0 {
-		l.log.Debug("outbox events sent", "events", published, "first_event_id", firstSent(evs, res))
+	if len(stray) > 0 {
+		f.all = append(f.all, f.l.releaseAll(ctx, stray, newLease))
 	}
+	wk.carry, wk.lease = keep, newLease
+	f.published(len(f.sentIDs))
+}
 
-	// Failures: retries grouped by attempt count (one due time per group), dead
-	// ones one by one so each gets its own log line and reason.
-	retries := map[int][]int{}
-	for _, i := range failed {
-		e := evs[i]
-		if res[i] == dead {
-			reason := errs[i].Error()
-			var err error
-			if e.head.id != 0 {
-				var n int64
-				n, err = o.coverSent(ctx, target, []rowRef{e.rowRef}, lease, now, true, reason)
-				st.Covered += int(n)
-				l.met.covered.Add(float64(n))
-			} else {
-				_, err = o.finish(ctx, "MarkDead", target, []rowRef{e.rowRef}, lease, now, reason)
-			}
-			all = append(all, err)
-			st.Dead++
-			l.met.dead.Inc()
-			l.log.Error("outbox event dead", "event_id", e.eventID, "topic", e.topic, "attempts", e.attempts, "err", errs[i])
+// covered finishes the sent newest events of compacted keys, covering the
+// older ones.
+func (f *finishing) covered(ctx context.Context) {
+	if len(f.sentReps) == 0 {
+		return
+	}
+	n, err := f.l.r.ops.coverSent(ctx, f.l.cfg.target, f.sentReps, f.lease, f.now, false, "")
+	f.all = append(f.all, err)
+	f.st.Covered += int(n)
+	f.l.met.covered.Add(float64(n))
+	f.published(len(f.sentReps))
+}
+
+// dead makes the failed events without attempts left DEAD, one by one so
+// each gets its own log line and reason.
+func (f *finishing) dead(ctx context.Context) {
+	o, target := f.l.r.ops, f.l.cfg.target
+	for _, i := range f.failed {
+		if f.res[i] != dead {
+			continue
+		}
+		e := f.evs[i]
+		reason := f.errs[i].Error()
+		var err error
+		if e.head.id != 0 {
+			var n int64
+			n, err = o.coverSent(ctx, target, []rowRef{e.rowRef}, f.lease, f.now, true, reason)
+			f.st.Covered += int(n)
+			f.l.met.covered.Add(float64(n))
+		} else {
+			_, err = o.finish(ctx, "MarkDead", target, []rowRef{e.rowRef}, f.lease, f.now, reason)
+		}
+		f.all = append(f.all, err)
+		f.st.Dead++
+		f.l.met.dead.Inc()
+		f.l.log.Error("outbox event dead", "event_id", e.eventID, "topic", e.topic, "attempts", e.attempts, "err", f.errs[i])
+	}
+}
+
+// retries schedules the other failed events, grouped by their own attempts
+// (one due time per group).
+func (f *finishing) retries(ctx context.Context) {
+	groups := map[int][]int{}
+	for _, i := range f.failed {
+		if f.res[i] == dead {
 			continue
 		}
 		// A claim always counts its attempt; max keeps a retry off the
 		// current instant even if it did not.
-		retries[max(e.own(), 1)] = append(retries[max(e.own(), 1)], i)
+		a := max(f.evs[i].own(), 1)
+		groups[a] = append(groups[a], i)
 	}
-	for attempts, idx := range retries {
-		next := now.Add(l.r.cfg.retry.Delay(attempts))
+	for attempts, idx := range groups {
+		next := f.now.Add(f.l.r.cfg.retry.Delay(attempts))
 		ids := make([]rowRef, len(idx))
 		for j, i := range idx {
-			ids[j] = evs[i].rowRef
-			if h := evs[i].head; h.id != 0 && h.id != evs[i].id {
-				clearHeads = append(clearHeads, h)
+			ids[j] = f.evs[i].rowRef
+			if h := f.evs[i].head; h.id != 0 && h.id != f.evs[i].id {
+				f.clearHeads = append(f.clearHeads, h)
 			}
 		}
-		first := evs[idx[0]]
-		_, err := o.finish(ctx, "MarkRetry", target, ids, lease, next, errs[idx[0]].Error())
-		if err == nil && l.r.wm != nil && l.cfg.kind == Unordered {
-			l.floor.retryAt(next, first.id) // idx is in id order
+		first := f.evs[idx[0]]
+		_, err := f.l.r.ops.finish(ctx, "MarkRetry", f.l.cfg.target, ids, f.lease, next, f.errs[idx[0]].Error())
+		if err == nil && f.l.r.wm != nil && f.l.cfg.kind == Unordered {
+			f.l.floor.retryAt(next, first.id) // idx is in id order
 		}
-		all = append(all, err)
-		st.Retried += len(ids)
-		l.met.retried.Add(float64(len(ids)))
-		l.log.Warn("outbox send failed; will retry", "event_id", first.eventID, "events", len(ids), "topic", first.topic,
-			"attempts", attempts, "next_attempt", next, "err", errs[idx[0]])
+		f.all = append(f.all, err)
+		f.st.Retried += len(ids)
+		f.l.met.retried.Add(float64(len(ids)))
+		f.l.log.Warn("outbox send failed; will retry", "event_id", first.eventID, "events", len(ids), "topic", first.topic,
+			"attempts", attempts, "next_attempt", next, "err", f.errs[idx[0]])
 	}
-	if len(relIDs) > 0 {
-		_, err := o.finish(ctx, "Release", target, relIDs, lease)
-		all = append(all, err)
-		st.Released += len(relIDs)
+}
+
+// released gives unsent claims back and ends the lease of compacted heads
+// whose key was not sent.
+func (f *finishing) released(ctx context.Context) {
+	o, target := f.l.r.ops, f.l.cfg.target
+	if len(f.relIDs) > 0 {
+		_, err := o.finish(ctx, "Release", target, f.relIDs, f.lease)
+		f.all = append(f.all, err)
+		f.st.Released += len(f.relIDs)
 	}
-	if len(clearHeads) > 0 {
-		_, err := o.finish(ctx, "ClearLease", target, clearHeads, lease)
-		all = append(all, err)
+	if len(f.clearHeads) > 0 {
+		_, err := o.finish(ctx, "ClearLease", target, f.clearHeads, f.lease)
+		f.all = append(f.all, err)
 	}
-	return errors.Join(all...)
 }
 
 // releaseAll gives back claims that will not be published in this cycle.
