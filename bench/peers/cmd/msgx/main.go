@@ -19,6 +19,9 @@ import (
 	"os/signal"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/msgx/msgx/bench/peers/internal/workload"
 	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/outbox"
@@ -103,6 +106,24 @@ func (p *peer) InsertTx(ctx context.Context, events []workload.Event) error {
 		return outbox.Enqueue(ctx, tx, time.Now(), evs...)
 	})
 }
+
+// InTx enqueues the events with outbox.Enqueue inside the business
+// transaction (a store transaction; body runs on its pgx transaction).
+func (p *peer) InTx(ctx context.Context, body func(context.Context, pgx.Tx) error, events []workload.Event) error {
+	evs := make([]outbox.Event, len(events))
+	for i, e := range events {
+		evs[i] = outbox.Event{Target: target, Topic: target, Key: e.Key, Payload: e.Payload}
+	}
+	return p.db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+		if err := body(ctx, store.PgxTx(tx)); err != nil || len(evs) == 0 {
+			return err
+		}
+		return outbox.Enqueue(ctx, tx, time.Now(), evs...)
+	})
+}
+
+// Pool is the run's pool (in the same schema).
+func (p *peer) Pool() *pgxpool.Pool { return p.schema.Pool }
 
 func (p *peer) Start(context.Context) error {
 	r, err := outbox.NewRelay(p.relayDB,

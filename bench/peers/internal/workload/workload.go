@@ -60,7 +60,7 @@ func ParseFlags(peer string, args []string, extra ...func(*flag.FlagSet)) (Confi
 	fs.IntVar(&c.N, "n", 50_000, "burndown: number of events")
 	fs.IntVar(&c.Keys, "keys", 1_000, "number of distinct event keys")
 	fs.IntVar(&c.Batch, "batch", 100, "events per producer transaction")
-	fs.StringVar(&c.Mode, "mode", "burndown", "burndown | live")
+	fs.StringVar(&c.Mode, "mode", "burndown", "burndown | live | producer-overhead (the business transaction with and without the peer's insert; --n transactions per variant)")
 	fs.IntVar(&c.Rate, "rate", 5_000, "live: offered events/s (all producers together)")
 	fs.DurationVar(&c.Duration, "duration", 20*time.Second, "live: how long the producers offer load (n = rate × duration)")
 	fs.IntVar(&c.Producers, "producers", 4, "concurrent producers")
@@ -71,8 +71,8 @@ func ParseFlags(peer string, args []string, extra ...func(*flag.FlagSet)) (Confi
 		return c, err
 	}
 	switch {
-	case c.Mode != "burndown" && c.Mode != "live":
-		return c, fmt.Errorf("--mode must be burndown or live, got %q", c.Mode)
+	case c.Mode != "burndown" && c.Mode != "live" && c.Mode != "producer-overhead":
+		return c, fmt.Errorf("--mode must be burndown, live or producer-overhead, got %q", c.Mode)
 	case c.N <= 0 || c.Keys <= 0 || c.Batch <= 0 || c.Producers <= 0 || c.Pool <= 0:
 		return c, errors.New("--n, --keys, --batch, --producers and --pool must be positive")
 	case c.Mode == "live" && (c.Rate <= 0 || c.Duration <= 0):
@@ -213,6 +213,9 @@ func PollDone(ctx context.Context, done func(context.Context) (bool, error)) err
 func Run(ctx context.Context, c Config, peer Peer, w io.Writer) (err error) {
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
+	if c.Mode == "producer-overhead" {
+		return runProducerOverhead(ctx, c, peer, w)
+	}
 
 	total := c.Total()
 	origin := time.Now()
