@@ -387,18 +387,7 @@ func TestCrashWhileHoldingClaims(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			db, err := store.Open(ctx, dsn, store.WithMigrate(), store.WithLogger(quiet()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
-			var evs []outbox.Event
-			for i := range 20 {
-				for _, k := range []string{"A", "B", "C"} {
-					evs = append(evs, outbox.Event{ID: k + "." + strconv.Itoa(i), Target: "p", Topic: "t", Key: k})
-				}
-			}
-			enqueue(t, db, t0, evs...)
+			db, _ := crashSetup(ctx, t, dsn, 20)
 
 			// The child leases the three heads and hangs in their send.
 			killChildHolding(ctx, t, dsn, t0, 3)
@@ -429,6 +418,25 @@ func TestCrashWhileHoldingClaims(t *testing.T) {
 	}
 }
 
+// crashSetup opens dsn (migrated) and enqueues n events of each of the keys
+// A, B and C, with ids "A.0", "B.0", ... in the per-key target "p".
+func crashSetup(ctx context.Context, t *testing.T, dsn string, n int) (*store.DB, []outbox.Event) {
+	t.Helper()
+	db, err := store.Open(ctx, dsn, store.WithMigrate(), store.WithLogger(quiet()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	var evs []outbox.Event
+	for i := range n {
+		for _, k := range []string{"A", "B", "C"} {
+			evs = append(evs, outbox.Event{ID: k + "." + strconv.Itoa(i), Target: "p", Topic: "t", Key: k})
+		}
+	}
+	enqueue(t, db, t0, evs...)
+	return db, evs
+}
+
 // leasedRows counts the rows under a lease with one claim.
 func leasedRows(t *testing.T, db *store.DB) int {
 	t.Helper()
@@ -448,18 +456,7 @@ func TestCrashLoopSpendsNoAttempts(t *testing.T) {
 	_, dsn := storetest.NewSchema(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	db, err := store.Open(ctx, dsn, store.WithMigrate(), store.WithLogger(quiet()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var evs []outbox.Event
-	for i := range 5 {
-		for _, k := range []string{"A", "B", "C"} {
-			evs = append(evs, outbox.Event{ID: k + "." + strconv.Itoa(i), Target: "p", Topic: "t", Key: k})
-		}
-	}
-	enqueue(t, db, t0, evs...)
+	db, evs := crashSetup(ctx, t, dsn, 5)
 	const kills = 4
 	at := t0
 	for i := range kills {
