@@ -231,7 +231,10 @@ func (a *App) openMailboxes(ctx context.Context) error {
 // startPosition translates a mailbox's configured start into the poller's
 // option; it only matters for a stream that has no watermark yet. Without
 // one the poller refuses to guess and fails with mailbox.ErrNoStart.
-func (a *App) startPosition(mbName string) ([]mailbox.PollerOption, error) {
+// from-now is the newest mailbox id when the service starts, read here
+// rather than at the poller's first scan, so that every row written once
+// the service reports it is serving is processed.
+func (a *App) startPosition(ctx context.Context, stream, mbName string) ([]mailbox.PollerOption, error) {
 	c := a.cfg.Mailboxes[mbName]
 	if c.Start == "" {
 		return nil, nil
@@ -244,7 +247,14 @@ func (a *App) startPosition(mbName string) ([]mailbox.PollerOption, error) {
 	case "from-id":
 		return []mailbox.PollerOption{mailbox.WithStart(mailbox.FromID(pos.After))}, nil
 	case "from-now":
-		return []mailbox.PollerOption{mailbox.WithStart(mailbox.FromNow())}, nil
+		if _, ok, err := inbox.LoadCursor(ctx, a.db, stream); err != nil || ok {
+			return []mailbox.PollerOption{mailbox.WithStart(mailbox.FromNow())}, err
+		}
+		max, err := a.mailboxes[mbName].MaxID(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("mailbox %s: newest id: %w", mbName, err)
+		}
+		return []mailbox.PollerOption{mailbox.WithStart(mailbox.FromID(max))}, nil
 	}
 	return []mailbox.PollerOption{mailbox.WithStart(mailbox.FromBeginning())}, nil
 }
@@ -283,7 +293,7 @@ func (a *App) buildStreams(ctx context.Context, reg *Registry, deps Deps) error 
 		if c.Mailbox != "" {
 			mc := a.cfg.Mailboxes[c.Mailbox]
 			s.table = a.mailboxes[c.Mailbox]
-			start, err := a.startPosition(c.Mailbox)
+			start, err := a.startPosition(ctx, name, c.Mailbox)
 			if err != nil {
 				return fmt.Errorf("stream %s: %w", name, err)
 			}

@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -42,6 +43,10 @@ type Record struct {
 	// CoveredBy is, for a COVERED event, the row id of the newer event of its
 	// key that was sent (or went dead) for it.
 	CoveredBy *int64
+	// LeaseExpiries counts, for a pending or dead event, the claims that
+	// ended without a result (the relay stopped or crashed); they are among
+	// Attempts but do not count against the retry policy.
+	LeaseExpiries int
 }
 
 // ErrNotFound is returned by Get for an unknown event id.
@@ -57,7 +62,7 @@ func Get(ctx context.Context, q store.Querier, eventID string) (Record, error) {
 	var r Record
 	var typ, status string
 	err = q.QueryRow(ctx, qs.Get("Get"), eventID).Scan(&r.EventID, &r.Seq, &r.Target, &r.Topic, &r.Key, &typ, &status,
-		&r.Attempts, &r.LastError, &r.CreatedAt, &r.NextAttemptAt, &r.DoneAt, &r.CoveredBy)
+		&r.Attempts, &r.LastError, &r.CreatedAt, &r.NextAttemptAt, &r.DoneAt, &r.CoveredBy, &r.LeaseExpiries)
 	if errors.Is(err, store.ErrNoRows) {
 		return Record{}, fmt.Errorf("%w: %s", ErrNotFound, eventID)
 	}
@@ -93,39 +98,150 @@ func ListDead(ctx context.Context, q store.Querier, target string, after int64, 
 	return out, rows.Err()
 }
 
-// Replay returns DEAD events to PENDING with their attempts reset and due at
-// now; it keeps their last error for the audit and returns how many it moved.
-// Replaying does not restore history: on a per-key or compacted target the
-// replayed event becomes the key's head again and is sent after newer events
-// of its key that were sent meanwhile.
+// ReplayRequest selects DEAD events to replay: the listed event ids, or every
+// DEAD event of Target. Actor and Reason go to the audit (msgx_outbox_replay).
+type ReplayRequest struct {
+	EventIDs []string
+	Target   string
+	Actor    string
+	Reason   string
+}
+
+// ReplayResult says what became of the selected DEAD events.
+type ReplayResult struct {
+	// Replayed are back to PENDING, due at once, attempts reset.
+	Replayed []string
+	// Covered were events of a compacted key whose newer state had been sent
+	// since: they are recorded as COVERED by it instead of being sent again.
+	Covered []string
+}
+
+// ReplayEvents returns the selected DEAD events to PENDING with their
+// attempts reset and due at now, keeping their last error, and writes an
+// audit row (when, who, why, what), in one transaction (q's own, when q is a
+// store.Tx). Compaction never goes back in time: a DEAD event of a compacted
+// key whose newer state was already sent is recorded as COVERED by that
+// newer event instead. On a per-key target a replayed event is sent after
+// the newer events of its key that went out meanwhile (replay restores
+// delivery, not history).
+func ReplayEvents(ctx context.Context, q store.Querier, now time.Time, req ReplayRequest) (ReplayResult, error) {
+	var res ReplayResult
+	if (req.Target == "") == (len(req.EventIDs) == 0) {
+		return res, errors.New("outbox: replay either a target or a list of event ids")
+	}
+	if req.Actor == "" {
+		return res, errors.New("outbox: replay needs an actor")
+	}
+	qs, err := queriesFor(q.Dialect())
+	if err != nil {
+		return res, err
+	}
+	run := func(ctx context.Context, tx store.Querier) error {
+		res = ReplayResult{}
+		ids, selector := req.EventIDs, "ids"
+		if req.Target != "" {
+			selector = "target:" + req.Target
+			if ids, err = queryStrings(ctx, tx, qs.Get("DeadOfTarget"), req.Target); err != nil {
+				return err
+			}
+		}
+		if len(ids) > 0 {
+			if err := replayIDs(ctx, tx, qs, now, ids, &res); err != nil {
+				return err
+			}
+		}
+		replayed, _ := json.Marshal(append([]string{}, res.Replayed...))
+		covered, _ := json.Marshal(append([]string{}, res.Covered...))
+		if _, err := tx.Exec(ctx, qs.Get("ReplayAudit"), now, req.Actor, req.Reason, selector, string(replayed), string(covered)); err != nil {
+			return fmt.Errorf("outbox: replay audit: %w", err)
+		}
+		return nil
+	}
+	if db, ok := q.(*store.DB); ok {
+		err = db.InTx(ctx, func(ctx context.Context, tx store.Tx) error { return run(ctx, tx) })
+	} else {
+		err = run(ctx, q)
+	}
+	if err != nil {
+		return ReplayResult{}, err
+	}
+	return res, nil
+}
+
+// replayIDs replays DEAD events by id (see ReplayEvents).
+func replayIDs(ctx context.Context, q store.Querier, qs store.Queries, now time.Time, ids []string, res *ReplayResult) error {
+	if q.Dialect() == store.Postgres {
+		rows, err := q.Query(ctx, qs.Get("ReplayIDs"), ids, now)
+		if err != nil {
+			return fmt.Errorf("outbox: replay: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			var covered bool
+			if err := rows.Scan(&id, &covered); err != nil {
+				return fmt.Errorf("outbox: replay: %w", err)
+			}
+			if covered {
+				res.Covered = append(res.Covered, id)
+			} else {
+				res.Replayed = append(res.Replayed, id)
+			}
+		}
+		return rows.Err()
+	}
+	list := jsonStrings(ids)
+	var err error
+	if res.Covered, err = queryStrings(ctx, q, qs.Get("ReplayCovered"), list, now); err != nil {
+		return err
+	}
+	if _, err := q.Exec(ctx, qs.Get("ReplayCoveredDelete"), list); err != nil {
+		return fmt.Errorf("outbox: replay: %w", err)
+	}
+	res.Replayed, err = queryStrings(ctx, q, qs.Get("ReplayIDs"), list, now)
+	return err
+}
+
+func queryStrings(ctx context.Context, q store.Querier, sql string, args ...any) ([]string, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: replay: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, fmt.Errorf("outbox: replay: %w", err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("outbox: replay: %w", err)
+	}
+	return out, nil
+}
+
+// unnamedActor is the audit's actor of Replay and ReplayTarget, which do not
+// name one.
+const unnamedActor = "unnamed"
+
+// Replay is ReplayEvents of the listed events without naming an actor; it
+// returns how many went back to PENDING.
 func Replay(ctx context.Context, q store.Querier, now time.Time, eventIDs ...string) (int64, error) {
 	if len(eventIDs) == 0 {
 		return 0, nil
 	}
-	qs, err := queriesFor(q.Dialect())
-	if err != nil {
-		return 0, err
-	}
-	var ids any = eventIDs
-	if q.Dialect() != store.Postgres {
-		ids = jsonStrings(eventIDs)
-	}
-	n, err := q.Exec(ctx, qs.Get("ReplayIDs"), ids, now)
-	if err != nil {
-		return 0, fmt.Errorf("outbox: replay: %w", err)
-	}
-	return n, nil
+	res, err := ReplayEvents(ctx, q, now, ReplayRequest{EventIDs: eventIDs, Actor: unnamedActor})
+	return int64(len(res.Replayed)), err
 }
 
-// ReplayTarget replays every DEAD event of a target (see Replay).
+// ReplayTarget is ReplayEvents of every DEAD event of a target without
+// naming an actor; it returns how many went back to PENDING.
 func ReplayTarget(ctx context.Context, q store.Querier, now time.Time, target string) (int64, error) {
-	qs, err := queriesFor(q.Dialect())
-	if err != nil {
-		return 0, err
+	if target == "" {
+		return 0, errors.New("outbox: replay needs a target")
 	}
-	n, err := q.Exec(ctx, qs.Get("ReplayTarget"), target, now)
-	if err != nil {
-		return 0, fmt.Errorf("outbox: replay %s: %w", target, err)
-	}
-	return n, nil
+	res, err := ReplayEvents(ctx, q, now, ReplayRequest{Target: target, Actor: unnamedActor})
+	return int64(len(res.Replayed)), err
 }

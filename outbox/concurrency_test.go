@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/msgx/msgx/broker"
+	"github.com/msgx/msgx/internal/backoff"
 	"github.com/msgx/msgx/internal/clock"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
@@ -297,10 +298,16 @@ func TestManyUnorderedRelays(t *testing.T) {
 	}
 }
 
-const crashChildEnv = "MSGX_OUTBOX_TEST_CRASH_CHILD"
+const (
+	crashChildEnv   = "MSGX_OUTBOX_TEST_CRASH_CHILD"
+	crashChildAtEnv = "MSGX_OUTBOX_TEST_CRASH_AT"
+)
 
-// crashChild is the relay process TestCrashWhileHoldingClaims kills: it
-// claims with the per-key lane at the fake time given by its parent, prints
+// crashRetry is the retry policy of the crash tests' relays.
+var crashRetry = backoff.Policy{MaxAttempts: 3, Initial: time.Second, Max: 4 * time.Second}
+
+// crashChild is the relay process the crash tests kill: it claims with the
+// per-key lane at the fake time given by its parent (t0 unless set), prints
 // HOLDING and how many events it was sending, and blocks in the send.
 func crashChild() int {
 	ctx := context.Background()
@@ -309,11 +316,18 @@ func crashChild() int {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 2
 	}
+	at := t0
+	if v := os.Getenv(crashChildAtEnv); v != "" {
+		if at, err = time.Parse(time.RFC3339Nano, v); err != nil {
+			fmt.Fprintln(os.Stderr, "child:", err)
+			return 2
+		}
+	}
 	hang := publisherFunc(func(_ context.Context, _ string, msgs ...*broker.Message) error {
 		fmt.Printf("HOLDING %d\n", len(msgs))
 		select {} // until killed
 	})
-	r, err := outbox.NewRelay(db, outbox.WithClock(clock.NewFake(t0)), outbox.WithLogger(quiet()),
+	r, err := outbox.NewRelay(db, outbox.WithClock(clock.NewFake(at)), outbox.WithLogger(quiet()), outbox.WithRetry(crashRetry),
 		outbox.Target("p", hang, outbox.PerKey))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
@@ -322,6 +336,36 @@ func crashChild() int {
 	_, err = r.Flush(ctx)
 	fmt.Fprintln(os.Stderr, "child: Flush returned:", err)
 	return 3
+}
+
+// killChildHolding starts a relay process at the fake time at, waits until
+// it is sending (want events; 0: any number) and kills it with SIGKILL.
+func killChildHolding(ctx context.Context, t *testing.T, dsn string, at time.Time, want int) {
+	t.Helper()
+	child := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), crashChildEnv+"="+dsn, crashChildAtEnv+"="+at.Format(time.RFC3339Nano))
+	child.Stderr = os.Stderr
+	out, err := child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	got, ok := strings.CutPrefix(strings.TrimSpace(line), "HOLDING ")
+	if err != nil || !ok || (want > 0 && got != strconv.Itoa(want)) {
+		_ = child.Process.Kill()
+		_ = child.Wait()
+		t.Fatalf("child said %q, %v", line, err)
+	}
+	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var exit *exec.ExitError
+	if err := child.Wait(); !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("child ended with %v, want killed", err)
+	}
 }
 
 type publisherFunc func(ctx context.Context, topic string, msgs ...*broker.Message) error
@@ -343,50 +387,17 @@ func TestCrashWhileHoldingClaims(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			db, err := store.Open(ctx, dsn, store.WithMigrate(), store.WithLogger(quiet()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
-			var evs []outbox.Event
-			for i := range 20 {
-				for _, k := range []string{"A", "B", "C"} {
-					evs = append(evs, outbox.Event{ID: k + "." + strconv.Itoa(i), Target: "p", Topic: "t", Key: k})
-				}
-			}
-			enqueue(t, db, t0, evs...)
+			db, _ := crashSetup(ctx, t, dsn, 20)
 
-			child := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-			child.Env = append(os.Environ(), crashChildEnv+"="+dsn)
-			child.Stderr = os.Stderr
-			out, err := child.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := child.Start(); err != nil {
-				t.Fatal(err)
-			}
-			line, err := bufio.NewReader(out).ReadString('\n')
-			if err != nil || strings.TrimSpace(line) != "HOLDING 3" {
-				_ = child.Process.Kill()
-				t.Fatalf("child said %q, %v", line, err)
-			}
-			q := "SELECT COUNT(*) FROM msgx_outbox WHERE locked_until IS NOT NULL AND attempts = 1"
-			var leased int
-			if err := db.QueryRow(ctx, q).Scan(&leased); err != nil || leased != 3 {
-				t.Fatalf("%d rows leased by the child, want the 3 heads (%v)", leased, err)
-			}
-			if err := child.Process.Signal(syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
-			var exit *exec.ExitError
-			if err := child.Wait(); !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-				t.Fatalf("child ended with %v, want killed", err)
+			// The child leases the three heads and hangs in their send.
+			killChildHolding(ctx, t, dsn, t0, 3)
+			if n := leasedRows(t, db); n != 3 {
+				t.Fatalf("%d rows leased by the child, want the 3 heads", n)
 			}
 
 			clk := clock.NewFake(t0)
 			s := newOrderSink()
-			r := newRelay(t, db, clk, outbox.Target("p", s, outbox.PerKey))
+			r := newRelay(t, db, clk, outbox.WithRetry(crashRetry), outbox.Target("p", s, outbox.PerKey))
 			if st := flush(t, r); st.Claimed != 0 {
 				t.Fatalf("claimed %+v while the dead relay's lease ran", st)
 			}
@@ -404,5 +415,72 @@ func TestCrashWhileHoldingClaims(t *testing.T) {
 				t.Fatalf("an event behind it: %+v", rec)
 			}
 		})
+	}
+}
+
+// crashSetup opens dsn (migrated) and enqueues n events of each of the keys
+// A, B and C, with ids "A.0", "B.0", ... in the per-key target "p".
+func crashSetup(ctx context.Context, t *testing.T, dsn string, n int) (*store.DB, []outbox.Event) {
+	t.Helper()
+	db, err := store.Open(ctx, dsn, store.WithMigrate(), store.WithLogger(quiet()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	var evs []outbox.Event
+	for i := range n {
+		for _, k := range []string{"A", "B", "C"} {
+			evs = append(evs, outbox.Event{ID: k + "." + strconv.Itoa(i), Target: "p", Topic: "t", Key: k})
+		}
+	}
+	enqueue(t, db, t0, evs...)
+	return db, evs
+}
+
+// leasedRows counts the rows under a lease with one claim.
+func leasedRows(t *testing.T, db *store.DB) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRow(context.Background(), "SELECT COUNT(*) FROM msgx_outbox WHERE locked_until IS NOT NULL AND attempts = 1").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestCrashLoopSpendsNoAttempts kills a relay process four times while it is
+// sending the same three events, more often than the retry policy's three
+// attempts: a lease that expired without a result is not the event's
+// failure, so a healthy relay then sends them all instead of finding them
+// dead.
+func TestCrashLoopSpendsNoAttempts(t *testing.T) {
+	_, dsn := storetest.NewSchema(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	db, evs := crashSetup(ctx, t, dsn, 5)
+	const kills = 4
+	at := t0
+	for i := range kills {
+		// Events whose lease expired twice go one per send (the child then
+		// hangs in the first), so from the second kill on any count will do.
+		want := 3
+		if i >= 1 {
+			want = 0
+		}
+		killChildHolding(ctx, t, dsn, at, want)
+		at = at.Add(outbox.DefaultLease + time.Second)
+	}
+	if rec := get(t, db, "A.0"); rec.Status != outbox.StatusPending || rec.Attempts != kills || rec.LeaseExpiries != kills-1 {
+		t.Fatalf("after %d kills: %+v", kills, rec)
+	}
+	s := newOrderSink()
+	r := newRelay(t, db, clock.NewFake(at), outbox.WithRetry(crashRetry), outbox.Target("p", s, outbox.PerKey))
+	if st := flush(t, r); st.Published != len(evs) || st.Dead != 0 {
+		t.Fatalf("after %d kills: %+v", kills, st)
+	}
+	if len(s.violations) > 0 || s.dups > 0 {
+		t.Fatalf("violations %v, duplicates %d", s.violations, s.dups)
+	}
+	if rec := get(t, db, "A.0"); rec.Status != outbox.StatusSent || rec.Attempts != kills+1 {
+		t.Fatalf("A.0 at the end: %+v", rec)
 	}
 }

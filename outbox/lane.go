@@ -21,6 +21,7 @@ type Stats struct {
 	Dead      int // events that became DEAD
 	Covered   int // older events of compacted keys marked done
 	Released  int // claims given back unsent (the relay was stopping)
+	LeaseLost int // claims another relay took over before this one sent them
 }
 
 func (s *Stats) add(o Stats) {
@@ -30,6 +31,7 @@ func (s *Stats) add(o Stats) {
 	s.Dead += o.Dead
 	s.Covered += o.Covered
 	s.Released += o.Released
+	s.LeaseLost += o.LeaseLost
 }
 
 type lane struct {
@@ -39,6 +41,7 @@ type lane struct {
 	met   laneMetrics
 	floor floor     // unordered lanes on PostgreSQL
 	walk  walkState // per-key and compacted lanes: shared by the workers
+	wake  chan struct{}
 }
 
 // walkState is a position in the key space of a target: a pass walks every
@@ -115,12 +118,16 @@ func (l *lane) cycleUnordered(ctx context.Context, flush bool) (cycleResult, err
 	now := l.r.cfg.clock.Now()
 	lease := leaseUntil(now, l.r.cfg.lease)
 	var after, wm int64
+	var pass bool
 	if l.r.wm != nil && !flush {
 		wm = l.r.wm.current(ctx, l.r.ops, now)
-		after = l.floor.start(now)
+		after, pass = l.floor.start(now)
 	}
 	evs, err := l.r.ops.claimUnordered(ctx, l.cfg.target, after, now, lease, l.cfg.batch)
 	if err != nil {
+		if pass {
+			l.floor.passed(0, false)
+		}
 		return cycleResult{}, err
 	}
 	if l.r.wm != nil && !flush {
@@ -128,7 +135,11 @@ func (l *lane) cycleUnordered(ctx context.Context, flush bool) (cycleResult, err
 		for _, e := range evs {
 			last = max(last, e.id)
 		}
-		l.floor.advance(wm, last, len(evs) == l.cfg.batch)
+		full := len(evs) == l.cfg.batch
+		l.floor.advance(wm, last, full)
+		if pass {
+			l.floor.passed(last, full)
+		}
 	}
 	if len(evs) == 0 {
 		return cycleResult{idle: true}, nil
@@ -234,7 +245,21 @@ const (
 	retry
 	dead
 	release
+	// lost: the lease could not be extended before a send (another relay
+	// took the row after it ran out); the relay leaves the row alone.
+	lost
+	// pending: not sent yet in this cycle.
+	pending
 )
+
+// delivery is one cycle's claimed events on their way to the broker: their
+// outcomes so far and the lease they are held under.
+type delivery struct {
+	evs   []*claimed
+	res   []outcome
+	errs  []error
+	lease time.Time
+}
 
 // deliver publishes claimed events and records the outcome of each, fenced by
 // the lease.
@@ -247,69 +272,194 @@ func (l *lane) deliver(ctx context.Context, evs []*claimed, lease time.Time) (St
 func (l *lane) deliverChain(ctx context.Context, evs []*claimed, lease time.Time, wk *worker) (Stats, error) {
 	st := Stats{Claimed: len(evs)}
 	slices.SortFunc(evs, func(a, b *claimed) int { return cmpInt64(a.id, b.id) })
-	res := make([]outcome, len(evs))
-	errs := make([]error, len(evs))
+	d := &delivery{evs: evs, res: make([]outcome, len(evs)), errs: make([]error, len(evs)), lease: lease}
 	var toSend []int
 	for i, e := range evs {
-		if e.attempts > l.r.cfg.retry.MaxAttempts {
-			// The relay holding the last attempt died: do not try again.
-			res[i], errs[i] = dead, errors.New("the lease of the last attempt expired without a result")
+		if e.expiries > l.r.cfg.maxLeaseExpiries {
+			// Relays keep dying while they hold this event: it may be what
+			// kills them (or the broker call never returns).
+			d.res[i], d.errs[i] = dead, fmt.Errorf("the lease expired without a result %d times (the relays holding it stopped or crashed)", e.expiries)
 			continue
 		}
+		d.res[i] = pending
 		toSend = append(toSend, i)
 	}
-	l.publish(ctx, evs, toSend, res, errs)
-	return st, l.finish(ctx, evs, res, errs, lease, &st, wk)
+	l.publish(ctx, d, toSend)
+	return st, l.finish(ctx, d.evs, d.res, d.errs, d.lease, &st, wk)
 }
 
-// publish sends the events of idx in id order, grouped by topic. Events on
-// their first attempt go in one confirmed send per topic; retried events go
-// one by one so that a poison event fails only itself.
-func (l *lane) publish(ctx context.Context, evs []*claimed, idx []int, res []outcome, errs []error) {
+// isolateAfterExpiries: an event whose lease expired this often goes in a
+// send of its own, so that an event that kills its relay does not keep
+// taking the events batched with it down too.
+const isolateAfterExpiries = 2
+
+// publish sends the events of idx in id order, grouped by topic: one
+// confirmed send per topic for the events on their first attempt, one for the
+// retried ones (see sendRetries), and one per event for events whose lease
+// expired repeatedly.
+func (l *lane) publish(ctx context.Context, d *delivery, idx []int) {
 	var topics []string
 	byTopic := map[string][]int{}
 	for _, i := range idx {
-		t := evs[i].topic
+		t := d.evs[i].topic
 		if _, ok := byTopic[t]; !ok {
 			topics = append(topics, t)
 		}
 		byTopic[t] = append(byTopic[t], i)
 	}
 	for _, t := range topics {
-		var first []int
+		var first, again []int
 		for _, i := range byTopic[t] {
-			if evs[i].attempts <= 1 {
+			switch e := d.evs[i]; {
+			case e.expiries >= isolateAfterExpiries:
+				l.send(ctx, t, d, []int{i})
+			case e.own() <= 1:
 				first = append(first, i)
-				continue
+			default:
+				again = append(again, i)
 			}
-			l.send(ctx, t, evs, []int{i}, res, errs)
+		}
+		if len(again) > 0 {
+			l.sendRetries(ctx, t, d, again)
 		}
 		if len(first) > 0 {
-			l.send(ctx, t, evs, first, res, errs)
+			l.send(ctx, t, d, first)
 		}
 	}
 }
 
-func (l *lane) send(ctx context.Context, topic string, evs []*claimed, idx []int, res []outcome, errs []error) {
+// sendRetries sends retried events together, so that after a broker outage
+// the backlog drains at full speed. When that send fails, the events are
+// isolated so that a bad event fails only itself: at once after a poison
+// error; otherwise the first two are sent alone as probes, and only if the
+// broker takes one of them are the others sent one by one (a broker that is
+// still down costs two more sends, not one per event).
+func (l *lane) sendRetries(ctx context.Context, topic string, d *delivery, idx []int) {
+	in, err := l.send(ctx, topic, d, idx)
+	if err == nil || len(in) < 2 || ctx.Err() != nil {
+		return
+	}
+	saved := make([]outcome, len(in))
+	for j, i := range in {
+		saved[j], d.res[i] = d.res[i], pending
+	}
+	if !broker.IsPoison(err) {
+		// Two probes: the first may be the one bad event.
+		probed := 0
+		for probed < 2 {
+			_, perr := l.send(ctx, topic, d, in[probed:probed+1])
+			probed++
+			if perr == nil || broker.IsPoison(perr) {
+				break
+			}
+			if probed == 2 {
+				// Still refused: the others keep the outcome of the batch.
+				for j, i := range in[probed:] {
+					d.res[i] = saved[probed+j]
+				}
+				return
+			}
+		}
+		in = in[probed:]
+	}
+	for _, i := range in {
+		l.send(ctx, topic, d, []int{i})
+	}
+}
+
+// holdLease makes sure the lease outlasts a send begun now and the statement
+// recording its outcome: when it would not, it extends the lease of every
+// event of the delivery still held (sent or not), and marks the events whose
+// rows the relay no longer holds as lost, so that they are not sent. Without
+// this a relay whose lease ran out during a long cycle (retries go one by
+// one, each under the full publish timeout) would go on sending rows another
+// relay has taken: an older duplicate overtaking a key's successor, an older
+// compacted state landing after a newer one.
+func (l *lane) holdLease(ctx context.Context, d *delivery) {
+	now := l.r.cfg.clock.Now()
+	if now.Add(l.r.cfg.publishTimeout + l.r.cfg.dbTimeout).Before(d.lease) {
+		return
+	}
+	var rows []rowRef
+	for i, e := range d.evs {
+		if d.res[i] != pending && d.res[i] != sent {
+			continue
+		}
+		rows = append(rows, e.rowRef)
+		if e.head.id != 0 && e.head.id != e.id {
+			rows = append(rows, e.head)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	newLease := leaseUntil(now, l.r.cfg.lease)
+	held, err := l.r.ops.extendLease(ctx, l.cfg.target, rows, d.lease, newLease)
+	if err != nil {
+		// Sending on a lease that may run out is what this prevents: give the
+		// unsent events back (their lease still fences the statement).
+		l.log.Warn("outbox: extending the lease before a send failed; giving the rest of the cycle back", "err", err)
+		for i := range d.evs {
+			if d.res[i] == pending {
+				d.res[i], d.errs[i] = release, err
+			}
+		}
+		return
+	}
+	d.lease = newLease
+	nLost := 0
+	for i, e := range d.evs {
+		if d.res[i] != pending && d.res[i] != sent {
+			continue
+		}
+		ref, ok := held[e.id]
+		h, hok := held[e.head.id]
+		if e.head.id == 0 || e.head.id == e.id {
+			h, hok = ref, ok
+		}
+		if !ok || !hok {
+			d.res[i], d.errs[i] = lost, errors.New("lease lost before the send")
+			nLost++
+			continue
+		}
+		e.rowRef.tid = ref.tid
+		if e.head.id != 0 {
+			e.head.tid = h.tid
+		}
+	}
+	if nLost > 0 {
+		l.log.Warn("outbox: lease ran out during a cycle; another relay has those events", "events", nLost)
+	}
+}
+
+// send publishes the pending events of idx in one confirmed send and records
+// their outcomes; it returns the events it sent and the send's error.
+func (l *lane) send(ctx context.Context, topic string, d *delivery, idx []int) ([]int, error) {
+	if ctx.Err() == nil {
+		l.holdLease(ctx, d)
+	}
+	evs, res, errs := d.evs, d.res, d.errs
 	msgs := make([]*broker.Message, 0, len(idx))
+	var in []int
 	for _, i := range idx {
+		if res[i] != pending {
+			continue
+		}
 		m, err := message(evs[i])
 		if err != nil {
 			res[i], errs[i] = dead, err
 			continue
 		}
 		msgs = append(msgs, m)
+		in = append(in, i)
 	}
 	if len(msgs) == 0 {
-		return
+		return nil, nil
 	}
 	pctx, cancel := context.WithTimeout(ctx, l.r.cfg.publishTimeout)
 	err := l.cfg.pub.SendConfirmed(pctx, topic, msgs...)
 	cancel()
-	for _, i := range idx {
-		if errs[i] != nil {
-			continue
-		}
+	for _, i := range in {
 		switch {
 		case err == nil:
 			res[i] = sent
@@ -317,12 +467,13 @@ func (l *lane) send(ctx context.Context, topic string, evs []*claimed, idx []int
 			res[i], errs[i] = release, err
 		case broker.IsPoison(err) && len(msgs) == 1:
 			res[i], errs[i] = dead, err
-		case l.r.cfg.retry.Exhausted(evs[i].attempts):
+		case l.r.cfg.retry.Exhausted(evs[i].own()):
 			res[i], errs[i] = dead, err
 		default:
 			res[i], errs[i] = retry, err
 		}
 	}
+	return in, err
 }
 
 // message builds the broker message of an event: the event id travels as
@@ -352,145 +503,209 @@ func message(e *claimed) (*broker.Message, error) {
 // finish records the outcomes. Its statements run even when ctx is cancelled
 // (the relay is stopping), each under the database timeout.
 func (l *lane) finish(ctx context.Context, evs []*claimed, res []outcome, errs []error, lease time.Time, st *Stats, wk *worker) error {
+	f := &finishing{l: l, evs: evs, res: res, errs: errs, lease: lease, now: l.r.cfg.clock.Now(), st: st}
+	stopping := ctx.Err() != nil // a stopping relay claims no successors
 	ctx = context.WithoutCancel(ctx)
-	now := l.r.cfg.clock.Now()
-	o := l.r.ops
-	target := l.cfg.target
-	var (
-		sentIDs, sentReps, relIDs, clearHeads []rowRef
-		failed                                []int
-		all                                   []error
-	)
 	for i, e := range evs {
 		switch res[i] {
 		case sent:
 			if e.head.id != 0 {
-				sentReps = append(sentReps, e.rowRef)
+				f.sentReps = append(f.sentReps, e.rowRef)
 			} else {
-				sentIDs = append(sentIDs, e.rowRef)
+				f.sentIDs = append(f.sentIDs, e.rowRef)
 			}
-		case release:
-			relIDs = append(relIDs, e.rowRef)
+		case release, pending:
+			f.relIDs = append(f.relIDs, e.rowRef)
 			if e.head.id != 0 && e.head.id != e.id {
-				clearHeads = append(clearHeads, e.head)
+				f.clearHeads = append(f.clearHeads, e.head)
 			}
+		case lost:
+			st.LeaseLost++
 		default:
-			failed = append(failed, i)
+			f.failed = append(f.failed, i)
 		}
 	}
-	published := len(sentIDs) + len(sentReps)
+	if wk != nil && !stopping && l.r.ops.canAdvance() {
+		f.sentAndAdvance(ctx, wk)
+	} else {
+		f.sent(ctx)
+	}
+	f.covered(ctx)
+	f.dead(ctx)
+	f.retries(ctx)
+	f.released(ctx)
+	return errors.Join(f.all...)
+}
+
+// finishing is one finish: the rows by outcome, and the errors so far.
+type finishing struct {
+	l                                     *lane
+	evs                                   []*claimed
+	res                                   []outcome
+	errs                                  []error
+	lease, now                            time.Time
+	st                                    *Stats
+	sentIDs, sentReps, relIDs, clearHeads []rowRef
+	failed                                []int
+	all                                   []error
+}
+
+// published counts the sent events (metrics, stats, log).
+func (f *finishing) published(n int) {
+	f.st.Published += n
+	f.l.met.published.Add(float64(n))
+	if n > 0 {
+		f.l.log.Debug("outbox events sent", "events", n, "first_event_id", firstSent(f.evs, f.res))
+	}
+}
+
+// sent moves the sent events (not compacted heads) to the sent records.
+func (f *finishing) sent(ctx context.Context) {
+	if len(f.sentIDs) == 0 {
+		return
+	}
+	n, err := f.l.r.ops.markSent(ctx, f.l.cfg.target, f.sentIDs, f.lease, f.now)
+	f.all = append(f.all, err)
+	if err == nil && int(n) < len(f.sentIDs) {
+		f.l.log.Warn("outbox lease lost before the sent events were marked; another relay will send them again",
+			"events", len(f.sentIDs), "marked", n, "first_event_id", firstSent(f.evs, f.res))
+	}
+	f.published(len(f.sentIDs))
+}
+
+// sentAndAdvance is sent that also claims, into the worker's carry, the next
+// event of each sent key (per-key lanes on PostgreSQL).
+func (f *finishing) sentAndAdvance(ctx context.Context, wk *worker) {
 	var adv []advance
 	parent := map[string]*claimed{}
-	if wk != nil && ctx.Err() == nil && o.canAdvance() {
-		for i, e := range evs {
-			if res[i] == sent && e.key != "" && e.chain < maxChain {
-				a := advance{id: e.id}
-				if len(e.succ) > 0 {
-					a.succ = e.succ[0]
-				}
-				adv = append(adv, a)
-				parent[e.key] = e
+	for i, e := range f.evs {
+		if f.res[i] == sent && e.key != "" && e.chain < maxChain {
+			a := advance{id: e.id}
+			if len(e.succ) > 0 {
+				a.succ = e.succ[0]
 			}
+			adv = append(adv, a)
+			parent[e.key] = e
 		}
 	}
-	if len(adv) > 0 {
-		newLease := leaseUntil(now, l.r.cfg.lease)
-		next, succ, err := o.markSentAdvance(ctx, target, sentIDs, lease, now, newLease, adv)
-		all = append(all, err)
-		var keep, stray []*claimed
-		for _, c := range next {
-			p := parent[c.key]
-			switch {
-			case p != nil && len(p.succ) > 0 && p.succ[0].id == c.id:
-				c.succ = p.succ[1:]
-			case p != nil && len(p.succ) == 0:
-				c.succ = succ[c.key]
-			default:
-				// The row at a successor's ctid is not the one read ahead
-				// (the slot was reused after a lease was lost): give it back.
-				stray = append(stray, c)
-				continue
-			}
-			c.chain = p.chain + 1
-			keep = append(keep, c)
-		}
-		if len(stray) > 0 {
-			all = append(all, l.releaseAll(ctx, stray, newLease))
-		}
-		wk.carry, wk.lease = keep, newLease
-	} else if len(sentIDs) > 0 {
-		n, err := o.markSent(ctx, target, sentIDs, lease, now)
-		all = append(all, err)
-		if err == nil && int(n) < len(sentIDs) {
-			l.log.Warn("outbox lease lost before the sent events were marked; another relay will send them again",
-				"events", len(sentIDs), "marked", n, "first_event_id", firstSent(evs, res))
-		}
+	if len(adv) == 0 {
+		f.sent(ctx)
+		return
 	}
-	if len(sentReps) > 0 {
-		n, err := o.coverSent(ctx, target, sentReps, lease, now, false, "")
-		all = append(all, err)
-		st.Covered += int(n)
-		l.met.covered.Add(float64(n))
+	newLease := leaseUntil(f.now, f.l.r.cfg.lease)
+	next, succ, err := f.l.r.ops.markSentAdvance(ctx, f.l.cfg.target, f.sentIDs, f.lease, f.now, newLease, adv)
+	f.all = append(f.all, err)
+	var keep, stray []*claimed
+	for _, c := range next {
+		p := parent[c.key]
+		switch {
+		case p != nil && len(p.succ) > 0 && p.succ[0].id == c.id:
+			c.succ = p.succ[1:]
+		case p != nil && len(p.succ) == 0:
+			c.succ = succ[c.key]
+		default:
+			// The row at a successor's ctid is not the one read ahead
+			// (the slot was reused after a lease was lost): give it back.
+			stray = append(stray, c)
+			continue
+		}
+		c.chain = p.chain + 1
+		keep = append(keep, c)
 	}
-	st.Published += published
-	l.met.published.Add(float64(published))
-	if published > 0 {
-		l.log.Debug("outbox events sent", "events", published, "first_event_id", firstSent(evs, res))
+	if len(stray) > 0 {
+		f.all = append(f.all, f.l.releaseAll(ctx, stray, newLease))
 	}
+	wk.carry, wk.lease = keep, newLease
+	f.published(len(f.sentIDs))
+}
 
-	// Failures: retries grouped by attempt count (one due time per group), dead
-	// ones one by one so each gets its own log line and reason.
-	retries := map[int][]int{}
-	for _, i := range failed {
-		e := evs[i]
-		if res[i] == dead {
-			reason := errs[i].Error()
-			var err error
-			if e.head.id != 0 {
-				var n int64
-				n, err = o.coverSent(ctx, target, []rowRef{e.rowRef}, lease, now, true, reason)
-				st.Covered += int(n)
-				l.met.covered.Add(float64(n))
-			} else {
-				_, err = o.finish(ctx, "MarkDead", target, []rowRef{e.rowRef}, lease, now, reason)
-			}
-			all = append(all, err)
-			st.Dead++
-			l.met.dead.Inc()
-			l.log.Error("outbox event dead", "event_id", e.eventID, "topic", e.topic, "attempts", e.attempts, "err", errs[i])
+// covered finishes the sent newest events of compacted keys, covering the
+// older ones.
+func (f *finishing) covered(ctx context.Context) {
+	if len(f.sentReps) == 0 {
+		return
+	}
+	n, err := f.l.r.ops.coverSent(ctx, f.l.cfg.target, f.sentReps, f.lease, f.now, false, "")
+	f.all = append(f.all, err)
+	f.st.Covered += int(n)
+	f.l.met.covered.Add(float64(n))
+	f.published(len(f.sentReps))
+}
+
+// dead makes the failed events without attempts left DEAD, one by one so
+// each gets its own log line and reason.
+func (f *finishing) dead(ctx context.Context) {
+	o, target := f.l.r.ops, f.l.cfg.target
+	for _, i := range f.failed {
+		if f.res[i] != dead {
+			continue
+		}
+		e := f.evs[i]
+		reason := f.errs[i].Error()
+		var err error
+		if e.head.id != 0 {
+			var n int64
+			n, err = o.coverSent(ctx, target, []rowRef{e.rowRef}, f.lease, f.now, true, reason)
+			f.st.Covered += int(n)
+			f.l.met.covered.Add(float64(n))
+		} else {
+			_, err = o.finish(ctx, "MarkDead", target, []rowRef{e.rowRef}, f.lease, f.now, reason)
+		}
+		f.all = append(f.all, err)
+		f.st.Dead++
+		f.l.met.dead.Inc()
+		f.l.log.Error("outbox event dead", "event_id", e.eventID, "topic", e.topic, "attempts", e.attempts, "err", f.errs[i])
+	}
+}
+
+// retries schedules the other failed events, grouped by their own attempts
+// (one due time per group).
+func (f *finishing) retries(ctx context.Context) {
+	groups := map[int][]int{}
+	for _, i := range f.failed {
+		if f.res[i] == dead {
 			continue
 		}
 		// A claim always counts its attempt; max keeps a retry off the
 		// current instant even if it did not.
-		retries[max(e.attempts, 1)] = append(retries[max(e.attempts, 1)], i)
+		a := max(f.evs[i].own(), 1)
+		groups[a] = append(groups[a], i)
 	}
-	for attempts, idx := range retries {
-		next := now.Add(l.r.cfg.retry.Delay(attempts))
+	for attempts, idx := range groups {
+		next := f.now.Add(f.l.r.cfg.retry.Delay(attempts))
 		ids := make([]rowRef, len(idx))
 		for j, i := range idx {
-			ids[j] = evs[i].rowRef
-			if h := evs[i].head; h.id != 0 && h.id != evs[i].id {
-				clearHeads = append(clearHeads, h)
+			ids[j] = f.evs[i].rowRef
+			if h := f.evs[i].head; h.id != 0 && h.id != f.evs[i].id {
+				f.clearHeads = append(f.clearHeads, h)
 			}
 		}
-		first := evs[idx[0]]
-		_, err := o.finish(ctx, "MarkRetry", target, ids, lease, next, errs[idx[0]].Error())
-		all = append(all, err)
-		st.Retried += len(ids)
-		l.met.retried.Add(float64(len(ids)))
-		l.log.Warn("outbox send failed; will retry", "event_id", first.eventID, "events", len(ids), "topic", first.topic,
-			"attempts", attempts, "next_attempt", next, "err", errs[idx[0]])
+		first := f.evs[idx[0]]
+		_, err := f.l.r.ops.finish(ctx, "MarkRetry", f.l.cfg.target, ids, f.lease, next, f.errs[idx[0]].Error())
+		if err == nil && f.l.r.wm != nil && f.l.cfg.kind == Unordered {
+			f.l.floor.retryAt(next, first.id) // idx is in id order
+		}
+		f.all = append(f.all, err)
+		f.st.Retried += len(ids)
+		f.l.met.retried.Add(float64(len(ids)))
+		f.l.log.Warn("outbox send failed; will retry", "event_id", first.eventID, "events", len(ids), "topic", first.topic,
+			"attempts", attempts, "next_attempt", next, "err", f.errs[idx[0]])
 	}
-	if len(relIDs) > 0 {
-		_, err := o.finish(ctx, "Release", target, relIDs, lease)
-		all = append(all, err)
-		st.Released += len(relIDs)
+}
+
+// released gives unsent claims back and ends the lease of compacted heads
+// whose key was not sent.
+func (f *finishing) released(ctx context.Context) {
+	o, target := f.l.r.ops, f.l.cfg.target
+	if len(f.relIDs) > 0 {
+		_, err := o.finish(ctx, "Release", target, f.relIDs, f.lease)
+		f.all = append(f.all, err)
+		f.st.Released += len(f.relIDs)
 	}
-	if len(clearHeads) > 0 {
-		_, err := o.finish(ctx, "ClearLease", target, clearHeads, lease)
-		all = append(all, err)
+	if len(f.clearHeads) > 0 {
+		_, err := o.finish(ctx, "ClearLease", target, f.clearHeads, f.lease)
+		f.all = append(f.all, err)
 	}
-	return errors.Join(all...)
 }
 
 // releaseAll gives back claims that will not be published in this cycle.

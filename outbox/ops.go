@@ -33,7 +33,8 @@ type claimed struct {
 	typ       EventType
 	payload   []byte
 	headers   []byte
-	attempts  int
+	attempts  int // claims of the row, this one included
+	expiries  int // claims that found the previous claim's lease expired
 	createdAt time.Time
 	// head is, for the newest event of a compacted key, the key's smallest
 	// pending row, whose lease marks the key as in flight (head.id is 0 for
@@ -45,6 +46,11 @@ type claimed struct {
 	chain int
 	succ  []rowRef
 }
+
+// own is how many times the event has been sent by a relay that lived to
+// record the result, this attempt included: a lease that expired without a
+// result is not the event's failure.
+func (c *claimed) own() int { return c.attempts - c.expiries }
 
 // head is one key met by a walk over the keys of a target.
 type head struct {
@@ -192,7 +198,7 @@ func (o *ops) scanClaimed(rows store.Rows, out []*claimed) ([]*claimed, error) {
 	for rows.Next() {
 		c := &claimed{}
 		var typ string
-		dest := []any{&c.id, &c.eventID, &c.topic, &c.key, &typ, &c.payload, &c.headers, &c.attempts, &c.createdAt}
+		dest := []any{&c.id, &c.eventID, &c.topic, &c.key, &typ, &c.payload, &c.headers, &c.attempts, &c.createdAt, &c.expiries}
 		if o.pg {
 			dest = append([]any{&c.tid}, dest...)
 		}
@@ -472,7 +478,7 @@ func (o *ops) markSentAdvance(ctx context.Context, target string, rows []rowRef,
 		c := &claimed{}
 		var kind int
 		var typ string
-		if err := r.Scan(&kind, &c.tid, &c.id, &c.eventID, &c.topic, &c.key, &typ, &c.payload, &c.headers, &c.attempts, &c.createdAt); err != nil {
+		if err := r.Scan(&kind, &c.tid, &c.id, &c.eventID, &c.topic, &c.key, &typ, &c.payload, &c.headers, &c.attempts, &c.createdAt, &c.expiries); err != nil {
 			return nil, nil, fmt.Errorf("outbox: SentAdvance: %w", err)
 		}
 		if kind == 1 {
@@ -536,6 +542,9 @@ func (o *ops) coverSent(ctx context.Context, target string, reps []rowRef, lease
 			_, err = o.txExec(ctx, tx, "MarkDead", target, ids, lease, now, reason)
 			return err
 		}
+		if _, err := o.txExec(ctx, tx, "KeyState", target, ids, lease); err != nil {
+			return err
+		}
 		if _, err := o.txExec(ctx, tx, "SentInsert", target, ids, lease, now); err != nil {
 			return err
 		}
@@ -571,4 +580,44 @@ func (o *ops) oldestPending(ctx context.Context, target string) (time.Time, bool
 		return time.Time{}, false, fmt.Errorf("outbox: OldestPending: %w", err)
 	}
 	return t, true, nil
+}
+
+// dbNow reads the database server's clock (PostgreSQL).
+func (o *ops) dbNow(ctx context.Context) (time.Time, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	var t time.Time
+	if err := o.run.QueryRow(ctx, o.q.Get("DBNow")).Scan(&t); err != nil {
+		return time.Time{}, fmt.Errorf("outbox: DBNow: %w", err)
+	}
+	return t, nil
+}
+
+// extendLease moves the lease of claimed rows (fenced by the current one) to
+// newLease and returns the rows it moved with their new row references (the
+// update gives a row a new ctid on PostgreSQL), by id.
+func (o *ops) extendLease(ctx context.Context, target string, rows []rowRef, lease, newLease time.Time) (map[int64]rowRef, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	r, err := o.run.Query(ctx, o.q.Get("ExtendLease"), o.finishArgs(target, rows, lease, newLease)...)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: ExtendLease: %w", err)
+	}
+	defer r.Close()
+	out := make(map[int64]rowRef, len(rows))
+	for r.Next() {
+		var ref rowRef
+		dest := []any{&ref.id}
+		if o.pg {
+			dest = append(dest, &ref.tid)
+		}
+		if err := r.Scan(dest...); err != nil {
+			return nil, fmt.Errorf("outbox: ExtendLease: %w", err)
+		}
+		out[ref.id] = ref
+	}
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("outbox: ExtendLease: %w", err)
+	}
+	return out, nil
 }

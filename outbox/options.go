@@ -69,6 +69,9 @@ const (
 	DefaultDBTimeout      = 15 * time.Second
 	DefaultPollInterval   = 100 * time.Millisecond
 	DefaultRetention      = 24 * time.Hour
+	// DefaultMaxLeaseExpiries bounds the claims of an event that ended
+	// without a result (the relay holding it stopped or crashed).
+	DefaultMaxLeaseExpiries = 20
 )
 
 // DefaultRetry is the relay's retry policy: 5 attempts, 1 s doubling to at
@@ -118,6 +121,12 @@ type config struct {
 	cleanupInterval time.Duration
 	lagInterval     time.Duration
 	syncCommit      bool
+	// maxLeaseExpiries: see WithMaxLeaseExpiries.
+	maxLeaseExpiries int
+	// clockSet: WithClock chose the clock; otherwise, on PostgreSQL, the
+	// relay reads the database's clock through hostClock (dbClock).
+	clockSet  bool
+	hostClock clock.Clock
 }
 
 // Option configures a Relay.
@@ -139,8 +148,19 @@ func Target(name string, pub Publisher, kind LaneKind, opts ...LaneOption) Optio
 	}
 }
 
-// WithClock sets the clock every scheduling decision reads (default wall clock).
-func WithClock(cl clock.Clock) Option { return func(c *config) { c.clock = cl } }
+// WithClock sets the clock every scheduling decision reads, as it is. By
+// default the relay reads the database server's clock on PostgreSQL (the
+// host's clock corrected by its measured offset, so that relays on several
+// hosts judge leases on one clock) and the host's clock on SQLite. A clock
+// given here must agree across the relays of a database to well under the
+// lease: tests, or relays on the database's host.
+func WithClock(cl clock.Clock) Option {
+	return func(c *config) { c.clock, c.clockSet = cl, true }
+}
+
+// withHostClock sets the host clock under the database clock (tests of the
+// clock correction).
+func withHostClock(cl clock.Clock) Option { return func(c *config) { c.hostClock = cl } }
 
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
@@ -156,6 +176,14 @@ func WithRetry(p backoff.Policy) Option { return func(c *config) { c.retry = p }
 // claims are taken over by others after it. It must exceed the publish timeout
 // plus two database timeouts.
 func WithLease(d time.Duration) Option { return func(c *config) { c.lease = d } }
+
+// WithMaxLeaseExpiries bounds how many times an event may be claimed by
+// relays that then stopped or crashed before recording a result (its lease
+// expired) before it becomes DEAD (default DefaultMaxLeaseExpiries). These are
+// counted apart from the event's own failed sends, which the retry policy
+// bounds, so that a crash-looping relay does not dead-letter the healthy
+// events it held; the limit only stops an event that keeps killing relays.
+func WithMaxLeaseExpiries(n int) Option { return func(c *config) { c.maxLeaseExpiries = n } }
 
 // WithPublishTimeout bounds each confirmed send (default 15 s).
 func WithPublishTimeout(d time.Duration) Option { return func(c *config) { c.publishTimeout = d } }
@@ -189,16 +217,18 @@ func WithSynchronousCommit(on bool) Option { return func(c *config) { c.syncComm
 
 func newConfig(opts []Option) (config, error) {
 	c := config{
-		clock:           clock.Real{},
-		logger:          slog.Default(),
-		retry:           DefaultRetry,
-		lease:           DefaultLease,
-		publishTimeout:  DefaultPublishTimeout,
-		dbTimeout:       DefaultDBTimeout,
-		pollInterval:    DefaultPollInterval,
-		retention:       DefaultRetention,
-		cleanupInterval: time.Minute,
-		lagInterval:     10 * time.Second,
+		clock:            clock.Real{},
+		hostClock:        clock.Real{},
+		logger:           slog.Default(),
+		retry:            DefaultRetry,
+		lease:            DefaultLease,
+		publishTimeout:   DefaultPublishTimeout,
+		dbTimeout:        DefaultDBTimeout,
+		pollInterval:     DefaultPollInterval,
+		retention:        DefaultRetention,
+		cleanupInterval:  time.Minute,
+		lagInterval:      10 * time.Second,
+		maxLeaseExpiries: DefaultMaxLeaseExpiries,
 	}
 	for _, o := range opts {
 		o(&c)
@@ -223,6 +253,9 @@ func newConfig(opts []Option) (config, error) {
 		}
 		seen[l.target] = true
 	}
+	if c.maxLeaseExpiries < 1 {
+		errs = append(errs, errors.New("the lease expiry limit must be at least 1"))
+	}
 	if c.retry.MaxAttempts < 1 {
 		errs = append(errs, errors.New("retry policy needs at least one attempt"))
 	}
@@ -232,7 +265,7 @@ func newConfig(opts []Option) (config, error) {
 	if c.lease <= c.publishTimeout+2*c.dbTimeout {
 		errs = append(errs, fmt.Errorf("lease %v must exceed the publish timeout plus two database timeouts (%v)", c.lease, c.publishTimeout+2*c.dbTimeout))
 	}
-	if c.clock == nil || c.logger == nil {
+	if c.clock == nil || c.hostClock == nil || c.logger == nil {
 		errs = append(errs, errors.New("clock and logger must not be nil"))
 	}
 	if err := errors.Join(errs...); err != nil {

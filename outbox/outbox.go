@@ -82,7 +82,8 @@ func NewEventID() string {
 // other's keys in opposite orders; PostgreSQL would abort one of them.
 // Events without a key take no lock and carry no order. Enqueue also gives
 // the transaction its transaction id before it takes event ids, which the
-// relay's id watermark relies on.
+// relay's id watermark relies on, and wakes the relays when the transaction
+// commits (Notify).
 func Enqueue(ctx context.Context, tx store.Tx, now time.Time, events ...Event) error {
 	stmts, err := Statements(tx.Dialect(), now, events...)
 	if err != nil {
@@ -93,6 +94,9 @@ func Enqueue(ctx context.Context, tx store.Tx, now time.Time, events ...Event) e
 			return fmt.Errorf("outbox: enqueue %s: %w", events[0].ID, err)
 		}
 		return fmt.Errorf("outbox: enqueue %d events (first %s): %w", len(events), events[0].ID, err)
+	}
+	if len(stmts) > 0 {
+		Notify(tx)
 	}
 	return nil
 }

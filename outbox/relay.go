@@ -24,6 +24,7 @@ type Relay struct {
 	ops     *ops
 	met     *metrics
 	wm      *watermark // PostgreSQL: where unordered claims may start
+	dbc     *dbClock   // PostgreSQL without WithClock: the database's clock
 	lanes   []*lane
 	running atomic.Bool
 }
@@ -35,7 +36,7 @@ func NewRelay(db *store.DB, opts ...Option) (*Relay, error) {
 	if err != nil {
 		return nil, err
 	}
-	conns := int32(2) // maintenance and a spare
+	conns := int32(3) // maintenance, notifications and a spare
 	for _, l := range cfg.lanes {
 		conns += int32(l.workers)
 	}
@@ -46,13 +47,18 @@ func NewRelay(db *store.DB, opts ...Option) (*Relay, error) {
 	r := &Relay{cfg: cfg, db: db, ops: o, met: newMetrics(cfg.registerer)}
 	if o.pg {
 		r.wm = &watermark{}
+		if !cfg.clockSet {
+			r.dbc = &dbClock{host: cfg.hostClock}
+			r.cfg.clock = r.dbc
+		}
 	}
 	for _, lc := range cfg.lanes {
 		r.lanes = append(r.lanes, &lane{
-			r:   r,
-			cfg: lc,
-			log: cfg.logger.With("target", lc.target, "lane", lc.kind.String()),
-			met: r.met.forLane(lc.target),
+			r:    r,
+			cfg:  lc,
+			wake: make(chan struct{}, 1),
+			log:  cfg.logger.With("target", lc.target, "lane", lc.kind.String()),
+			met:  r.met.forLane(lc.target),
 		})
 	}
 	return r, nil
@@ -70,6 +76,9 @@ func (r *Relay) Run(ctx context.Context) error {
 		return errors.New("outbox: relay already running")
 	}
 	defer r.running.Store(false)
+	if err := r.syncClock(ctx); err != nil && ctx.Err() == nil {
+		r.cfg.logger.Warn("outbox: reading the database clock failed; the relay keeps its last offset", "err", err)
+	}
 	var wg sync.WaitGroup
 	for _, l := range r.lanes {
 		for range l.cfg.workers {
@@ -77,6 +86,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 	}
 	wg.Go(func() { r.maintain(ctx) })
+	wg.Go(func() { r.listen(ctx) })
 	wg.Wait()
 	return nil
 }
@@ -112,11 +122,24 @@ func (r *Relay) work(ctx context.Context, l *lane) {
 		if res.more {
 			continue
 		}
-		wait := r.cfg.pollInterval
 		if l.cfg.kind == Compacted {
-			wait = l.cfg.flushPeriod
+			// Gathering changes is the point of the flush period: no wake-up.
+			r.sleep(ctx, l.cfg.flushPeriod)
+			continue
 		}
-		r.sleep(ctx, wait)
+		r.sleepOrWake(ctx, r.cfg.pollInterval, l.wake)
+	}
+}
+
+// sleepOrWake is sleep that also ends when wake receives (events committed).
+func (r *Relay) sleepOrWake(ctx context.Context, d time.Duration, wake <-chan struct{}) {
+	t := r.cfg.clock.NewTimer(d)
+	select {
+	case <-t.C():
+	case <-wake:
+		t.Stop()
+	case <-ctx.Done():
+		t.Stop()
 	}
 }
 
@@ -135,6 +158,9 @@ func (r *Relay) sleep(ctx context.Context, d time.Duration) {
 // their period. Tests and one-shot tools use it instead of Run.
 func (r *Relay) Flush(ctx context.Context) (Stats, error) {
 	var total Stats
+	if err := r.syncClock(ctx); err != nil {
+		return total, err
+	}
 	for _, l := range r.lanes {
 		var (
 			w  walkState
@@ -158,6 +184,9 @@ func (r *Relay) maintain(ctx context.Context) {
 	cl := r.cfg.clock
 	nextLag, nextClean := cl.Now(), cl.Now().Add(r.cfg.cleanupInterval)
 	for ctx.Err() == nil {
+		if err := r.syncClock(ctx); err != nil && ctx.Err() == nil {
+			r.cfg.logger.Warn("outbox: reading the database clock failed; the relay keeps its last offset", "err", err)
+		}
 		now := cl.Now()
 		if !now.Before(nextLag) {
 			if _, err := r.Lag(ctx); err != nil && ctx.Err() == nil {
@@ -175,8 +204,20 @@ func (r *Relay) maintain(ctx context.Context) {
 		if r.cfg.cleanupInterval > 0 && nextClean.Before(next) {
 			next = nextClean
 		}
+		if r.dbc != nil && now.Add(dbClockResync).Before(next) {
+			next = now.Add(dbClockResync)
+		}
 		r.sleep(ctx, next.Sub(now))
 	}
+}
+
+// syncClock measures the offset of the database's clock when it is due
+// (PostgreSQL, unless WithClock chose the clock).
+func (r *Relay) syncClock(ctx context.Context) error {
+	if r.dbc == nil || !r.dbc.due() {
+		return nil
+	}
+	return r.dbc.sync(ctx, r.ops.dbNow)
 }
 
 // Lag measures the age of the oldest pending event of each target (0 when

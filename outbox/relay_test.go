@@ -147,7 +147,8 @@ func TestPerKeyHeadOfLineBlocksOnlyItsKey(t *testing.T) {
 		if flush(t, r).Claimed != 0 {
 			t.Fatal("a key in backoff was claimed before it was due")
 		}
-		// Retries go one event per send: B gets through, A fails on its own.
+		// Retries go in one send; when it fails, they are tried one by one:
+		// B gets through, A fails on its own.
 		clk.Advance(time.Second)
 		st = flush(t, r)
 		got = byKey(s.messages())
@@ -706,5 +707,51 @@ func TestThroughTheBrokerPort(t *testing.T) {
 	if got[0].Header(broker.HeaderEventID) != "p-A-1" || got[1].Header(broker.HeaderEventID) != "p-A-2" ||
 		got[0].Key != "A" || got[0].Header(broker.HeaderPartitionKey) != "A" {
 		t.Fatalf("deliveries %+v", got)
+	}
+}
+
+// TestCleanupSkipsRowsAnotherCleanerHolds: a cleaner skips the records
+// another one is deleting instead of waiting for its transaction.
+func TestCleanupSkipsRowsAnotherCleanerHolds(t *testing.T) {
+	db := storetest.NewPostgres(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	clk := clock.NewFake(t0)
+	r := newRelay(t, db, clk, outbox.WithRetention(time.Hour), outbox.WithDBTimeout(2*time.Second),
+		outbox.WithLease(time.Minute), outbox.WithPublishTimeout(time.Second),
+		outbox.Target("u", &sink{}, outbox.Unordered))
+	var evs []outbox.Event
+	for i := range 10 {
+		evs = append(evs, ev("u", "k", i))
+	}
+	enqueue(t, db, t0, evs...)
+	flush(t, r)
+	clk.Advance(2 * time.Hour)
+	other, err := db.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = other.Rollback(ctx) }()
+	if _, err := other.Exec(ctx, "DELETE FROM msgx_outbox_sent WHERE event_id IN ('u-k-0', 'u-k-1')"); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		n   int64
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := r.Cleanup(ctx)
+		done <- result{n, err}
+	}()
+	select {
+	case res := <-done:
+		if res.err != nil || res.n != 8 {
+			t.Fatalf("cleanup beside another cleaner: deleted %d, %v; want the 8 records it does not hold", res.n, res.err)
+		}
+	case <-time.After(10 * time.Second):
+		_ = other.Rollback(ctx)
+		<-done
+		t.Fatal("cleanup waited for the rows another cleaner holds")
 	}
 }

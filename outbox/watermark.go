@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,19 +14,21 @@ import (
 // that walks them costs more the longer the relay has run. The floor only
 // makes claims cheaper; it never decides what gets sent: rows under it that
 // become claimable later (a retry coming due, an expired lease, a row whose
-// transaction committed late) are found by a full claim from the start,
-// which each lane runs every rescanInterval.
+// transaction committed late) are found by passes from below it (see floor).
 //
 // The floor may only pass ids whose transactions have ended, or a
-// late-committing event would wait for the next full claim. The watermark
+// late-committing event would wait for the next full pass. The watermark
 // tells which: every id up to it has committed or rolled back. A sample reads
-// the last id handed out (L), then assigns a transaction id N. Enqueue gives
-// its transaction a transaction id before taking event ids, so every
-// transaction holding an id <= L got its transaction id before N. Once the
-// oldest running transaction is newer than N, all of them have ended, and L
-// becomes the watermark.
+// the last id handed out (L), then, in a later statement, the xmax N of a new
+// snapshot: every transaction id below N was assigned before that snapshot.
+// Enqueue gives its transaction a transaction id before taking event ids, so
+// every transaction holding an id <= L has a transaction id below N. Once the
+// oldest running transaction (a later snapshot's xmin) is at least N, all of
+// them have ended, and L becomes the watermark. Sampling assigns no
+// transaction id (an earlier version took one per sample, 50 a second per
+// relay, bringing wraparound closer for nothing).
 
-// rescanInterval is how often a lane claims from the first pending id.
+// rescanInterval is how often a lane starts a pass from the first pending id.
 const rescanInterval = time.Second
 
 // watermarkInterval is how often the watermark is sampled.
@@ -35,7 +38,7 @@ const watermarkInterval = 20 * time.Millisecond
 // end (a long transaction elsewhere holds them all back).
 const maxWatermarkSamples = 64
 
-type wmSample struct{ last, xid int64 }
+type wmSample struct{ last, xmax int64 }
 
 type watermark struct {
 	w       atomic.Int64
@@ -57,13 +60,16 @@ func (m *watermark) current(ctx context.Context, o *ops, now time.Time) int64 {
 	m.next = now.Add(watermarkInterval)
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	var last, xid, xmin int64
-	if err := o.run.QueryRow(ctx, o.q.Get("Watermark")).Scan(&last, &xid, &xmin); err != nil {
+	var last, xmax, xmin int64
+	if err := o.run.QueryRow(ctx, o.q.Get("WatermarkLast")).Scan(&last); err != nil {
+		return m.w.Load()
+	}
+	if err := o.run.QueryRow(ctx, o.q.Get("WatermarkSnapshot")).Scan(&xmax, &xmin); err != nil {
 		return m.w.Load()
 	}
 	keep := m.samples[:0]
 	for _, s := range m.samples {
-		if xmin > s.xid {
+		if xmin >= s.xmax {
 			if s.last > m.w.Load() {
 				m.w.Store(s.last)
 			}
@@ -74,26 +80,98 @@ func (m *watermark) current(ctx context.Context, o *ops, now time.Time) int64 {
 	if len(keep) == maxWatermarkSamples {
 		keep = append(keep[:0], keep[1:]...)
 	}
-	m.samples = append(keep, wmSample{last: last, xid: xid})
+	m.samples = append(keep, wmSample{last: last, xmax: xmax})
 	return m.w.Load()
 }
 
-// floor is an unordered lane's claim start.
+// floor is an unordered lane's claim start, and the passes below it.
+//
+// Rows that become claimable by time lie below the floor: retries coming
+// due, expired leases, replayed events. A pass claims from below the floor
+// and goes on, batch after batch at full speed, from where its last claim
+// ended, until a claim comes back short; then claims start at the floor
+// again. A pass starts every rescanInterval from the first pending id (for
+// everything, whoever made it due), and as soon as a retry this relay
+// scheduled comes due, from that retry's id (so that recovering from a broker
+// outage runs at the speed of a burn-down, not a batch a second).
 type floor struct {
 	v        atomic.Int64
 	mu       sync.Mutex
 	nextFull time.Time
+	pass     bool  // a pass is under way
+	cursor   int64 // where the pass's next claim starts
+	due      []dueRetry
 }
 
-// start returns where the next claim starts: 0 when a full claim is due.
-func (f *floor) start(now time.Time) int64 {
+// dueRetry is a retry this relay scheduled: rows from minID on come due at at.
+type dueRetry struct {
+	at    time.Time
+	minID int64
+}
+
+// dueGrain groups the due times of scheduled retries, and maxDue bounds how
+// many groups are remembered (beyond it, the periodic pass finds them).
+const (
+	dueGrain = 10 * time.Millisecond
+	maxDue   = 4096
+)
+
+// start returns where the next claim starts and whether it is part of a pass.
+func (f *floor) start(now time.Time) (after int64, pass bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.pass {
+		return f.cursor, true
+	}
+	from := int64(-1)
 	if !now.Before(f.nextFull) {
 		f.nextFull = now.Add(rescanInterval)
-		return 0
+		from = 0
 	}
-	return f.v.Load()
+	n := 0
+	for _, d := range f.due {
+		if d.at.After(now) {
+			break
+		}
+		if from < 0 || d.minID-1 < from {
+			from = d.minID - 1
+		}
+		n++
+	}
+	f.due = append(f.due[:0], f.due[n:]...)
+	if from < 0 || from >= f.v.Load() {
+		return f.v.Load(), false
+	}
+	f.pass, f.cursor = true, from
+	return from, true
+}
+
+// passed records a claim of a pass that ended at last: the pass goes on
+// while claims come back full.
+func (f *floor) passed(last int64, full bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if full {
+		f.cursor = max(f.cursor, last)
+		return
+	}
+	f.pass = false
+}
+
+// retryAt remembers that rows from minID on come due at at.
+func (f *floor) retryAt(at time.Time, minID int64) {
+	if t := at.Truncate(dueGrain); !t.Equal(at) {
+		at = t.Add(dueGrain)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	i, found := slices.BinarySearchFunc(f.due, at, func(d dueRetry, t time.Time) int { return d.at.Compare(t) })
+	switch {
+	case found:
+		f.due[i].minID = min(f.due[i].minID, minID)
+	case len(f.due) < maxDue:
+		f.due = slices.Insert(f.due, i, dueRetry{at: at, minID: minID})
+	}
 }
 
 // advance raises the floor after a claim that started from after, with the

@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -94,22 +95,84 @@ func TestWatermarkWaitsForOpenTransactions(t *testing.T) {
 func TestFloorAdvance(t *testing.T) {
 	var f floor
 	start := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	if got := f.start(start); got != 0 {
+	if got, _ := f.start(start); got != 0 {
 		t.Fatalf("first claim starts at %d, want a full claim", got)
 	}
 	f.advance(100, 40, true) // a full batch up to 40, watermark 100
-	if got := f.start(start); got != 40 {
+	if got, _ := f.start(start); got != 40 {
 		t.Fatalf("floor %d, want 40", got)
 	}
 	f.advance(100, 60, false) // a short batch saw everything up to the watermark
-	if got := f.start(start); got != 100 {
+	if got, _ := f.start(start); got != 100 {
 		t.Fatalf("floor %d, want 100", got)
 	}
 	f.advance(50, 0, false) // never goes back
-	if got := f.start(start.Add(rescanInterval)); got != 0 {
-		t.Fatalf("after the rescan interval the claim starts at %d, want a full claim", got)
+	if got, pass := f.start(start.Add(rescanInterval)); got != 0 || !pass {
+		t.Fatalf("after the rescan interval the claim starts at %d (pass %v), want a pass from the start", got, pass)
 	}
-	if got := f.start(start.Add(rescanInterval)); got != 100 {
-		t.Fatalf("floor %d, want 100", got)
+	// The pass goes on from where its claims end while they come back full.
+	f.passed(30, true)
+	if got, pass := f.start(start.Add(rescanInterval)); got != 30 || !pass {
+		t.Fatalf("pass goes on at %d (%v), want 30", got, pass)
+	}
+	f.passed(45, false)
+	if got, pass := f.start(start.Add(rescanInterval)); got != 100 || pass {
+		t.Fatalf("after the pass the claim starts at %d (%v), want the floor 100", got, pass)
+	}
+}
+
+func TestFloorPassAtADueRetry(t *testing.T) {
+	var f floor
+	start := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	f.start(start)
+	f.advance(100, 0, false)
+	f.retryAt(start.Add(200*time.Millisecond), 70)
+	f.retryAt(start.Add(205*time.Millisecond), 20)
+	f.retryAt(start.Add(500*time.Millisecond), 90)
+	if got, pass := f.start(start.Add(199 * time.Millisecond)); got != 100 || pass {
+		t.Fatalf("before the retries are due: %d (%v)", got, pass)
+	}
+	// Both retries of the first 10 ms are due: the pass starts at the lower id.
+	if got, pass := f.start(start.Add(210 * time.Millisecond)); got != 19 || !pass {
+		t.Fatalf("at the due retries: %d (%v), want a pass from 19", got, pass)
+	}
+	f.passed(0, false)
+	if got, pass := f.start(start.Add(300 * time.Millisecond)); got != 100 || pass {
+		t.Fatalf("between: %d (%v)", got, pass)
+	}
+	if got, pass := f.start(start.Add(500 * time.Millisecond)); got != 89 || !pass {
+		t.Fatalf("at the last retry: %d (%v), want a pass from 89", got, pass)
+	}
+}
+
+// A watermark sample takes no transaction id (it used to take one per
+// sample, 50 a second per relay, bringing wraparound closer).
+func TestWatermarkSampleAssignsNoTransactionID(t *testing.T) {
+	db := storetest.NewPostgres(t, store.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	q, err := queriesFor(store.Postgres)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+		var last, xmax, xmin int64
+		if err := tx.QueryRow(ctx, q.Get("WatermarkLast")).Scan(&last); err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, q.Get("WatermarkSnapshot")).Scan(&xmax, &xmin); err != nil {
+			return err
+		}
+		var assigned *string
+		if err := tx.QueryRow(ctx, "SELECT pg_current_xact_id_if_assigned()::text").Scan(&assigned); err != nil {
+			return err
+		}
+		if assigned != nil {
+			return fmt.Errorf("a sample assigned transaction id %s", *assigned)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -69,6 +69,7 @@ func (b *pgBackend) begin(ctx context.Context) (txBackend, error) {
 }
 
 type pgTx struct {
+	commitHooks
 	tx pgx.Tx
 	// depth is the number of open savepoints; it names them, so that the
 	// commands are the same few texts (prepared once) in every transaction,

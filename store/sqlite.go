@@ -93,6 +93,7 @@ func (b *sqliteBackend) begin(ctx context.Context) (txBackend, error) {
 }
 
 type sqliteTx struct {
+	commitHooks
 	tx *sql.Tx
 	sp atomic.Int64
 }

@@ -92,6 +92,7 @@ type DB struct {
 	dialect Dialect
 	log     *slog.Logger
 	dsn     string
+	shared  shared
 }
 
 type options struct {
@@ -184,8 +185,11 @@ func (db *DB) QueryRow(ctx context.Context, query string, args ...any) Row {
 // Ping checks the database is reachable (health endpoints use it).
 func (db *DB) Ping(ctx context.Context) error { return db.b.ping(ctx) }
 
-// Close releases the connections.
-func (db *DB) Close() { db.b.close() }
+// Close releases the connections (and closes the Shared values).
+func (db *DB) Close() {
+	db.closeShared()
+	db.b.close()
+}
 
 // InTx runs fn in one transaction and commits it if fn returns nil; otherwise,
 // or if fn panics, it rolls back. A failed commit is returned: nothing fn wrote
@@ -211,6 +215,11 @@ func (db *DB) InTx(ctx context.Context, fn func(ctx context.Context, tx Tx) erro
 	}
 	if err = tx.commit(ctx); err != nil {
 		return fmt.Errorf("store: commit: %w", err)
+	}
+	if h, ok := tx.(hooked); ok {
+		for _, fn := range h.commitHookList() {
+			fn(db)
+		}
 	}
 	return nil
 }

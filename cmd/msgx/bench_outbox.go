@@ -15,7 +15,37 @@ import (
 
 // outboxBenchCmds are the outbox workloads of `msgx bench`.
 func outboxBenchCmds() []*cobra.Command {
-	return []*cobra.Command{newBenchOutboxRelayCmd(), newBenchProducerOverheadCmd(), newBenchPgbenchCeilingCmd()}
+	return []*cobra.Command{newBenchOutboxRelayCmd(), newBenchProducerOverheadCmd(), newBenchPgbenchCeilingCmd(), newBenchCompareCmd()}
+}
+
+func newBenchCompareCmd() *cobra.Command {
+	var (
+		cfg     outboxbench.CompareConfig
+		timeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "compare [-- workload flags]",
+		Short: "Run msgx, River and Watermill back to back through the one harness of bench/peers and print the RESULT lines and ratios",
+		Long: `Builds the peer programs of bench/peers (msgx's outbox, River, Watermill: the
+same events, producers, clock start, done check and RESULT line) and runs
+them interleaved, --rounds times, once per synchronous_commit setting, which
+every peer gets in its DSN. Flags after -- go to every peer unchanged, e.g.
+msgx bench compare -- --mode live --rate 5000 --duration 10s`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg.Args = args
+			cfg.Progress = cmd.ErrOrStderr()
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			return outboxbench.Compare(ctx, cfg, cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.PeersDir, "peers-dir", "bench/peers", "the bench/peers module")
+	f.StringVar(&cfg.DSN, "dsn", outboxbench.DefaultDSN, "PostgreSQL DSN of every peer")
+	f.IntVar(&cfg.Rounds, "rounds", 2, "rounds of msgx, River, Watermill per setting")
+	f.StringSliceVar(&cfg.SyncCommit, "sync-commit", []string{"on", "off"}, "synchronous_commit settings to run every peer with")
+	f.DurationVar(&timeout, "timeout", 30*time.Minute, "upper bound for the whole comparison")
+	return cmd
 }
 
 func newBenchOutboxRelayCmd() *cobra.Command {
@@ -50,6 +80,21 @@ func newBenchOutboxRelayCmd() *cobra.Command {
 				}
 				defer pprof.StopCPUProfile()
 			}
+			if cfg.Mode == "recovery" {
+				// The steady rate to compare with, in the same run.
+				steady := cfg
+				steady.Mode = "burndown"
+				b, err := outboxbench.RunRelay(ctx, steady, cmd.OutOrStdout())
+				if err != nil {
+					return err
+				}
+				rec, err := outboxbench.RunRelay(ctx, cfg, cmd.OutOrStdout())
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "recovery/burndown = %.2f (%.0f events/s after the outage, %.0f steady)\n", rec.PerSec()/b.PerSec(), rec.PerSec(), b.PerSec())
+				return nil
+			}
 			res, err := outboxbench.RunRelay(ctx, cfg, cmd.OutOrStdout())
 			if err != nil {
 				return err
@@ -67,7 +112,7 @@ func newBenchOutboxRelayCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&cfg.DSN, "dsn", outboxbench.DefaultDSN, "PostgreSQL DSN (a fresh schema is created and dropped)")
 	f.StringVar(&lane, "lane", "unordered", "lane kind: unordered, per-key or compacted")
-	f.StringVar(&cfg.Mode, "mode", "burndown", "burndown (insert all, then time the relay) or live (producers at --rate while the relay runs)")
+	f.StringVar(&cfg.Mode, "mode", "burndown", "burndown (insert all, then time the relay), live (producers at --rate while the relay runs) or recovery (a burn-down, then the same backlog while the broker refuses until every event failed once, timed from the broker's return)")
 	f.IntVar(&cfg.N, "n", 50000, "events")
 	f.IntVar(&cfg.Keys, "keys", 1000, "distinct partition keys")
 	f.IntVar(&cfg.Batch, "batch", 100, "events per producer transaction")

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/msgx/msgx/broker"
+	"github.com/msgx/msgx/internal/backoff"
 	"github.com/msgx/msgx/internal/bench"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
@@ -25,7 +26,7 @@ import (
 type RelayConfig struct {
 	DSN  string
 	Lane outbox.LaneKind
-	Mode string // burndown | live
+	Mode string // burndown | live | recovery
 	N    int    // events
 	Keys int    // distinct keys
 	// Batch is the number of events per producer transaction.
@@ -106,11 +107,25 @@ type relaySink struct {
 	seen       map[string]bool
 	arrived    map[string]time.Time
 	checkOrder bool
+	// Recovery mode: while down, every send fails; refused collects the
+	// events refused at least once.
+	down    atomic.Bool
+	refused map[string]bool
 }
+
+// errBrokerDown is what the sink answers while it plays an outage.
+var errBrokerDown = errors.New("broker unavailable (benchmark outage)")
 
 func (s *relaySink) SendConfirmed(_ context.Context, _ string, msgs ...*broker.Message) error {
 	now := time.Now()
 	s.mu.Lock()
+	if s.down.Load() {
+		for _, m := range msgs {
+			s.refused[m.Headers[broker.HeaderEventID]] = true
+		}
+		s.mu.Unlock()
+		return errBrokerDown
+	}
 	for _, m := range msgs {
 		id := m.Headers[broker.HeaderEventID]
 		if s.seen[id] {
@@ -185,8 +200,8 @@ func (pr *producer) commit(ctx context.Context, evs []outbox.Event) error {
 // RunRelay measures the relay and prints the RESULT line.
 func RunRelay(ctx context.Context, cfg RelayConfig, out io.Writer) (bench.Result, error) {
 	cfg.defaults()
-	if cfg.Mode != "burndown" && cfg.Mode != "live" {
-		return bench.Result{}, fmt.Errorf("unknown mode %q (want burndown or live)", cfg.Mode)
+	if cfg.Mode != "burndown" && cfg.Mode != "live" && cfg.Mode != "recovery" {
+		return bench.Result{}, fmt.Errorf("unknown mode %q (want burndown, live or recovery)", cfg.Mode)
 	}
 	sc, err := newSchema(ctx, cfg.DSN, "msgx_bench_relay")
 	if err != nil {
@@ -211,7 +226,11 @@ func RunRelay(ctx context.Context, cfg RelayConfig, out io.Writer) (bench.Result
 
 	var commitMu sync.Mutex
 	var committed map[string]time.Time
-	if cfg.Mode == "burndown" {
+	if cfg.Mode == "recovery" {
+		s.refused = make(map[string]bool, cfg.N)
+		s.down.Store(true)
+	}
+	if cfg.Mode != "live" {
 		if err := insertAll(ctx, producers, cfg, pg); err != nil {
 			return bench.Result{}, err
 		}
@@ -237,7 +256,7 @@ func RunRelay(ctx context.Context, cfg RelayConfig, out io.Writer) (bench.Result
 		defer rdb.Close()
 		r, err := outbox.NewRelay(rdb,
 			outbox.Target(benchTarget, s, cfg.Lane, outbox.Batch(cfg.ClaimBatch), outbox.Workers(cfg.Workers), outbox.FlushLimit(cfg.ClaimBatch)),
-			outbox.WithPollInterval(cfg.Poll), outbox.WithLogger(cfg.Logger.With("relay", i)))
+			outbox.WithPollInterval(cfg.Poll), outbox.WithLogger(cfg.Logger.With("relay", i)), outbox.WithRetry(RecoveryRetry))
 		if err != nil {
 			return bench.Result{}, err
 		}
@@ -246,6 +265,28 @@ func RunRelay(ctx context.Context, cfg RelayConfig, out io.Writer) (bench.Result
 	}
 	start := time.Now()
 	cpu0 := bench.ProcessCPU()
+	var outage time.Duration
+	if cfg.Mode == "recovery" {
+		// The outage lasts until every event was refused at least once; the
+		// drain is timed from the moment the broker is back.
+		for {
+			s.mu.Lock()
+			refused := len(s.refused)
+			s.mu.Unlock()
+			if refused >= cfg.N {
+				break
+			}
+			if err := ctx.Err(); err != nil {
+				return bench.Result{}, err
+			}
+			pg.say("outage: %d of %d events refused", refused, cfg.N)
+			time.Sleep(time.Millisecond)
+		}
+		s.down.Store(false)
+		outage = time.Since(start)
+		start = time.Now()
+		cpu0 = bench.ProcessCPU()
+	}
 
 	var live errgroup.Group
 	if cfg.Mode == "live" {
@@ -333,6 +374,11 @@ func RunRelay(ctx context.Context, cfg RelayConfig, out io.Writer) (bench.Result
 	if dbOK {
 		res.Extra = append(res.Extra, [2]string{"db_cpu_us_per_event", fmt.Sprintf("%.1f", float64(dbCPU.Microseconds())/float64(cfg.N))})
 	}
+	if cfg.Mode == "recovery" {
+		res.Extra = append(res.Extra, [2]string{"outage_ms", strconv.FormatInt(outage.Milliseconds(), 10)},
+			[2]string{"retry_initial_ms", strconv.FormatInt(RecoveryRetry.Initial.Milliseconds(), 10)})
+	}
+	res.Extra = append(res.Extra, [2]string{"duplicates", strconv.Itoa(s.duplicates)})
 	if cfg.Mode == "live" {
 		for id, at := range s.arrived {
 			if c, ok := committed[id]; ok {
@@ -344,6 +390,11 @@ func RunRelay(ctx context.Context, cfg RelayConfig, out io.Writer) (bench.Result
 	res.Print(out)
 	return res, nil
 }
+
+// RecoveryRetry is the relay's retry policy in the benchmark: short delays,
+// so that the recovery run times the relay rather than the backoff, and
+// enough attempts that an outage kills nothing. Other modes never retry.
+var RecoveryRetry = backoff.Policy{MaxAttempts: 1000, Initial: 50 * time.Millisecond, Max: 200 * time.Millisecond, Jitter: 0.2}
 
 // insertAll writes the burn-down backlog with every producer at once.
 func insertAll(ctx context.Context, producers []*producer, cfg RelayConfig, pg *progress) error {

@@ -1,10 +1,36 @@
 -- name: ReplayIDs
-UPDATE msgx_outbox SET status = 'PENDING', attempts = 0, next_attempt_at = $2, locked_until = NULL, dead_at = NULL
-WHERE event_id = ANY($1::text[]) AND status = 'DEAD'
+-- The DEAD events $1 return to PENDING, except those of a compacted key
+-- whose newer state was already sent (msgx_outbox_key_state): they are
+-- recorded as COVERED by it instead, so replay never sends an older state
+-- after a newer one. Returns each event id with what became of it.
+WITH sel AS (
+    SELECT o.ctid AS t, o.id, k.sent_id
+    FROM msgx_outbox o
+    LEFT JOIN msgx_outbox_key_state k ON k.target = o.target AND k.partition_key = o.partition_key
+    WHERE o.event_id = ANY($1::text[]) AND o.status = 'DEAD'
+    FOR UPDATE OF o
+), cov AS (
+    DELETE FROM msgx_outbox o USING sel
+    WHERE o.ctid = sel.t AND sel.sent_id > sel.id
+    RETURNING o.event_id, o.id, o.target, o.topic, o.partition_key, o.event_type, o.attempts, o.last_error, o.created_at, sel.sent_id
+), rec AS (
+    INSERT INTO msgx_outbox_sent (event_id, id, target, topic, partition_key, event_type, status, attempts, last_error, created_at, done_at, covered_by)
+    SELECT event_id, id, target, topic, partition_key, event_type, 'COVERED', attempts, last_error, created_at, $2::timestamptz, sent_id FROM cov
+), rep AS (
+    UPDATE msgx_outbox o SET status = 'PENDING', attempts = 0, lease_expiries = 0, next_attempt_at = $2, locked_until = NULL, dead_at = NULL
+    FROM sel
+    WHERE o.ctid = sel.t AND (sel.sent_id IS NULL OR sel.sent_id < sel.id)
+    RETURNING o.event_id
+)
+SELECT event_id, false FROM rep
+UNION ALL
+SELECT event_id, true FROM cov
 
--- name: ReplayTarget
-UPDATE msgx_outbox SET status = 'PENDING', attempts = 0, next_attempt_at = $2, locked_until = NULL, dead_at = NULL
-WHERE target = $1 AND status = 'DEAD'
+-- name: DeadOfTarget
+SELECT event_id FROM msgx_outbox WHERE target = $1 AND status = 'DEAD' ORDER BY id
+
+-- name: ReplayAudit
+INSERT INTO msgx_outbox_replay (at, actor, reason, selector, replayed, covered) VALUES ($1, $2, $3, $4, $5, $6)
 
 -- name: ListDead
 SELECT id, event_id, target, topic, partition_key, event_type, attempts, COALESCE(last_error, ''), created_at, dead_at
@@ -13,9 +39,9 @@ FROM msgx_outbox WHERE target = $1 AND status = 'DEAD' AND id > $2 ORDER BY id L
 -- name: Get
 -- Pending and dead events by primary key; finished ones from their record
 -- (no index on event id there: an operator's lookup, not a hot path).
-SELECT event_id, id, target, topic, partition_key, event_type, status, attempts, COALESCE(last_error, ''), created_at, next_attempt_at, dead_at, NULL::bigint
+SELECT event_id, id, target, topic, partition_key, event_type, status, attempts, COALESCE(last_error, ''), created_at, next_attempt_at, dead_at, NULL::bigint, lease_expiries
 FROM msgx_outbox WHERE event_id = $1
 UNION ALL
-(SELECT event_id, id, target, topic, partition_key, event_type, status, attempts, COALESCE(last_error, ''), created_at, done_at, done_at, covered_by
+(SELECT event_id, id, target, topic, partition_key, event_type, status, attempts, COALESCE(last_error, ''), created_at, done_at, done_at, covered_by, 0
  FROM msgx_outbox_sent WHERE event_id = $1 AND NOT EXISTS (SELECT 1 FROM msgx_outbox WHERE event_id = $1)
  ORDER BY done_at DESC LIMIT 1)

@@ -18,9 +18,10 @@ WITH c AS (
     LIMIT $5
     FOR UPDATE SKIP LOCKED
 )
-UPDATE msgx_outbox o SET locked_until = $4, attempts = o.attempts + 1
+UPDATE msgx_outbox o SET locked_until = $4, attempts = o.attempts + 1,
+    lease_expiries = o.lease_expiries + CASE WHEN o.locked_until IS NULL THEN 0 ELSE 1 END
 WHERE o.ctid = ANY(ARRAY(SELECT ctid FROM c)) AND o.target = $1 AND o.status <> 'DEAD'
-RETURNING o.ctid, o.id, o.event_id, o.topic, o.partition_key, o.event_type, o.payload, o.headers, o.attempts, o.created_at
+RETURNING o.ctid, o.id, o.event_id, o.topic, o.partition_key, o.event_type, o.payload, o.headers, o.attempts, o.created_at, o.lease_expiries
 
 -- name: ClaimKeyless
 -- Events without a key carry no order: ordered lanes claim them like the
@@ -33,9 +34,10 @@ WITH c AS (
     LIMIT $4
     FOR UPDATE SKIP LOCKED
 )
-UPDATE msgx_outbox o SET locked_until = $3, attempts = o.attempts + 1
+UPDATE msgx_outbox o SET locked_until = $3, attempts = o.attempts + 1,
+    lease_expiries = o.lease_expiries + CASE WHEN o.locked_until IS NULL THEN 0 ELSE 1 END
 WHERE o.ctid = ANY(ARRAY(SELECT ctid FROM c)) AND o.target = $1 AND o.status <> 'DEAD'
-RETURNING o.ctid, o.id, o.event_id, o.topic, o.partition_key, o.event_type, o.payload, o.headers, o.attempts, o.created_at
+RETURNING o.ctid, o.id, o.event_id, o.topic, o.partition_key, o.event_type, o.payload, o.headers, o.attempts, o.created_at, o.lease_expiries
 
 -- name: ClaimHeads
 -- Per-key lane, in one statement: a loose index scan over the keys after $2
@@ -63,13 +65,14 @@ WITH RECURSIVE walk AS (
       AND next_attempt_at <= $3 AND (locked_until IS NULL OR locked_until <= $3)
     FOR UPDATE SKIP LOCKED
 ), u AS (
-    UPDATE msgx_outbox o SET locked_until = $4, attempts = o.attempts + 1
+    UPDATE msgx_outbox o SET locked_until = $4, attempts = o.attempts + 1,
+    lease_expiries = o.lease_expiries + CASE WHEN o.locked_until IS NULL THEN 0 ELSE 1 END
     WHERE o.ctid = ANY(ARRAY(SELECT ctid FROM c)) AND o.target = $1 AND o.status <> 'DEAD'
-    RETURNING o.ctid, o.id, o.event_id, o.topic, o.partition_key, o.event_type, o.payload, o.headers, o.attempts, o.created_at
+    RETURNING o.ctid, o.id, o.event_id, o.topic, o.partition_key, o.event_type, o.payload, o.headers, o.attempts, o.created_at, o.lease_expiries
 )
-SELECT ctid, id, event_id, topic, partition_key, event_type, payload, headers, attempts, created_at FROM u
+SELECT ctid, id, event_id, topic, partition_key, event_type, payload, headers, attempts, created_at, lease_expiries FROM u
 UNION ALL
-SELECT '(0,0)'::tid, 0, '', '', COALESCE((SELECT max(k) FROM keys), ''), '', NULL, NULL, (SELECT count(*) FROM keys)::int, 'epoch'::timestamptz
+SELECT '(0,0)'::tid, 0, '', '', COALESCE((SELECT max(k) FROM keys), ''), '', NULL, NULL, (SELECT count(*) FROM keys)::int, 'epoch'::timestamptz, 0
 
 -- name: WalkCompacted
 -- Like the walk of ClaimHeads, and for each key also its newest pending event.
@@ -110,10 +113,11 @@ WITH p AS (
     SELECT p.rt, p.ri, true FROM p JOIN l ON l.ctid = p.ht
 )
 UPDATE msgx_outbox o
-SET locked_until = $5, attempts = o.attempts + CASE WHEN x.rep THEN 1 ELSE 0 END
+SET locked_until = $5, attempts = o.attempts + CASE WHEN x.rep THEN 1 ELSE 0 END,
+    lease_expiries = o.lease_expiries + CASE WHEN x.rep AND o.locked_until IS NOT NULL THEN 1 ELSE 0 END
 FROM x
 WHERE o.ctid = x.t AND o.id = x.i AND o.target = $1 AND o.status <> 'DEAD'
-RETURNING o.ctid, o.id, o.event_id, o.topic, o.partition_key, o.event_type, o.payload, o.headers, o.attempts, o.created_at
+RETURNING o.ctid, o.id, o.event_id, o.topic, o.partition_key, o.event_type, o.payload, o.headers, o.attempts, o.created_at, o.lease_expiries
 
 -- The statements that finish claimed rows name them by ctid ($2) paired with
 -- their id (the last parameter: a ctid names another row after the table is
@@ -167,13 +171,14 @@ WITH d AS (
       AND o.next_attempt_at <= $4 AND (o.locked_until IS NULL OR o.locked_until <= $4)
     FOR UPDATE SKIP LOCKED
 ), u AS (
-    UPDATE msgx_outbox o SET locked_until = $5, attempts = o.attempts + 1
+    UPDATE msgx_outbox o SET locked_until = $5, attempts = o.attempts + 1,
+        lease_expiries = o.lease_expiries + CASE WHEN o.locked_until IS NULL THEN 0 ELSE 1 END
     WHERE o.ctid = ANY(ARRAY(SELECT ctid FROM c)) AND o.target = $1 AND o.status <> 'DEAD'
-    RETURNING o.ctid, o.id, o.event_id, o.topic, o.partition_key, o.event_type, o.payload, o.headers, o.attempts, o.created_at
+    RETURNING o.ctid, o.id, o.event_id, o.topic, o.partition_key, o.event_type, o.payload, o.headers, o.attempts, o.created_at, o.lease_expiries
 )
-SELECT 0 AS kind, ctid, id, event_id, topic, partition_key, event_type, payload, headers, attempts, created_at FROM u
+SELECT 0 AS kind, ctid, id, event_id, topic, partition_key, event_type, payload, headers, attempts, created_at, lease_expiries FROM u
 UNION ALL
-SELECT 1, t, id, '', '', k, '', NULL, NULL, rn::int, 'epoch'::timestamptz FROM probe WHERE rn > 1
+SELECT 1, t, id, '', '', k, '', NULL, NULL, rn::int, 'epoch'::timestamptz, 0 FROM probe WHERE rn > 1
 
 -- name: MarkRetry
 UPDATE msgx_outbox o SET next_attempt_at = $4, locked_until = NULL, last_error = $5
@@ -200,11 +205,16 @@ WHERE o.ctid = r.t AND o.id = r.i AND o.target = $1 AND o.locked_until = $3
 -- name: CoverSent
 -- Compacted lane: the sent newest events ($2) become SENT and the older
 -- pending events of their keys COVERED by them (found per key, in the key
--- index). Returns the statuses written.
+-- index), and each key's state records its newest sent id (see Replay).
+-- Returns the statuses written.
 WITH rep AS (
     DELETE FROM msgx_outbox o USING unnest($2::tid[], $5::bigint[]) AS r(t, i)
     WHERE o.ctid = r.t AND o.id = r.i AND o.target = $1 AND o.locked_until = $3
     RETURNING o.event_id, o.id, o.target, o.topic, o.partition_key, o.event_type, o.attempts, o.last_error, o.created_at
+), ks AS (
+    INSERT INTO msgx_outbox_key_state (target, partition_key, sent_id)
+    SELECT target, partition_key, id FROM rep WHERE partition_key <> ''
+    ON CONFLICT (target, partition_key) DO UPDATE SET sent_id = GREATEST(msgx_outbox_key_state.sent_id, EXCLUDED.sent_id)
 ), older AS (
     SELECT c.t, rep.id AS covered_by FROM rep CROSS JOIN LATERAL (
         SELECT ctid AS t FROM msgx_outbox
@@ -248,15 +258,34 @@ RETURNING status
 SELECT created_at FROM msgx_outbox WHERE target = $1 AND status = 'PENDING' ORDER BY id LIMIT 1
 
 -- name: DeleteDone
--- Retention: finished records older than $1, a chunk at a time.
+-- Retention: finished records older than $1, a chunk at a time, skipping the
+-- rows another cleaner is deleting (it would otherwise wait for its commit,
+-- and then find them gone).
 DELETE FROM msgx_outbox_sent WHERE ctid = ANY(ARRAY(
-    SELECT ctid FROM msgx_outbox_sent WHERE done_at < $1 ORDER BY done_at LIMIT $2))
+    SELECT ctid FROM msgx_outbox_sent WHERE done_at < $1 ORDER BY done_at LIMIT $2
+    FOR UPDATE SKIP LOCKED))
 
--- name: Watermark
--- One sample of the id watermark (see watermark.go): the last id handed out,
--- then a transaction id assigned after reading it, and the oldest running
--- transaction of the statement's snapshot (taken before that assignment).
-SELECT CASE WHEN s.is_called THEN s.last_value ELSE s.last_value - 1 END,
-       pg_current_xact_id()::text::bigint,
-       pg_snapshot_xmin(pg_current_snapshot())::text::bigint
+-- name: WatermarkLast
+-- One sample of the id watermark (see watermark.go), first statement: the
+-- last id handed out.
+SELECT CASE WHEN s.is_called THEN s.last_value ELSE s.last_value - 1 END
 FROM msgx_outbox_id_seq s
+
+-- name: WatermarkSnapshot
+-- Second statement, with a snapshot taken after the first one read the last
+-- id: its xmax (every transaction id below it was assigned before) and its
+-- xmin (every transaction id below it has ended). Assigns no transaction id.
+SELECT pg_snapshot_xmax(s)::text::bigint, pg_snapshot_xmin(s)::text::bigint
+FROM pg_current_snapshot() AS s
+
+-- name: DBNow
+-- The database server's clock, which every relay's leases are read on.
+SELECT clock_timestamp()
+
+-- name: ExtendLease
+-- Moves the lease of claimed rows forward before a send that could outlast
+-- it; returns the rows still held, with their new ctids.
+UPDATE msgx_outbox o SET locked_until = $4
+FROM unnest($2::tid[], $5::bigint[]) AS r(t, i)
+WHERE o.ctid = r.t AND o.id = r.i AND o.target = $1 AND o.locked_until = $3
+RETURNING o.id, o.ctid

@@ -2,22 +2,24 @@
 -- id lists are JSON arrays read with json_each.
 
 -- name: ClaimUnordered
-UPDATE msgx_outbox SET locked_until = ?4, attempts = attempts + 1
+UPDATE msgx_outbox SET locked_until = ?4, attempts = attempts + 1,
+    lease_expiries = lease_expiries + CASE WHEN locked_until IS NULL THEN 0 ELSE 1 END
 WHERE id IN (
     SELECT id FROM msgx_outbox
     WHERE target = ?1 AND status = 'PENDING' AND id > ?2
       AND next_attempt_at <= ?3 AND (locked_until IS NULL OR locked_until <= ?3)
     ORDER BY id LIMIT ?5)
-RETURNING id, event_id, topic, partition_key, event_type, payload, headers, attempts, created_at
+RETURNING id, event_id, topic, partition_key, event_type, payload, headers, attempts, created_at, lease_expiries
 
 -- name: ClaimKeyless
-UPDATE msgx_outbox SET locked_until = ?3, attempts = attempts + 1
+UPDATE msgx_outbox SET locked_until = ?3, attempts = attempts + 1,
+    lease_expiries = lease_expiries + CASE WHEN locked_until IS NULL THEN 0 ELSE 1 END
 WHERE id IN (
     SELECT id FROM msgx_outbox
     WHERE target = ?1 AND status = 'PENDING' AND partition_key = ''
       AND next_attempt_at <= ?2 AND (locked_until IS NULL OR locked_until <= ?2)
     ORDER BY id LIMIT ?4)
-RETURNING id, event_id, topic, partition_key, event_type, payload, headers, attempts, created_at
+RETURNING id, event_id, topic, partition_key, event_type, payload, headers, attempts, created_at, lease_expiries
 
 -- name: WalkHeads
 WITH RECURSIVE walk(k) AS (
@@ -39,10 +41,11 @@ JOIN msgx_outbox o ON o.id = (
     ORDER BY id LIMIT 1)
 
 -- name: ClaimHeadIDs
-UPDATE msgx_outbox SET locked_until = ?4, attempts = attempts + 1
+UPDATE msgx_outbox SET locked_until = ?4, attempts = attempts + 1,
+    lease_expiries = lease_expiries + CASE WHEN locked_until IS NULL THEN 0 ELSE 1 END
 WHERE target = ?1 AND status = 'PENDING' AND id IN (SELECT value FROM json_each(?2))
   AND next_attempt_at <= ?3 AND (locked_until IS NULL OR locked_until <= ?3)
-RETURNING id, event_id, topic, partition_key, event_type, payload, headers, attempts, created_at
+RETURNING id, event_id, topic, partition_key, event_type, payload, headers, attempts, created_at, lease_expiries
 
 -- name: WalkCompacted
 WITH RECURSIVE walk(k) AS (
@@ -72,9 +75,11 @@ WHERE target = ?1 AND status = 'PENDING' AND id IN (SELECT value FROM json_each(
 RETURNING id
 
 -- name: LeaseReps
-UPDATE msgx_outbox SET locked_until = ?3, attempts = attempts + 1
+-- A newest event that is also its key's head was just leased by LeaseHeads.
+UPDATE msgx_outbox SET locked_until = ?3, attempts = attempts + 1,
+    lease_expiries = lease_expiries + CASE WHEN locked_until IS NULL OR locked_until = ?3 THEN 0 ELSE 1 END
 WHERE target = ?1 AND status = 'PENDING' AND id IN (SELECT value FROM json_each(?2))
-RETURNING id, event_id, topic, partition_key, event_type, payload, headers, attempts, created_at
+RETURNING id, event_id, topic, partition_key, event_type, payload, headers, attempts, created_at, lease_expiries
 
 -- name: SentInsert
 -- MarkSent, first half: the record of the sent events.
@@ -103,6 +108,11 @@ WHERE target = ?1 AND status = 'PENDING' AND id IN (SELECT value FROM json_each(
 UPDATE msgx_outbox SET locked_until = NULL, attempts = MAX(attempts - 1, 0)
 WHERE target = ?1 AND status = 'PENDING' AND id IN (SELECT value FROM json_each(?2)) AND locked_until = ?3
 
+-- name: ExtendLease
+UPDATE msgx_outbox SET locked_until = ?4
+WHERE target = ?1 AND status = 'PENDING' AND id IN (SELECT value FROM json_each(?2)) AND locked_until = ?3
+RETURNING id
+
 -- name: CoverInsert
 -- The older pending events of the keys of the newest events ?2 are recorded
 -- as COVERED by them (then deleted by CoverDelete), before the newest events
@@ -114,6 +124,13 @@ JOIN (SELECT id, partition_key FROM msgx_outbox
       WHERE target = ?1 AND status = 'PENDING' AND id IN (SELECT value FROM json_each(?2)) AND locked_until = ?3) AS r
   ON o.partition_key = r.partition_key AND o.id < r.id
 WHERE o.target = ?1 AND o.status = 'PENDING'
+
+-- name: KeyState
+-- The newest sent id of the keys of the sent newest events ?2 (see Replay).
+INSERT INTO msgx_outbox_key_state (target, partition_key, sent_id)
+SELECT target, partition_key, id FROM msgx_outbox
+WHERE target = ?1 AND status = 'PENDING' AND id IN (SELECT value FROM json_each(?2)) AND locked_until = ?3 AND partition_key <> ''
+ON CONFLICT (target, partition_key) DO UPDATE SET sent_id = MAX(sent_id, excluded.sent_id)
 
 -- name: CoverDelete
 DELETE FROM msgx_outbox

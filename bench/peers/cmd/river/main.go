@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
@@ -101,6 +102,31 @@ func (p *peer) InsertTx(ctx context.Context, events []workload.Event) error {
 		return err
 	})
 }
+
+// InTx inserts the events with InsertManyTx inside the business transaction.
+func (p *peer) InTx(ctx context.Context, body func(context.Context, pgx.Tx) error, events []workload.Event) error {
+	return pgx.BeginFunc(ctx, p.schema.Pool, func(tx pgx.Tx) error {
+		if err := body(ctx, tx); err != nil {
+			return err
+		}
+		switch len(events) {
+		case 0:
+			return nil
+		case 1:
+			_, err := p.client.InsertTx(ctx, tx, eventArgs{Key: events[0].Key, Payload: string(events[0].Payload)}, nil)
+			return err
+		}
+		params := make([]river.InsertManyParams, len(events))
+		for i, e := range events {
+			params[i] = river.InsertManyParams{Args: eventArgs{Key: e.Key, Payload: string(e.Payload)}}
+		}
+		_, err := p.client.InsertManyTx(ctx, tx, params)
+		return err
+	})
+}
+
+// Pool is the run's pool.
+func (p *peer) Pool() *pgxpool.Pool { return p.schema.Pool }
 
 func (p *peer) Start(ctx context.Context) error { return p.client.Start(ctx) }
 

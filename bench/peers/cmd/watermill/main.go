@@ -20,6 +20,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/msgx/msgx/bench/peers/internal/workload"
 )
@@ -120,6 +121,30 @@ func (p *peer) InsertTx(ctx context.Context, events []workload.Event) error {
 		return forwarder.NewPublisher(pub, forwarder.PublisherConfig{ForwarderTopic: outboxTopic}).Publish(sinkTopic, msgs...)
 	})
 }
+
+// InTx publishes the events with Watermill's SQL publisher (through the
+// forwarder's envelope) inside the business transaction.
+func (p *peer) InTx(ctx context.Context, body func(context.Context, pgx.Tx) error, events []workload.Event) error {
+	msgs := make([]*message.Message, len(events))
+	for i, e := range events {
+		m := message.NewMessage(watermill.NewUUID(), e.Payload)
+		m.Metadata.Set("key", e.Key)
+		msgs[i] = m
+	}
+	return pgx.BeginFunc(ctx, p.schema.Pool, func(tx pgx.Tx) error {
+		if err := body(ctx, tx); err != nil || len(msgs) == 0 {
+			return err
+		}
+		pub, err := wsql.NewPublisher(wsql.TxFromPgx(tx), wsql.PublisherConfig{SchemaAdapter: p.adapter}, p.logger)
+		if err != nil {
+			return err
+		}
+		return forwarder.NewPublisher(pub, forwarder.PublisherConfig{ForwarderTopic: outboxTopic}).Publish(sinkTopic, msgs...)
+	})
+}
+
+// Pool is the run's pool.
+func (p *peer) Pool() *pgxpool.Pool { return p.schema.Pool }
 
 func (p *peer) Start(ctx context.Context) error {
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))

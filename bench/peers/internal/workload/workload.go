@@ -48,15 +48,19 @@ type Config struct {
 	CPUProfile string
 }
 
-// ParseFlags reads the common flags of a peer program.
-func ParseFlags(peer string, args []string) (Config, error) {
+// ParseFlags reads the common flags of a peer program, and the program's own
+// flags that extra defines.
+func ParseFlags(peer string, args []string, extra ...func(*flag.FlagSet)) (Config, error) {
 	c := Config{Peer: peer}
 	fs := flag.NewFlagSet(peer, flag.ContinueOnError)
+	for _, def := range extra {
+		def(fs)
+	}
 	fs.StringVar(&c.DSN, "dsn", DefaultDSN, "PostgreSQL DSN; the run creates and drops its own schema")
 	fs.IntVar(&c.N, "n", 50_000, "burndown: number of events")
 	fs.IntVar(&c.Keys, "keys", 1_000, "number of distinct event keys")
 	fs.IntVar(&c.Batch, "batch", 100, "events per producer transaction")
-	fs.StringVar(&c.Mode, "mode", "burndown", "burndown | live")
+	fs.StringVar(&c.Mode, "mode", "burndown", "burndown | live | producer-overhead (the business transaction with and without the peer's insert; --n transactions per variant)")
 	fs.IntVar(&c.Rate, "rate", 5_000, "live: offered events/s (all producers together)")
 	fs.DurationVar(&c.Duration, "duration", 20*time.Second, "live: how long the producers offer load (n = rate × duration)")
 	fs.IntVar(&c.Producers, "producers", 4, "concurrent producers")
@@ -67,8 +71,8 @@ func ParseFlags(peer string, args []string) (Config, error) {
 		return c, err
 	}
 	switch {
-	case c.Mode != "burndown" && c.Mode != "live":
-		return c, fmt.Errorf("--mode must be burndown or live, got %q", c.Mode)
+	case c.Mode != "burndown" && c.Mode != "live" && c.Mode != "producer-overhead":
+		return c, fmt.Errorf("--mode must be burndown, live or producer-overhead, got %q", c.Mode)
 	case c.N <= 0 || c.Keys <= 0 || c.Batch <= 0 || c.Producers <= 0 || c.Pool <= 0:
 		return c, errors.New("--n, --keys, --batch, --producers and --pool must be positive")
 	case c.Mode == "live" && (c.Rate <= 0 || c.Duration <= 0):
@@ -209,6 +213,9 @@ func PollDone(ctx context.Context, done func(context.Context) (bool, error)) err
 func Run(ctx context.Context, c Config, peer Peer, w io.Writer) (err error) {
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
+	if c.Mode == "producer-overhead" {
+		return runProducerOverhead(ctx, c, peer, w)
+	}
 
 	total := c.Total()
 	origin := time.Now()
@@ -361,9 +368,7 @@ func Run(ctx context.Context, c Config, peer Peer, w io.Writer) (err error) {
 	if err := peer.Stop(ctx); err != nil {
 		return fmt.Errorf("stop: %w", err)
 	}
-	if d := sink.dups.Load(); d > 0 {
-		extra = append(extra, [2]string{"dups", strconv.FormatInt(d, 10)})
-	}
+	extra = append(extra, [2]string{"dups", strconv.FormatInt(sink.dups.Load(), 10)})
 	fmt.Fprintln(w, resultLine(c, total, elapsed, lats, extra))
 	return nil
 }

@@ -12,7 +12,8 @@ import (
 )
 
 // RunsBothModes runs the named peer in burn-down and live mode and checks its
-// RESULT lines: N events, no duplicates, latencies in live mode.
+// RESULT lines: N events, no duplicates, latencies in live mode; then the
+// producer-overhead mode, which must print both variants.
 func RunsBothModes(t *testing.T, name string, newPeer func(workload.Config) workload.Peer) {
 	t.Helper()
 	for _, args := range [][]string{
@@ -28,11 +29,24 @@ func RunsBothModes(t *testing.T, name string, newPeer func(workload.Config) work
 			t.Fatalf("%v: %v", args, err)
 		}
 		line := out.String()
-		if !strings.HasPrefix(line, "RESULT peer="+name+" workload=outbox-relay mode="+cfg.Mode+" n=2000 ") || strings.Contains(line, "dups=") {
+		if !strings.HasPrefix(line, "RESULT peer="+name+" workload=outbox-relay mode="+cfg.Mode+" n=2000 ") || !strings.Contains(line, " dups=0") {
 			t.Fatalf("%v: unexpected result %q", args, line)
 		}
 		if cfg.Mode == "live" && !strings.Contains(line, " lat_p99_ms=") {
 			t.Fatalf("live result without latencies: %q", line)
+		}
+	}
+	cfg, err := workload.ParseFlags(name, []string{"--mode", "producer-overhead", "--n", "200", "--producers", "8", "--timeout", "1m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := workload.Run(context.Background(), cfg, newPeer(cfg), &out); err != nil {
+		t.Fatalf("producer-overhead: %v", err)
+	}
+	for _, v := range []string{"without-outbox", "with-outbox"} {
+		if !strings.Contains(out.String(), "RESULT peer="+name+" workload=producer-overhead variant="+v+" mode=burndown n=200 ") {
+			t.Fatalf("producer-overhead: no %s line in %q", v, out.String())
 		}
 	}
 }

@@ -1,0 +1,70 @@
+package outbox_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/outbox"
+	"github.com/msgx/msgx/store"
+	"github.com/msgx/msgx/store/storetest"
+)
+
+// runParked starts r and waits until its lane (one worker) and its
+// maintenance wait on the clock; the poll interval is an hour, so only a
+// wake-up makes the lane look again.
+func runParked(t *testing.T, r *outbox.Relay, clk *clock.Fake) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error, 1)
+	go func() { stopped <- r.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-stopped
+	})
+	if !clk.WaitForWaiters(ctx.Done(), 2) {
+		t.Fatal("relay not parked")
+	}
+}
+
+// TestWakeOnCommit: a commit through Enqueue wakes the relays of the same
+// DB handle at once, on both dialects, without the poll.
+func TestWakeOnCommit(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		clk := clock.NewFake(t0)
+		s := &sink{}
+		r := newRelay(t, db, clk, outbox.WithPollInterval(time.Hour), outbox.WithLagInterval(time.Hour),
+			outbox.WithCleanupInterval(time.Hour), outbox.Target("u", s, outbox.Unordered, outbox.Workers(1)))
+		runParked(t, r, clk)
+		enqueue(t, db, t0, ev("u", "k", 1))
+		waitFor(t, "the event, woken by its commit", 10*time.Second, func() bool { return s.count() == 1 })
+	})
+}
+
+// TestWakeAcrossProcesses: a relay over one connection pool is woken by a
+// commit through another (as in another process), by a PostgreSQL
+// notification sent after the commit.
+func TestWakeAcrossProcesses(t *testing.T) {
+	_, dsn := storetest.NewSchema(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	open := func() *store.DB {
+		db, err := store.Open(ctx, dsn, store.WithMigrate(), store.WithLogger(quiet()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(db.Close)
+		return db
+	}
+	relayDB, producerDB := open(), open()
+	clk := clock.NewFake(t0)
+	s := &sink{}
+	r := newRelay(t, relayDB, clk, outbox.WithPollInterval(time.Hour), outbox.WithLagInterval(time.Hour),
+		outbox.WithCleanupInterval(time.Hour), outbox.Target("p", s, outbox.PerKey, outbox.Workers(1)))
+	runParked(t, r, clk)
+	for i := 1; i <= 3; i++ {
+		enqueue(t, producerDB, t0, ev("p", "k", i))
+		waitFor(t, "the event, woken by a notification", 10*time.Second, func() bool { return s.count() == i })
+	}
+}
