@@ -94,11 +94,12 @@ type Violations struct {
 	Stuck         []string // unfinished rows or events after the faults stopped
 	WrongDup      []string // a duplicate on the wire with another content than the first
 	BadInputFates []string // hostile input that did not end DEAD/SKIPPED with a reason
+	Leak          []string // goroutines or memory growing over the soak
 }
 
 // Count is the number of violations of every kind.
 func (v Violations) Count() int {
-	return len(v.Lost) + len(v.Doubled) + len(v.Order) + len(v.State) + len(v.DeadByFault) + len(v.Stuck) + len(v.WrongDup) + len(v.BadInputFates)
+	return len(v.Lost) + len(v.Doubled) + len(v.Order) + len(v.State) + len(v.DeadByFault) + len(v.Stuck) + len(v.WrongDup) + len(v.BadInputFates) + len(v.Leak)
 }
 
 func (v Violations) String() string {
@@ -107,7 +108,7 @@ func (v Violations) String() string {
 		n string
 		l []string
 	}{{"lost", v.Lost}, {"doubled", v.Doubled}, {"order", v.Order}, {"state", v.State}, {"dead-by-fault", v.DeadByFault},
-		{"stuck", v.Stuck}, {"wrong-duplicate", v.WrongDup}, {"bad-input", v.BadInputFates}} {
+		{"stuck", v.Stuck}, {"wrong-duplicate", v.WrongDup}, {"bad-input", v.BadInputFates}, {"leak", v.Leak}} {
 		for i, s := range k.l {
 			if i == 20 {
 				fmt.Fprintf(&b, "%s: ... %d more\n", k.n, len(k.l)-20)

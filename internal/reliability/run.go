@@ -48,6 +48,7 @@ type Config struct {
 	Outage    time.Duration // one PostgreSQL outage (refused) and one black hole of the MariaDB connections of this length, 0: none
 	Second    bool          // run a second instance all along (the kills pick either)
 	BadInput  bool          // send the hostile bodies through the ingress and the mailbox
+	Soak      time.Duration // steady traffic without faults after them; memory and goroutines are scraped over it
 
 	Writers int           // concurrent mailbox writers
 	Clients int           // concurrent HTTP ingress clients
@@ -69,7 +70,7 @@ type Figures struct {
 	BadInputTried, BadInputRefused                   int // refused: at the door (HTTP 4xx, the mailbox's own column check)
 	EventsExpected, EventsSeen, WireDuplicates       int
 	Goroutines, RSS                                  []float64 // scraped during the run
-	Drain                                            time.Duration
+	Drain, Soak                                      time.Duration
 	Tables                                           map[string]int
 	Violations                                       Violations
 }
@@ -83,13 +84,16 @@ func (f *Figures) String() string {
 	fmt.Fprintf(&b, "events expected %d, seen %d, duplicates on the wire %d, drain after the faults %s\n",
 		f.EventsExpected, f.EventsSeen, f.WireDuplicates, f.Drain.Round(time.Second))
 	if n := len(f.Goroutines); n > 0 {
+		if f.Soak > 0 {
+			fmt.Fprintf(&b, "over the soak of %s: ", f.Soak)
+		}
 		fmt.Fprintf(&b, "goroutines first/max/last %.0f/%.0f/%.0f, RSS MiB first/max/last %.0f/%.0f/%.0f (%d scrapes)\n",
 			f.Goroutines[0], maxOf(f.Goroutines), f.Goroutines[n-1], f.RSS[0]/(1<<20), maxOf(f.RSS)/(1<<20), f.RSS[n-1]/(1<<20), n)
 	}
 	fmt.Fprintf(&b, "tables %v\n", f.Tables)
 	v := f.Violations
-	fmt.Fprintf(&b, "lost %d, doubled %d, order %d, state %d, dead by faults %d, stuck %d, wrong duplicates %d, bad-input fates %d\n",
-		len(v.Lost), len(v.Doubled), len(v.Order), len(v.State), len(v.DeadByFault), len(v.Stuck), len(v.WrongDup), len(v.BadInputFates))
+	fmt.Fprintf(&b, "lost %d, doubled %d, order %d, state %d, dead by faults %d, stuck %d, wrong duplicates %d, bad-input fates %d, leaks %d\n",
+		len(v.Lost), len(v.Doubled), len(v.Order), len(v.State), len(v.DeadByFault), len(v.Stuck), len(v.WrongDup), len(v.BadInputFates), len(v.Leak))
 	b.WriteString(v.String())
 	return b.String()
 }
@@ -325,6 +329,28 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 		}
 	}
 	c.faults(tctx, pgProxy, mProxy)
+	if cfg.Soak > 0 {
+		// The figures of memory and goroutines are the soak's: a process
+		// killed every few seconds never grows.
+		c.mu.Lock()
+		c.fig.Goroutines, c.fig.RSS, c.fig.Soak = nil, nil, cfg.Soak
+		c.mu.Unlock()
+		c.say("soak of %s without faults", cfg.Soak)
+		pause(tctx, cfg.Soak)
+		c.mu.Lock()
+		g, r := c.fig.Goroutines, c.fig.RSS
+		c.mu.Unlock()
+		// Flat: the second half of the soak no higher than the first half's
+		// peak plus a margin (allocator and scheduler noise).
+		if n := len(g); n >= 10 {
+			if a, b := maxOf(g[:n/2]), maxOf(g[n/2:]); b > a*1.2+10 {
+				c.fig.Violations.Leak = append(c.fig.Violations.Leak, fmt.Sprintf("goroutines: peak %.0f in the first half of the soak, %.0f in the second", a, b))
+			}
+			if a, b := maxOf(r[:n/2]), maxOf(r[n/2:]); b > a*1.25 {
+				c.fig.Violations.Leak = append(c.fig.Violations.Leak, fmt.Sprintf("RSS: peak %.0f MiB in the first half of the soak, %.0f MiB in the second", a/(1<<20), b/(1<<20)))
+			}
+		}
+	}
 	stopTraffic()
 	wg.Wait()
 	c.fig.IngressPosts, c.fig.IngressRetries = int(posts.Load()), int(retries.Load())
@@ -374,6 +400,8 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 	if err != nil {
 		return nil, err
 	}
+	v.Leak = c.fig.Violations.Leak
+	v.BadInputFates = append(c.fig.Violations.BadInputFates, v.BadInputFates...)
 	for _, in := range c.snapshot() {
 		if in != nil && !in.Alive() {
 			v.Stuck = append(v.Stuck, in.Name+" exited by itself")
