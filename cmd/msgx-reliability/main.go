@@ -36,6 +36,7 @@ func main() {
 	flag.IntVar(&cfg.Writers, "writers", 4, "concurrent mailbox writers")
 	flag.IntVar(&cfg.Clients, "clients", 2, "concurrent HTTP ingress clients")
 	flag.IntVar(&cfg.Flights, "flights", 20, "flights announced by the DNLD")
+	flag.IntVar(&cfg.Routes, "routes", 10, "routes of the route-passport records on Kafka; 0: no route-passport pipeline")
 	flag.DurationVar(&cfg.Pace, "pace", 100*time.Millisecond, "pause between two messages of a writer or client")
 	flag.Float64Var(&cfg.DupRate, "dup-rate", 0.05, "share of mailbox inserts sent twice (a lost acknowledgement)")
 	flag.Parse()

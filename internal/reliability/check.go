@@ -264,6 +264,9 @@ func check(ctx context.Context, pg *pgx.Conn, rows []mailboxRow, hostileIDs map[
 	maxByKey := map[string]int64{}
 	lastSchd := map[string]wireRec{}
 	for _, r := range recs {
+		if r.id == "" {
+			continue // a dead letter: checked with the route records
+		}
 		if prev, ok := first[r.id]; ok {
 			f.WireDuplicates++
 			if prev != r.value {
@@ -274,6 +277,9 @@ func check(ctx context.Context, pg *pgx.Conn, rows []mailboxRow, hostileIDs map[
 		first[r.id] = r.value
 		if r.topic == "sis.schd" {
 			lastSchd[r.key] = r
+			continue
+		}
+		if r.topic != "sis.msg" {
 			continue
 		}
 		f.EventsSeen++

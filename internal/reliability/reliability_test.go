@@ -19,7 +19,7 @@ func TestShortCampaign(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	maria := os.Getenv("MSGX_TEST_MARIADB")
 	if maria == "" {
@@ -43,6 +43,7 @@ func TestShortCampaign(t *testing.T) {
 		Writers:     3,
 		Clients:     2,
 		Flights:     5,
+		Routes:      4,
 		Pace:        100 * time.Millisecond,
 		DupRate:     0.05,
 		Progress:    testWriter{t},
@@ -51,7 +52,7 @@ func TestShortCampaign(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("figures:\n%s", f)
-	if f.Kills != 3 || f.Cuts != 1 || f.MailboxDuplicates == 0 || f.EventsExpected == 0 || f.BadInputTried < 5 {
+	if f.Kills != 3 || f.Cuts != 1 || f.MailboxDuplicates == 0 || f.EventsExpected == 0 || f.BadInputTried < 20 || f.RouteRecords == 0 {
 		t.Errorf("the campaign did not do what it should: %+v", f)
 	}
 	if n := f.Violations.Count(); n > 0 {

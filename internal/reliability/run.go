@@ -53,6 +53,7 @@ type Config struct {
 	Writers int           // concurrent mailbox writers
 	Clients int           // concurrent HTTP ingress clients
 	Flights int           // flights announced by the DNLD
+	Routes  int           // routes of the route-passport records on Kafka; 0: the pipeline is not run
 	Pace    time.Duration // pause between two messages of one writer or client
 	DupRate float64       // share of mailbox inserts whose acknowledgement is "lost": the writer inserts again
 
@@ -69,6 +70,7 @@ type Figures struct {
 	IngressRetries                                   int
 	BadInputTried, BadInputRefused                   int // refused: at the door (HTTP 4xx, the mailbox's own column check)
 	EventsExpected, EventsSeen, WireDuplicates       int
+	RouteRecords                                     int       // valid route-passport records produced
 	Goroutines, RSS                                  []float64 // scraped during the run
 	Drain, Soak                                      time.Duration
 	Tables                                           map[string]int
@@ -81,6 +83,7 @@ func (f *Figures) String() string {
 		f.Kills+f.CrashLoopKills, f.CrashLoopKills, f.CrashLoop, f.Cuts, f.Outages, f.OutageLength, f.BlackHoles, f.Instances)
 	fmt.Fprintf(&b, "mailbox rows %d (duplicate inserts %d), ingress posts %d (retries %d), bad inputs %d (%d refused at the door)\n",
 		f.MailboxRows, f.MailboxDuplicates, f.IngressPosts, f.IngressRetries, f.BadInputTried, f.BadInputRefused)
+	fmt.Fprintf(&b, "route-passport records %d\n", f.RouteRecords)
 	fmt.Fprintf(&b, "events expected %d, seen %d, duplicates on the wire %d, drain after the faults %s\n",
 		f.EventsExpected, f.EventsSeen, f.WireDuplicates, f.Drain.Round(time.Second))
 	if n := len(f.Goroutines); n > 0 {
@@ -143,7 +146,19 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 	if c.bin, err = Build(ctx, cfg.Root, cfg.Workdir, cfg.Race); err != nil {
 		return nil, err
 	}
-	c.config = filepath.Join(cfg.Root, "deploy", "msgx.production.yaml")
+	// The sample production configuration, plus the route-passport
+	// pipeline on the same broker when routes are asked for.
+	base, err := os.ReadFile(filepath.Join(cfg.Root, "deploy", "msgx.production.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Routes > 0 {
+		base = append(base, "pipelines:\n  routepassport:\n    broker: main\n"...)
+	}
+	c.config = filepath.Join(cfg.Workdir, "msgx.yaml")
+	if err := os.WriteFile(c.config, base, 0o644); err != nil {
+		return nil, err
+	}
 
 	// PostgreSQL: a fresh schema, reached by msgx through a proxy.
 	var rb [4]byte
@@ -203,12 +218,12 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 	defer mProxy.Close()
 	mproxyDSN = strings.Replace(mproxyDSN, "@@PROXY@@", mProxy.Addr(), 1)
 
-	kf, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "sis.msg", "sis.schd"))
+	kf, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, append([]string{"sis.msg", "sis.schd"}, routeTopics...)...))
 	if err != nil {
 		return nil, err
 	}
 	defer kf.Close()
-	w, stopWire, err := consume(ctx, kf.ListenAddrs(), "sis.msg", "sis.schd")
+	w, stopWire, err := consume(ctx, kf.ListenAddrs(), "sis.msg", "sis.schd", routeDLQ, routeIn, routeGeo)
 	if err != nil {
 		return nil, err
 	}
@@ -320,6 +335,16 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 	}
 	wg.Add(1)
 	go func() { defer wg.Done(); c.scrape(tctx) }()
+	routes := &routeLog{}
+	if cfg.Routes > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := produceRoutes(tctx, kf.ListenAddrs(), cfg.Routes, cfg.Pace, cfg.BadInput, routes); err != nil {
+				c.say("route-passport producer: %v", err)
+			}
+		}()
+	}
 
 	if cfg.BadInput {
 		if err := c.badInput(ctx, g, mb); err != nil {
@@ -365,7 +390,15 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 	}
 	c.say("faults over; waiting for the drain")
 	drainStart := time.Now()
-	if err := waitFor(ctx, 5*time.Minute, func() bool { return c.drained(ctx, pg, mdb, table) }); err != nil {
+	next := time.Now().Add(20 * time.Second)
+	if err := waitFor(ctx, 5*time.Minute, func() bool {
+		sis, rp := c.drained(ctx, pg, mdb, table), routeMissing(routes.snapshot(), w)
+		if time.Now().After(next) {
+			next = time.Now().Add(20 * time.Second)
+			c.say("draining: SIS done %v; route passports: %s", sis, rp)
+		}
+		return sis && rp == ""
+	}); err != nil {
 		c.say("not drained after 5 minutes: the checker reports what is stuck")
 	}
 	c.fig.Drain = time.Since(drainStart)
@@ -400,6 +433,7 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 	if err != nil {
 		return nil, err
 	}
+	checkRoutes(routes.snapshot(), w, c.fig, &v)
 	v.Leak = c.fig.Violations.Leak
 	v.BadInputFates = append(c.fig.Violations.BadInputFates, v.BadInputFates...)
 	for _, in := range c.snapshot() {

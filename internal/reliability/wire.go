@@ -3,6 +3,8 @@ package reliability
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -15,6 +17,10 @@ type wireRec struct {
 	msgID          int64
 	version        int64
 	value          string
+	// Route-passport events: where their record was; dead letters: the class.
+	srcPartition int32
+	srcOffset    int64
+	errClass     string
 }
 
 // wire records every record of the event topics, duplicates included.
@@ -49,16 +55,24 @@ func consume(ctx context.Context, seeds []string, topics ...string) (*wire, func
 			cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
 				rec := wireRec{topic: r.Topic, key: string(r.Key), value: string(r.Value)}
 				for _, h := range r.Headers {
-					if h.Key == "msgx-event-id" {
+					switch h.Key {
+					case "msgx-event-id":
 						rec.id = string(h.Value)
+					case "msgx-error-class":
+						rec.errClass = string(h.Value)
 					}
 				}
 				var v struct {
 					MsgID        int64 `json:"msgId"`
 					LastMsgID    int64 `json:"lastMsgId"`
 					StateVersion int64 `json:"stateVersion"`
+					Source       struct {
+						Partition int32 `json:"partition"`
+						Offset    int64 `json:"offset"`
+					} `json:"source"`
 				}
 				_ = json.Unmarshal(r.Value, &v)
+				rec.srcPartition, rec.srcOffset = v.Source.Partition, v.Source.Offset
 				rec.msgID, rec.version = v.MsgID+v.LastMsgID, v.StateVersion
 				w.mu.Lock()
 				w.recs = append(w.recs, rec)
@@ -68,4 +82,25 @@ func consume(ctx context.Context, seeds []string, topics ...string) (*wire, func
 		}
 	}()
 	return w, func() { cancel(); <-done; cl.Close() }, nil
+}
+
+// routeIndex: the distinct event ids per output topic per source position
+// ("partition/offset"), and the dead letters' classes by payload.
+func (w *wire) routeIndex() (map[string]map[string][]string, map[string]string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[string]map[string][]string{routeIn: {}, routeGeo: {}}
+	dlq := map[string]string{}
+	for _, r := range w.recs {
+		switch r.topic {
+		case routeIn, routeGeo:
+			pos := fmt.Sprintf("%d/%d", r.srcPartition, r.srcOffset)
+			if !slices.Contains(out[r.topic][pos], r.id) {
+				out[r.topic][pos] = append(out[r.topic][pos], r.id)
+			}
+		case routeDLQ:
+			dlq[r.value] = r.errClass + " "
+		}
+	}
+	return out, dlq
 }
