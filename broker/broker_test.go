@@ -36,10 +36,12 @@ func TestDecide(t *testing.T) {
 		{"ordinary error", live, errX, Requeue},
 		{"poison", live, Poison(errX), DeadLetter},
 		{"wrapped poison", live, fmt.Errorf("decode: %w", Poison(errX)), DeadLetter},
-		{"cancellation", live, context.Canceled, NoSettlement},
-		{"wrapped cancellation", live, fmt.Errorf("db: %w", context.Canceled), NoSettlement},
+		{"cancellation while the listener runs is an ordinary failure", live, context.Canceled, Requeue},
+		{"wrapped cancellation while the listener runs", live, fmt.Errorf("db: %w", context.Canceled), Requeue},
+		{"cancelled by the listener", cancelled, context.Canceled, NoSettlement},
 		{"error from a cancelled handler", cancelled, errX, NoSettlement},
-		{"poison and cancellation", live, errors.Join(Poison(errX), context.Canceled), Conflict},
+		{"poison and cancellation by the listener", cancelled, errors.Join(Poison(errX), context.Canceled), Conflict},
+		{"poison and a cancellation of its own", live, errors.Join(Poison(errX), context.Canceled), DeadLetter},
 		{"deadline of the handler's own call", live, context.DeadlineExceeded, Requeue},
 	}
 	for _, c := range cases {
@@ -424,4 +426,21 @@ func gatherListener(t *testing.T, reg *prometheus.Registry) (uint64, map[string]
 		}
 	}
 	return count, settled
+}
+
+// TestTwoBrokersOfOneNameOnOneRegistry: the second one's Start fails with an
+// error instead of panicking at New.
+func TestTwoBrokersOfOneNameOnOneRegistry(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	srv := mem.NewServer()
+	b1 := New("mem", mem.New(srv), WithRegisterer(reg), WithLogger(quietLogger()))
+	if err := b1.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer b1.Stop(context.Background())
+	b2 := New("mem", mem.New(srv), WithRegisterer(reg), WithLogger(quietLogger()))
+	if err := b2.Start(context.Background()); err == nil {
+		_ = b2.Stop(context.Background())
+		t.Fatal("a second broker of the same name on one registry started")
+	}
 }

@@ -7,8 +7,8 @@ import (
 	"hash/maphash"
 	"log/slog"
 	"runtime/debug"
-	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/msgx/msgx/broker/driver"
@@ -59,19 +59,20 @@ type Listener struct {
 	handlerCtx context.Context
 	cancelH    context.CancelFunc
 
-	// gate is held for reading while settling; Stop takes it for writing to
-	// close settlement once handlers have been cancelled.
-	gate   sync.RWMutex
-	closed bool
-	loop   sync.WaitGroup // the receive loop and the workers
-	work   []chan *Delivery
-	anyW   chan *Delivery // unkeyed deliveries: whichever worker is free takes them
-	seed   maphash.Seed
+	// closing is set when Stop gave up waiting for the handlers: what they
+	// return afterwards is not settled. Settlements already under way finish
+	// on their own (each is bounded by the settle timeout).
+	closing atomic.Bool
+	loop    sync.WaitGroup // the receive loop and the workers
+	work    []chan *Delivery
+	anyW    chan *Delivery // unkeyed deliveries: whichever worker is free takes them
+	seed    maphash.Seed
 	// epoch is the base of the handler timings: time.Since reads only the
 	// monotonic clock, half the cost of time.Now, and it runs twice per message.
 	epoch   time.Time
 	stopped sync.Once
 	stopErr error
+	stuck   atomic.Int64 // deliveries held because settlement and release failed
 }
 
 // Listen starts a single-message listener.
@@ -308,7 +309,7 @@ func (l *Listener) process(d *Delivery, t *tally, since time.Duration) time.Dura
 		return 0
 	}
 	if !l.b.caps.NativeDelay {
-		if nb, ok := d.notBefore(); ok {
+		if nb, ok := d.notBeforeTime(); ok {
 			if !l.hold(ctx, nb) {
 				return 0
 			}
@@ -328,11 +329,7 @@ func (l *Listener) process(d *Delivery, t *tally, since time.Duration) time.Dura
 	if !l.settles(disp, 1, err, t) {
 		return 0
 	}
-	if err := l.settleOne(d, disp, err, t); err != nil {
-		l.b.report(Event{Topic: l.sub.Topic, Group: l.sub.Group, Err: err})
-		return 0
-	}
-	if disp != Ack {
+	if !l.settle(d, disp, err, t) || disp != Ack {
 		return 0
 	}
 	return end
@@ -351,7 +348,7 @@ func (l *Listener) processBatch(ds []*Delivery, t *tally) {
 		if l.foreign(d, t) {
 			continue
 		}
-		if nb, ok := d.notBefore(); ok && nb.After(latest) {
+		if nb, ok := d.notBeforeTime(); ok && nb.After(latest) {
 			latest = nb
 		}
 		kept = append(kept, d)
@@ -371,22 +368,18 @@ func (l *Listener) processBatch(ds []*Delivery, t *tally) {
 		return
 	}
 	for _, d := range ds {
-		if err := l.settleOne(d, disp, err, t); err != nil {
-			l.b.report(Event{Topic: l.sub.Topic, Group: l.sub.Group, Err: err})
-		}
+		l.settle(d, disp, err, t)
 	}
 }
 
 // foreign settles a delivery that a re-publishing broker requeued for another
 // group: it is not ours to handle.
 func (l *Listener) foreign(d *Delivery, t *tally) bool {
-	g := d.Header(HeaderForGroup)
+	g := d.forGroup
 	if g == "" || g == l.sub.Group {
 		return false
 	}
-	if err := l.settleOne(d, Ack, nil, t); err != nil {
-		l.b.report(Event{Topic: l.sub.Topic, Group: l.sub.Group, Err: err})
-	}
+	l.settle(d, Ack, nil, t)
 	return true
 }
 
@@ -425,107 +418,12 @@ func (l *Listener) callBatch(ds []*Delivery) (err error) {
 	return l.bh((*deliveryCtx)(ds[0]), ds)
 }
 
-// settles reports whether a disposition for n deliveries is carried out; the
-// ones that settle nothing are counted (and a conflict reported) here.
-func (l *Listener) settles(disp Disposition, n int, cause error, t *tally) bool {
-	switch disp {
-	case NoSettlement:
-		t.settled[NoSettlement] += uint64(n)
-		return false
-	case Conflict:
-		t.settled[Conflict] += uint64(n)
-		l.b.report(Event{Topic: l.sub.Topic, Group: l.sub.Group,
-			Err: fmt.Errorf("%w: %v (left unsettled)", ErrConflictingDisposition, cause)})
-		return false
-	}
-	return true
-}
-
-// settleOne settles one delivery and counts it in t. A second settlement of
-// the same delivery is refused with ErrConflictingDisposition and does nothing.
-func (l *Listener) settleOne(d *Delivery, disp Disposition, cause error, t *tally) error {
-	l.gate.RLock()
-	defer l.gate.RUnlock()
-	if l.closed {
-		t.settled[NoSettlement]++
-		return nil // stop ran out of time: cancelled handlers are not settled
-	}
-	if err := d.settled.claim(); err != nil {
-		t.settled[Conflict]++
-		return fmt.Errorf("settle %s: %w", disp, err)
-	}
-	// Acks are local or one frame; only the publishing settlements get their
-	// own deadline (a timer per ack would cost more than the ack).
-	ctx := context.Background()
-	if disp != Ack {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, l.b.opts.settleTimeout)
-		defer cancel()
-	}
-	attempts := d.RedeliveryCount + 1
-	if disp == Requeue && l.retry.Exhausted(attempts) {
-		disp = DeadLetter
-		cause = fmt.Errorf("retries exhausted after %d attempts: %w", attempts, cause)
-	}
-	var err error
-	switch disp {
-	case Ack:
-		err = d.drv.Ack(ctx)
-	case Requeue:
-		delay := l.retry.Delay(attempts)
-		m := d.copyForResend()
-		m.Headers[HeaderRedeliveryCount] = strconv.Itoa(d.RedeliveryCount + 1)
-		m.Headers[HeaderForGroup] = l.sub.Group
-		if delay > 0 {
-			m.Headers[HeaderNotBefore] = notBeforeHeader(l.b.opts.clock.Now().Add(delay))
-		} else {
-			delete(m.Headers, HeaderNotBefore)
-		}
-		err = d.drv.Requeue(ctx, m, delay)
-	case DeadLetter:
-		m := d.copyForResend()
-		class := "poison"
-		if !IsPoison(cause) {
-			class = "exhausted"
-		}
-		m.Headers[HeaderDeadClass] = class
-		m.Headers[HeaderDeadReason] = truncate(errText(cause), 1024)
-		m.Headers[HeaderDeadTopic] = l.sub.Topic
-		m.Headers[HeaderDeadGroup] = l.sub.Group
-		m.Headers[HeaderDeadAttempts] = strconv.Itoa(attempts)
-		m.Headers[HeaderDeadTimestamp] = l.b.opts.clock.Now().UTC().Format(time.RFC3339Nano)
-		delete(m.Headers, HeaderForGroup)
-		delete(m.Headers, HeaderNotBefore)
-		err = d.drv.DeadLetter(ctx, m)
-	}
-	if err != nil {
-		l.met.settleErrors.Inc()
-		return fmt.Errorf("settle %s of message (key %q, event %q): %w", disp, d.Key, d.Header(HeaderEventID), err)
-	}
-	t.settled[disp]++
-	if disp != Ack {
-		l.logFor(d).Warn("message not acknowledged", "disposition", disp.String(), "attempts", attempts, "err", cause)
-	}
-	return nil
-}
-
-func errText(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
-}
-
 // Stop stops receiving, waits for in-flight handlers until ctx ends, then
 // cancels them: whatever they return after that is not settled. It closes the
 // adapter subscription, so unsettled messages are redelivered to the group.
+// Every step is bounded: the close by ctx, or by the close timeout when ctx
+// ended during the wait for the handlers; a close that overruns goes on in
+// the background and Stop reports it.
 func (l *Listener) Stop(ctx context.Context) error {
 	l.stopped.Do(func() {
 		l.stopRecv()
@@ -534,18 +432,42 @@ func (l *Listener) Stop(ctx context.Context) error {
 		select {
 		case <-done:
 		case <-ctx.Done():
-			l.cancelH()
-			l.gate.Lock()
-			l.closed = true
-			l.gate.Unlock()
+			l.closing.Store(true)
 		}
 		l.cancelH()
-		if err := l.ds.Close(context.WithoutCancel(ctx)); err != nil {
+		// Closing the subscription gives the stuck deliveries back.
+		l.met.stuck.Sub(float64(l.stuck.Load()))
+		if err := boundedClose(ctx, l.b.opts.closeTimeout, l.ds.Close); err != nil {
 			l.stopErr = fmt.Errorf("broker %s: close subscription %q/%q: %w", l.b.name, l.sub.Topic, l.sub.Group, err)
 		}
 		l.b.forget(l)
 	})
 	return l.stopErr
+}
+
+// boundedClose runs closeFn with ctx, or with a context of grace when ctx
+// has ended, and returns no later than that context does.
+func boundedClose(ctx context.Context, grace time.Duration, closeFn func(context.Context) error) error {
+	cctx, cancel := ctx, context.CancelFunc(func() {})
+	if ctx.Err() != nil {
+		cctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), grace)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		defer cancel()
+		errc <- closeFn(cctx)
+	}()
+	select {
+	case err := <-errc:
+		return err
+	case <-cctx.Done():
+		select {
+		case err := <-errc: // it finished as the context ended
+			return err
+		default:
+		}
+		return fmt.Errorf("not closed in time, still closing: %w", cctx.Err())
+	}
 }
 
 type deliveryKey struct{}

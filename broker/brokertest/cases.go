@@ -50,14 +50,13 @@ func caseRoundTrip(t *testing.T, s *suite) {
 	listen(t, b, broker.Subscription{Topic: topic, Group: "g"}, c.handle)
 	payload := []byte{0x00, 0xff, 0xfe, 'a', 0x80, 0xc3, 0x28, 0x00, '\n'}
 	headers := map[string]string{
-		broker.HeaderType:            "flight.update",
-		broker.HeaderRequestID:       "req-1",
-		broker.HeaderTenantID:        "tenant-7",
-		broker.HeaderCorrelationID:   "corr-9",
-		broker.HeaderPartitionKey:    "FLID-42",
-		broker.HeaderRedeliveryCount: "0",
-		broker.HeaderEventID:         "ev-round",
-		"x-custom":                   "Ünïcødé ✓",
+		broker.HeaderType:          "flight.update",
+		broker.HeaderRequestID:     "req-1",
+		broker.HeaderTenantID:      "tenant-7",
+		broker.HeaderCorrelationID: "corr-9",
+		broker.HeaderPartitionKey:  "FLID-42",
+		broker.HeaderEventID:       "ev-round",
+		"x-custom":                 "Ünïcødé ✓",
 	}
 	send(t, b, topic, &broker.Message{Key: "FLID-42", Payload: payload, Headers: headers})
 	c.waitCount(t, "ev-round", 1)
@@ -75,6 +74,68 @@ func caseRoundTrip(t *testing.T, s *suite) {
 	}
 	if d.RedeliveryCount != 0 {
 		t.Errorf("redelivery count = %d on first delivery", d.RedeliveryCount)
+	}
+	if len(d.Headers) != len(headers) {
+		t.Errorf("headers = %v, want exactly %v", d.Headers, headers)
+	}
+}
+
+// controlHeaders are the port's steering headers no handler may see.
+var controlHeaders = []string{broker.HeaderRedeliveryCount, broker.HeaderNotBefore, broker.HeaderForGroup}
+
+// caseForwardedDelivery: a handler forwards a requeued, delayed delivery as
+// it received it; the forwarded copy steers nothing. Every group of the
+// destination gets it, first time, and no handler ever sees a control
+// header, not even one the sender set.
+func caseForwardedDelivery(t *testing.T, s *suite) {
+	b := s.start(t)
+	src := s.topic(t, "fwd-src")
+	dst := s.topic(t, "fwd-dst")
+	var leaked atomic.Int64
+	checkClean := func(d *broker.Delivery) {
+		for _, h := range controlHeaders {
+			if _, ok := d.Headers[h]; ok {
+				leaked.Add(1)
+				t.Errorf("handler of %s/%s saw control header %s=%q", d.Topic, d.Group, h, d.Headers[h])
+			}
+		}
+	}
+	x := newCollector(func(d *broker.Delivery) error { checkClean(d); return nil })
+	y := newCollector(func(d *broker.Delivery) error { checkClean(d); return nil })
+	listen(t, b, broker.Subscription{Topic: dst, Group: "x"}, x.handle)
+	listen(t, b, broker.Subscription{Topic: dst, Group: "y"}, y.handle)
+	fwd := newCollector(func(d *broker.Delivery) error {
+		checkClean(d)
+		if d.RedeliveryCount == 0 {
+			return errTransient // requeued: the copy carries for-group, count and not-before
+		}
+		return b.SendConfirmed(context.Background(), dst, &d.Message)
+	})
+	listen(t, b, broker.Subscription{Topic: src, Group: "fwd", Retry: fastRetry(5)}, fwd.handle)
+	send(t, b, src, msg("k", "forwarded"))
+	x.waitCount(t, "forwarded", 1)
+	y.waitCount(t, "forwarded", 1)
+	for _, c := range []*collector{x, y} {
+		c.mu.Lock()
+		if n := c.order[0].RedeliveryCount; n != 0 {
+			t.Errorf("forwarded copy arrived with redelivery count %d, want 0", n)
+		}
+		c.mu.Unlock()
+	}
+
+	// Control headers set by a sender are dropped too.
+	forged := msg("k", "forged")
+	forged.SetHeader(broker.HeaderForGroup, "nobody")
+	forged.SetHeader(broker.HeaderRedeliveryCount, "7")
+	forged.SetHeader(broker.HeaderNotBefore, strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10))
+	send(t, b, dst, forged)
+	x.waitCount(t, "forged", 1)
+	y.waitCount(t, "forged", 1)
+	if forged.Header(broker.HeaderForGroup) != "nobody" {
+		t.Errorf("send changed the caller's message headers")
+	}
+	if leaked.Load() != 0 {
+		t.Errorf("%d deliveries showed control headers", leaked.Load())
 	}
 }
 
@@ -176,11 +237,19 @@ func casePoison(t *testing.T, s *suite) {
 func caseDeadLetterFailure(t *testing.T, s *suite) {
 	b1 := s.start(t)
 	topic := s.topic(t, "dlfail")
-	c1 := newCollector(func(*broker.Delivery) error { return broker.Poison(errors.New("bad schema")) })
+	c1 := newCollector(func(d *broker.Delivery) error {
+		if d.Header(broker.HeaderEventID) == "dl" {
+			return broker.Poison(errors.New("bad schema"))
+		}
+		return nil
+	})
 	l1 := listen(t, b1, broker.Subscription{Topic: topic, Group: "g", DeadLetterTopic: s.h.RefusedTopic()}, c1.handle)
 	send(t, b1, topic, msg("k", "dl"))
 	c1.waitCount(t, "dl", 1)
 	waitEvent(t, b1, "failed dead-letter settlement", func(e broker.Event) bool { return e.Err != nil && strings.Contains(e.Err.Error(), "dead_letter") })
+	// The running consumer keeps consuming.
+	send(t, b1, topic, msg("other", "after"))
+	c1.waitCount(t, "after", 1)
 	stopListener(t, l1, 2*time.Second)
 	stopBroker(t, b1)
 
@@ -222,11 +291,44 @@ func caseCancellation(t *testing.T, s *suite) {
 	b1 := s.start(t)
 	topic := s.topic(t, "cancel")
 	dead := dlq(t, b1, topic+".dlq")
-	c1 := newCollector(func(*broker.Delivery) error { return fmt.Errorf("work abandoned: %w", context.Canceled) })
-	l1 := listen(t, b1, broker.Subscription{Topic: topic, Group: "g"}, c1.handle)
+	entered := make(chan struct{}, 1)
+	var mu sync.Mutex
+	var wrappedCounts []int
+	c1 := newCollector(nil)
+	l1 := listen(t, b1, broker.Subscription{Topic: topic, Group: "g"}, func(ctx context.Context, d *broker.Delivery) error {
+		_ = c1.handle(ctx, d)
+		switch d.Header(broker.HeaderEventID) {
+		case "wrapped":
+			// An error that merely wraps context.Canceled while the listener
+			// runs is an ordinary failure: requeued, never held.
+			mu.Lock()
+			defer mu.Unlock()
+			wrappedCounts = append(wrappedCounts, d.RedeliveryCount)
+			if len(wrappedCounts) == 1 {
+				return fmt.Errorf("db call abandoned: %w", context.Canceled)
+			}
+		case "cx":
+			entered <- struct{}{}
+			<-ctx.Done() // cancelled by the listener's stop
+			return fmt.Errorf("work abandoned: %w", ctx.Err())
+		}
+		return nil
+	})
+	send(t, b1, topic, msg("k", "wrapped"))
+	c1.waitCount(t, "wrapped", 2)
+	mu.Lock()
+	if fmt.Sprint(wrappedCounts) != "[0 1]" {
+		t.Errorf("redelivery counts of a handler error wrapping context.Canceled = %v, want [0 1] (an ordinary requeue)", wrappedCounts)
+	}
+	mu.Unlock()
+
 	send(t, b1, topic, msg("k", "cx"))
-	c1.waitCount(t, "cx", 1)
-	stopListener(t, l1, 2*time.Second)
+	select {
+	case <-entered:
+	case <-time.After(timeout()):
+		t.Fatal("handler never entered")
+	}
+	stopListener(t, l1, 200*time.Millisecond)
 
 	b2 := s.start(t)
 	c2 := newCollector(nil)
@@ -246,13 +348,21 @@ func caseConflict(t *testing.T, s *suite) {
 	b1 := s.start(t)
 	topic := s.topic(t, "conflict")
 	dead := dlq(t, b1, topic+".dlq")
-	c1 := newCollector(func(*broker.Delivery) error {
-		return errors.Join(broker.Poison(errors.New("bad")), context.Canceled)
+	entered := make(chan struct{}, 1)
+	l1 := listen(t, b1, broker.Subscription{Topic: topic, Group: "g"}, func(ctx context.Context, d *broker.Delivery) error {
+		entered <- struct{}{}
+		<-ctx.Done()
+		// Poison and cancelled at once: two dispositions.
+		return errors.Join(broker.Poison(errors.New("bad")), ctx.Err())
 	})
-	l1 := listen(t, b1, broker.Subscription{Topic: topic, Group: "g"}, c1.handle)
 	send(t, b1, topic, msg("k", "cf"))
+	select {
+	case <-entered:
+	case <-time.After(timeout()):
+		t.Fatal("handler never entered")
+	}
+	stopListener(t, l1, 200*time.Millisecond)
 	waitEvent(t, b1, "conflicting disposition", func(e broker.Event) bool { return errors.Is(e.Err, broker.ErrConflictingDisposition) })
-	stopListener(t, l1, 2*time.Second)
 
 	// Nothing was settled: neither acked nor dead-lettered.
 	b2 := s.start(t)
@@ -263,6 +373,38 @@ func caseConflict(t *testing.T, s *suite) {
 	if dead.count("cf") != 0 {
 		t.Errorf("conflicting message was dead-lettered")
 	}
+}
+
+// caseFailingSettlement: two poison messages whose dead-letter publish keeps
+// failing must not stop a consumer with the default prefetch: each failed
+// settlement is released to the broker, and later messages are handled.
+func caseFailingSettlement(t *testing.T, s *suite) {
+	b := s.start(t)
+	topic := s.topic(t, "stall")
+	c := newCollector(func(d *broker.Delivery) error {
+		if strings.HasPrefix(d.Header(broker.HeaderEventID), "poison") {
+			return broker.Poison(errors.New("bad schema"))
+		}
+		return nil
+	})
+	listen(t, b, broker.Subscription{Topic: topic, Group: "g", DeadLetterTopic: s.h.RefusedTopic()}, c.handle)
+	send(t, b, topic, msg("k1", "poison-1"), msg("k2", "poison-2"))
+	c.waitCount(t, "poison-1", 1)
+	c.waitCount(t, "poison-2", 1)
+	var good []*broker.Message
+	for i := range 5 {
+		good = append(good, msg(fmt.Sprintf("g%d", i), fmt.Sprintf("good-%d", i)))
+	}
+	send(t, b, topic, good...)
+	for i := range 5 {
+		c.waitCount(t, fmt.Sprintf("good-%d", i), 1)
+	}
+	// The poison messages were given back, not held: they came again.
+	c.waitCount(t, "poison-1", 2)
+	c.waitCount(t, "poison-2", 2)
+	waitEvent(t, b, "a released delivery", func(e broker.Event) bool {
+		return e.Err != nil && strings.Contains(e.Err.Error(), "released")
+	})
 }
 
 func caseLoadBalance(t *testing.T, s *suite) {

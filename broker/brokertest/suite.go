@@ -47,6 +47,8 @@ func Cases() []Case {
 		{19, "reconnect", "", caseReconnect},
 		{20, "lifecycle errors", "", caseLifecycleErrors},
 		{21, "subscription expiry", "SubscriptionExpiry", caseSubscriptionExpiry},
+		{22, "failing settlement does not stall the consumer", "", caseFailingSettlement},
+		{23, "forwarded delivery carries no control headers", "", caseForwardedDelivery},
 	}
 }
 

@@ -40,8 +40,6 @@ type Capabilities struct {
 	// NativeDelay: the broker delays delivery itself. When false the port holds
 	// delayed messages in its local scheduler.
 	NativeDelay bool
-	// NativeDeadLetter: dead letters travel through a broker mechanism (a DLX).
-	NativeDeadLetter bool
 	// SubscriptionExpiry: a per-instance subscription disappears after a TTL.
 	SubscriptionExpiry bool
 	// NativeKey: the broker carries the key in a field of its own, so the port
@@ -110,7 +108,26 @@ type Delivery interface {
 	// dead-letter destination with confirmation and then settles this delivery.
 	// If the dead-letter publish fails it returns the error and does not settle.
 	DeadLetter(ctx context.Context, msg *Message) error
+	// Release gives the delivery back unsettled so that the broker hands it
+	// to this group again after about delay, without waiting for a restart:
+	// the port calls it when a settlement kept failing, so that no delivery
+	// holds a prefetch slot for ever. It must not come back ahead of the
+	// messages behind it for ever (a poison message at the head of a queue
+	// would starve the rest). Adapters use the broker's own give-back (a
+	// delayed nack, a rewind of the partition) or re-publish msg (the
+	// original with the port's routing headers, the redelivery count
+	// unchanged) to the group and then settle the delivery.
+	Release(ctx context.Context, msg *Message, delay time.Duration) error
 }
+
+// ErrNotStarted is wrapped by every adapter's error for an operation on a
+// driver that is not running.
+var ErrNotStarted = errors.New("not started")
 
 // ErrClosed is returned by Receive after Close.
 var ErrClosed = errors.New("subscription closed")
+
+// ErrNotHeld is wrapped by a settlement of a delivery this consumer no longer
+// holds (its connection, channel or partition is gone): the broker redelivers
+// it anyway, so there is nothing left to settle or release.
+var ErrNotHeld = errors.New("delivery no longer held by this consumer; the broker redelivers it")

@@ -24,7 +24,7 @@ import (
 var ErrServerClosed = errors.New("mem: server closed")
 
 // ErrConnectionLost is returned by a settlement whose connection was cut.
-var ErrConnectionLost = errors.New("mem: connection lost")
+var ErrConnectionLost = fmt.Errorf("mem: connection lost: %w", driver.ErrNotHeld)
 
 // ErrRefused is returned when publishing to a refused topic.
 var ErrRefused = errors.New("mem: topic refused")
@@ -430,8 +430,8 @@ type delivery struct {
 
 func (d *delivery) Message() *driver.Message { return d.msg }
 
-// release ends the delivery's hold if it is still valid.
-func (d *delivery) release() error {
+// held reports why the delivery's hold is no longer valid, or nil.
+func (d *delivery) held() error {
 	srv := d.s.d.s
 	if srv.closed {
 		return ErrServerClosed
@@ -442,9 +442,23 @@ func (d *delivery) release() error {
 	if d.e.held != d.s || d.e.ep != srv.epoch || d.s.closed {
 		return ErrConnectionLost
 	}
+	return nil
+}
+
+// release ends the delivery's hold if it is still valid.
+func (d *delivery) release() error {
+	if err := d.held(); err != nil {
+		return err
+	}
 	d.s.untake(d.e)
 	d.s.g.cond.Broadcast()
 	return nil
+}
+
+// Release implements driver.Delivery: the message goes to the back of its
+// group's line as it was.
+func (d *delivery) Release(ctx context.Context, msg *driver.Message, delay time.Duration) error {
+	return d.Requeue(ctx, msg, delay)
 }
 
 func (d *delivery) Ack(context.Context) error {
@@ -461,10 +475,16 @@ func (d *delivery) Requeue(_ context.Context, msg *driver.Message, _ time.Durati
 	if err := d.release(); err != nil {
 		return err
 	}
-	t := d.s.g.t
-	// A requeued message goes to the back of its group's line with a new seq.
+	g := d.s.g
+	t := g.t
+	// A requeued message goes to the back of its group's line with a new seq:
+	// behind what the group has not read from the log yet, too.
+	for ; g.cursor < t.next; g.cursor++ {
+		le := t.log[g.cursor-t.base]
+		g.pending = append(g.pending, &entry{seq: le.seq, msg: le.msg})
+	}
 	t.rseq++
-	d.s.g.pending = append(d.s.g.pending, &entry{seq: 1<<62 + t.rseq, msg: clone(msg)})
+	g.pending = append(g.pending, &entry{seq: 1<<62 + t.rseq, msg: clone(msg)})
 	d.s.g.cond.Broadcast()
 	return nil
 }

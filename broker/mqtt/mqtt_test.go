@@ -40,6 +40,7 @@ func (h *harness) NewDriver(context.Context) (driver.Broker, error) {
 		mqtt.WithSlots(h.slots),
 		// Sessions outlive the run only briefly on the shared broker.
 		mqtt.WithSessionExpiry(5*time.Minute),
+		mqtt.WithDeadLetterExpiry(5*time.Minute),
 		mqtt.WithReconnectBackoff(50*time.Millisecond, time.Second),
 	)
 }

@@ -39,6 +39,19 @@ func (d *Driver) Subscribe(ctx context.Context, spec driver.SubscriptionSpec) (d
 	}
 	d.mu.Unlock()
 
+	if spec.DeadLetterTopic != "" && spec.DeadLetterTopic != spec.Topic {
+		// Dead letters need a session keeping them before the first is sent.
+		// A destination that cannot have one (refused, reserved) still lets
+		// the subscription consume; only its dead letters fail.
+		if err := validTopic(spec.DeadLetterTopic); err != nil {
+			return nil, fmt.Errorf("mqtt: dead-letter topic: %w", err)
+		}
+		if err := d.keepDeadLetters(ctx, spec.DeadLetterTopic); err != nil {
+			d.opts.logger.Warn("mqtt: dead letters have no keeping session; they will fail until they have one",
+				"topic", spec.Topic, "group", spec.Group, "dead_letter_topic", spec.DeadLetterTopic, "err", err)
+		}
+	}
+
 	key := slotKey(d.opts.instance, spec.Topic, spec.Group)
 	slot := d.opts.slots.acquire(key)
 	s := &subscription{
@@ -383,9 +396,9 @@ func (s *subscription) live(dl *delivery) error {
 func (s *subscription) liveLocked(dl *delivery) error {
 	switch {
 	case s.closed:
-		return fmt.Errorf("%w: subscription closed before the acknowledgement", ErrConnectionLost)
+		return fmt.Errorf("%w: subscription closed before the acknowledgement: %w", ErrConnectionLost, driver.ErrNotHeld)
 	case dl.e != nil && (!s.connected || dl.gen != s.gen):
-		return fmt.Errorf("%w: the delivery's connection is gone; the broker redelivers it", ErrConnectionLost)
+		return fmt.Errorf("%w: the delivery's connection is gone: %w", ErrConnectionLost, driver.ErrNotHeld)
 	}
 	return nil
 }
@@ -463,6 +476,14 @@ func (dl *delivery) Requeue(ctx context.Context, msg *driver.Message, _ time.Dur
 	return dl.republish(ctx, dl.s.spec.Topic, msg)
 }
 
+// Release implements driver.Delivery: MQTT has no negative acknowledgement
+// (a PUBACK with an error code settles the message as well), so msg, the
+// original addressed to this group only, is re-published to the topic and
+// then the original acknowledged.
+func (dl *delivery) Release(ctx context.Context, msg *driver.Message, _ time.Duration) error {
+	return dl.republish(ctx, dl.s.spec.Topic, msg)
+}
+
 // DeadLetter implements driver.Delivery: a confirmed publish to the dead-letter
 // topic, then the PUBACK; if the publish fails the original is not acknowledged.
 func (dl *delivery) DeadLetter(ctx context.Context, msg *driver.Message) error {
@@ -475,7 +496,7 @@ func (dl *delivery) republish(ctx context.Context, topic string, msg *driver.Mes
 	if err := dl.s.live(dl); err != nil {
 		return err
 	}
-	if err := dl.s.d.Publish(ctx, topic, []*driver.Message{msg}); err != nil {
+	if err := dl.s.d.publish(ctx, topic, []*driver.Message{msg}, true); err != nil {
 		return err
 	}
 	return dl.s.ack(dl)

@@ -97,7 +97,7 @@ func (r *benchRaw) Publish(ctx context.Context, topic string, payload []byte, n,
 		for i := 0; i < min(batch, n-sent); i++ {
 			// The same bytes as the port's message: the bench's port messages
 			// carry a key, which travels in this one header.
-			h := natsio.Header{partitionKeyHeader: []string{strconv.Itoa((sent + i) % 1000)}}
+			h := natsio.Header{driver.HeaderPartitionKey: []string{strconv.Itoa((sent + i) % 1000)}}
 			f, err := r.js.PublishMsgAsync(&natsio.Msg{Subject: subj, Data: payload, Header: h})
 			if err != nil {
 				return err

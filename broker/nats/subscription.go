@@ -335,13 +335,13 @@ func toDriver(m jetstream.Msg) *driver.Message {
 		out.Headers[k] = v[0]
 	}
 	if !explicit {
-		key = out.Headers[partitionKeyHeader]
+		key = out.Headers[driver.HeaderPartitionKey]
 	}
 	out.Key = key
 	// The server counts deliveries, including those after a lost or expired
 	// one; that native count is the redelivery count the port acts on.
 	if n, ok := numDelivered(m); ok && n > 0 {
-		out.Headers[redeliveryHeader] = strconv.FormatUint(n-1, 10)
+		out.Headers[driver.HeaderRedeliveryCount] = strconv.FormatUint(n-1, 10)
 	}
 	return out
 }
@@ -460,6 +460,16 @@ func (d *delivery) Requeue(_ context.Context, _ *driver.Message, delay time.Dura
 		err = d.m.Nak()
 	}
 	if err != nil {
+		return fmt.Errorf("nats: nak: %w", err)
+	}
+	return nil
+}
+
+// Release implements driver.Delivery with a delayed nak: the server
+// redelivers the stored message after delay.
+func (d *delivery) Release(_ context.Context, _ *driver.Message, delay time.Duration) error {
+	defer d.s.release(d)
+	if err := d.m.NakWithDelay(delay); err != nil {
 		return fmt.Errorf("nats: nak: %w", err)
 	}
 	return nil

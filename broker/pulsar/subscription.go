@@ -2,7 +2,7 @@ package pulsar
 
 import (
 	"context"
-	"errors"
+
 	"fmt"
 	"strconv"
 	"sync"
@@ -11,7 +11,6 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
-	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/broker/driver"
 )
 
@@ -130,7 +129,7 @@ func (s *subscription) delivery(m pulsar.Message) *delivery {
 		h = make(map[string]string, 1)
 	}
 	// The broker counts redeliveries; its count replaces whatever the sender set.
-	h[broker.HeaderRedeliveryCount] = strconv.FormatUint(uint64(m.RedeliveryCount()), 10)
+	h[driver.HeaderRedeliveryCount] = strconv.FormatUint(uint64(m.RedeliveryCount()), 10)
 	return &delivery{s: s, m: m, msg: &driver.Message{Key: m.Key(), Payload: m.Payload(), Headers: h}}
 }
 
@@ -176,11 +175,20 @@ func (d *delivery) Ack(context.Context) error {
 // broker redelivers the original message after delay and counts the
 // redelivery, so msg (the port's copy with updated headers) is not sent.
 func (d *delivery) Requeue(_ context.Context, _ *driver.Message, delay time.Duration) error {
+	return d.nack(delay)
+}
+
+// Release implements driver.Delivery with a delayed negative acknowledgement.
+func (d *delivery) Release(_ context.Context, _ *driver.Message, delay time.Duration) error {
+	return d.nack(delay)
+}
+
+func (d *delivery) nack(delay time.Duration) error {
 	s := d.s
 	select {
 	case <-s.closed:
 		// The broker redelivers it anyway once the consumer is gone.
-		return errors.New("pulsar: requeue on a closed subscription")
+		return fmt.Errorf("pulsar: nack on a closed subscription: %w", driver.ErrNotHeld)
 	default:
 	}
 	s.nackMu.Lock()

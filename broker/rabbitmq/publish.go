@@ -7,7 +7,6 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/broker/driver"
 )
 
@@ -239,7 +238,7 @@ func (pc *pubChan) closeReason(err error) error {
 // queue name, so the routing key cannot carry it); only a key that differs
 // from that header needs a header of its own.
 func publishing(m *driver.Message) amqp.Publishing {
-	extra := m.Key != "" && m.Headers[broker.HeaderPartitionKey] != m.Key
+	extra := m.Key != "" && m.Headers[driver.HeaderPartitionKey] != m.Key
 	n := len(m.Headers)
 	if extra {
 		n++

@@ -11,7 +11,6 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/broker/driver"
 )
 
@@ -342,7 +341,7 @@ func (s *subscription) wrap(c *consumer, m *amqp.Delivery) *delivery {
 	if ownKey {
 		msg.Key = key
 	} else {
-		msg.Key = msg.Headers[broker.HeaderPartitionKey]
+		msg.Key = msg.Headers[driver.HeaderPartitionKey]
 	}
 	return &delivery{s: s, c: c, tag: m.DeliveryTag, msg: msg}
 }
@@ -389,6 +388,24 @@ func (d *delivery) ack() error {
 			return ErrDeliveryChannelClosed
 		}
 		return fmt.Errorf("rabbitmq: ack: %w", err)
+	}
+	return nil
+}
+
+// Release implements driver.Delivery: msg goes to the back of the group's
+// queue (a basic.nack with requeue would put it back at the head, where a
+// message whose settlement keeps failing would starve the rest); if that
+// publish fails, basic.nack gives it back where it was.
+func (d *delivery) Release(ctx context.Context, msg *driver.Message, delay time.Duration) error {
+	err := d.Requeue(ctx, msg, delay)
+	if err == nil || errors.Is(err, driver.ErrNotHeld) {
+		return err
+	}
+	if nerr := d.c.ch.Nack(d.tag, false, true); nerr != nil {
+		if errors.Is(nerr, amqp.ErrClosed) {
+			return ErrDeliveryChannelClosed
+		}
+		return fmt.Errorf("rabbitmq: nack after %w: %w", err, nerr)
 	}
 	return nil
 }

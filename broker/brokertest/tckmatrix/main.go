@@ -122,7 +122,6 @@ func render(reports []brokertest.Report) []byte {
 		{"LoadBalance", func(r brokertest.Report) bool { return r.Capabilities.LoadBalance }},
 		{"Broadcast", func(r brokertest.Report) bool { return r.Capabilities.Broadcast }},
 		{"NativeDelay", func(r brokertest.Report) bool { return r.Capabilities.NativeDelay }},
-		{"NativeDeadLetter", func(r brokertest.Report) bool { return r.Capabilities.NativeDeadLetter }},
 		{"SubscriptionExpiry", func(r brokertest.Report) bool { return r.Capabilities.SubscriptionExpiry }},
 		{"NativeKey", func(r brokertest.Report) bool { return r.Capabilities.NativeKey }},
 	}

@@ -1,0 +1,24 @@
+package driver
+
+// Envelope header names: the one definition that the port and every adapter
+// use. Adapters carry them unchanged.
+const (
+	HeaderType            = "msgx-type"
+	HeaderRequestID       = "request-id"
+	HeaderTenantID        = "tenant-id"
+	HeaderCorrelationID   = "msgx-correlation-id"
+	HeaderPartitionKey    = "msgx-partition-key"
+	HeaderEventID         = "msgx-event-id"
+	HeaderRedeliveryCount = "msgx-redelivery-count"
+
+	// HeaderNotBefore holds the earliest delivery time in Unix milliseconds.
+	HeaderNotBefore = "msgx-not-before"
+	// HeaderForGroup restricts a requeued copy to the group that requeued it.
+	HeaderForGroup = "msgx-for-group"
+)
+
+// ControlHeaders are the headers the port uses to steer a message
+// (redelivery count, not-before time, addressed group). They travel on the
+// wire but never reach a handler, and a send never carries the sender's
+// values of them.
+var ControlHeaders = [...]string{HeaderRedeliveryCount, HeaderNotBefore, HeaderForGroup}
