@@ -38,6 +38,11 @@ type Subscription struct {
 	// Prefetch bounds unsettled deliveries held from the broker (default
 	// 2×Concurrency, or 2×BatchSize for batch listeners).
 	Prefetch int
+	// MaxParked is the room for delayed deliveries (SendDelayed, a requeue's
+	// backoff) waiting in the port-local scheduler, on top of Prefetch: up to
+	// that many of them never slow down other keys (default Prefetch, at
+	// least 16). More than that fill the prefetch window until they are due.
+	MaxParked int
 	// BatchSize is the largest batch handed to a BatchHandler (default 100).
 	BatchSize int
 	// Retry overrides the broker's retry policy when MaxAttempts > 0.
@@ -70,6 +75,7 @@ type Listener struct {
 	// epoch is the base of the handler timings: time.Since reads only the
 	// monotonic clock, half the cost of time.Now, and it runs twice per message.
 	epoch   time.Time
+	sched   scheduler // owned by the receive loop
 	stopped sync.Once
 	stopErr error
 	stuck   atomic.Int64 // deliveries held because settlement and release failed
@@ -120,13 +126,22 @@ func (b *Broker) listen(ctx context.Context, sub Subscription, h Handler, bh Bat
 	if sub.DeadLetterTopic == "" {
 		sub.DeadLetterTopic = sub.Topic + b.opts.dlqSuffix
 	}
+	if sub.MaxParked <= 0 {
+		sub.MaxParked = max(sub.Prefetch, 16)
+	}
+	// Parked deliveries stay unsettled: the adapter's window has room for
+	// them on top of the prefetch, so that they do not stop other keys.
+	window := sub.Prefetch
+	if !b.Capabilities().NativeDelay {
+		window += sub.MaxParked
+	}
 	retry := b.opts.retry
 	if sub.Retry.MaxAttempts > 0 {
 		retry = sub.Retry
 	}
 	ds, err := b.drv.Subscribe(ctx, driver.SubscriptionSpec{
 		Topic: sub.Topic, Group: sub.Group, DeadLetterTopic: sub.DeadLetterTopic,
-		Expiry: sub.Expiry, Prefetch: sub.Prefetch,
+		Expiry: sub.Expiry, Prefetch: window,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("broker %s: subscribe %q/%q: %w", b.name, sub.Topic, sub.Group, err)
@@ -159,6 +174,7 @@ func (l *Listener) receive() {
 	var t tally // the counts of the handlers run on this goroutine
 	defer func() {
 		l.met.flush(&t)
+		l.unpark()
 		for _, c := range l.work {
 			close(c)
 		}
@@ -175,11 +191,19 @@ func (l *Listener) receive() {
 	}
 	failures := 0
 	for {
+		if due := l.due(); len(due) > 0 && !l.handle(due, &t) {
+			return
+		}
 		l.met.flush(&t) // before Receive may block
-		raw, err := l.ds.Receive(l.recvCtx, max)
+		rctx, cancel := l.receiveContext()
+		raw, err := l.ds.Receive(rctx, max)
+		cancel()
 		if err != nil {
 			if l.recvCtx.Err() != nil || errors.Is(err, driver.ErrClosed) {
 				return
+			}
+			if rctx.Err() != nil {
+				continue // a parked delivery is due
 			}
 			failures++
 			l.b.report(Event{Topic: l.sub.Topic, Group: l.sub.Group, Err: fmt.Errorf("receive: %w", err)})
@@ -194,35 +218,47 @@ func (l *Listener) receive() {
 		failures = 0
 		// One allocation for the whole receive instead of one per delivery.
 		backing := make([]Delivery, len(raw))
+		ds := make([]*Delivery, 0, len(raw))
 		for i, r := range raw {
-			initDelivery(&backing[i], r, l)
+			d := &backing[i]
+			initDelivery(d, r, l)
+			// Deliveries requeued by another group on a re-publishing broker
+			// are not ours; early ones wait in the scheduler.
+			if !l.foreign(d, &t) && !l.parkIfEarly(d) {
+				ds = append(ds, d)
+			}
 		}
 		l.met.received.Add(float64(len(raw)))
-		if l.bh != nil {
-			// A batch listener has one worker: the receive loop itself.
-			ds := make([]*Delivery, len(backing))
-			for i := range backing {
-				ds[i] = &backing[i]
-			}
-			l.processBatch(ds, &t)
-			continue
-		}
-		var since time.Duration // Receive may have waited: read the clock anew
-		for i := range backing {
-			d := &backing[i]
-			if l.recvCtx.Err() != nil {
-				return // stopping: what has not started stays unsettled
-			}
-			if l.work == nil {
-				// One worker: run it here and save a goroutine hand-off per message.
-				since = l.process(d, &t, since)
-				continue
-			}
-			if !l.dispatch(l.workerFor(d), d) {
-				return
-			}
+		if len(ds) > 0 && !l.handle(ds, &t) {
+			return
 		}
 	}
+}
+
+// handle runs the handlers of ds: a batch listener's at once, otherwise on
+// this goroutine (one worker) or on the workers. It reports false when the
+// listener is stopping.
+func (l *Listener) handle(ds []*Delivery, t *tally) bool {
+	if l.bh != nil {
+		// A batch listener has one worker: the receive loop itself.
+		l.processBatch(ds, t)
+		return true
+	}
+	var since time.Duration // Receive may have waited: read the clock anew
+	for _, d := range ds {
+		if l.recvCtx.Err() != nil {
+			return false // stopping: what has not started stays unsettled
+		}
+		if l.work == nil {
+			// One worker: run it here and save a goroutine hand-off per message.
+			since = l.process(d, t, since)
+			continue
+		}
+		if !l.dispatch(l.workerFor(d), d) {
+			return false
+		}
+	}
+	return true
 }
 
 // workerFor picks the worker for a delivery: the same key always goes to the same
@@ -305,17 +341,6 @@ func (l *Listener) process(d *Delivery, t *tally, since time.Duration) time.Dura
 	if ctx.Err() != nil {
 		return 0 // stopping: leave it unsettled for redelivery
 	}
-	if l.foreign(d, t) {
-		return 0
-	}
-	if !l.b.caps.NativeDelay {
-		if nb, ok := d.notBeforeTime(); ok {
-			if !l.hold(ctx, nb) {
-				return 0
-			}
-			since = 0
-		}
-	}
 	start := since
 	if start == 0 {
 		start = time.Since(l.epoch)
@@ -341,25 +366,6 @@ func (l *Listener) processBatch(ds []*Delivery, t *tally) {
 	if ctx.Err() != nil {
 		return // stopping: leave it unsettled for redelivery
 	}
-	// Deliveries requeued by another group on a re-publishing broker are not ours.
-	kept := ds[:0]
-	var latest time.Time
-	for _, d := range ds {
-		if l.foreign(d, t) {
-			continue
-		}
-		if nb, ok := d.notBeforeTime(); ok && nb.After(latest) {
-			latest = nb
-		}
-		kept = append(kept, d)
-	}
-	ds = kept
-	if len(ds) == 0 {
-		return
-	}
-	if !l.b.caps.NativeDelay && !latest.IsZero() && !l.hold(ctx, latest) {
-		return
-	}
 	start := time.Since(l.epoch)
 	err := l.callBatch(ds)
 	t.observe(time.Since(l.epoch) - start)
@@ -381,23 +387,6 @@ func (l *Listener) foreign(d *Delivery, t *tally) bool {
 	}
 	l.settle(d, Ack, nil, t)
 	return true
-}
-
-// hold is the port-local scheduler: it keeps deliveries unsettled until their
-// not-before time. It reports false if the listener stopped meanwhile.
-func (l *Listener) hold(ctx context.Context, notBefore time.Time) bool {
-	wait := notBefore.Sub(l.b.opts.clock.Now())
-	if wait <= 0 {
-		return true
-	}
-	t := l.b.opts.clock.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 func (l *Listener) call(d *Delivery) (err error) {

@@ -16,6 +16,7 @@ type metrics struct {
 	settleErrors  *prometheus.CounterVec
 	released      *prometheus.CounterVec
 	stuck         *prometheus.GaugeVec
+	parked        *prometheus.GaugeVec
 	handler       *handlerHistogram
 	events        prometheus.Counter
 	eventsDropped prometheus.Counter
@@ -41,6 +42,8 @@ func newMetrics(reg prometheus.Registerer, adapter string) (*metrics, error) {
 			Help: "Deliveries whose settlement kept failing, given back to the broker for redelivery.", ConstLabels: cl}, []string{"topic", "group"}),
 		stuck: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "msgx_broker_stuck_deliveries",
 			Help: "Deliveries whose settlement and release both failed, held until their listener stops.", ConstLabels: cl}, []string{"topic", "group"}),
+		parked: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "msgx_broker_parked_deliveries",
+			Help: "Deliveries waiting in the port-local scheduler for their not-before time.", ConstLabels: cl}, []string{"topic", "group"}),
 		handler: &handlerHistogram{
 			desc:   prometheus.NewDesc("msgx_broker_handler_seconds", "Handler run time; for deliveries handled back to back, from the end of the previous handler (so with its acknowledgement, a fraction of a microsecond).", []string{"topic", "group"}, cl),
 			series: map[[2]string]*histogramSeries{},
@@ -53,7 +56,7 @@ func newMetrics(reg prometheus.Registerer, adapter string) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	cs := []prometheus.Collector{m.published, m.publishErrors, m.received, m.settledVec, m.settleErrors, m.released, m.stuck, m.handler, m.events, m.eventsDropped}
+	cs := []prometheus.Collector{m.published, m.publishErrors, m.received, m.settledVec, m.settleErrors, m.released, m.stuck, m.parked, m.handler, m.events, m.eventsDropped}
 	for i, c := range cs {
 		if err := reg.Register(c); err != nil {
 			for _, done := range cs[:i] {
@@ -143,6 +146,7 @@ type listenerMetrics struct {
 	settleErrors  prometheus.Counter
 	released      prometheus.Counter
 	stuck         prometheus.Gauge
+	parked        prometheus.Gauge
 	byDisposition [Conflict + 1]prometheus.Counter
 }
 
@@ -154,6 +158,7 @@ func (m *metrics) forListener(topic, group string) listenerMetrics {
 		settleErrors: m.settleErrors.WithLabelValues(topic, group),
 		released:     m.released.WithLabelValues(topic, group),
 		stuck:        m.stuck.WithLabelValues(topic, group),
+		parked:       m.parked.WithLabelValues(topic, group),
 	}
 	for d := Ack; d <= Conflict; d++ {
 		lm.byDisposition[d] = m.settledVec.WithLabelValues(topic, group, d.String())

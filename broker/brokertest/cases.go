@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/msgx/msgx/broker"
+	"github.com/msgx/msgx/internal/backoff"
 )
 
 var errTransient = errors.New("transient failure")
@@ -376,7 +377,7 @@ func caseConflict(t *testing.T, s *suite) {
 }
 
 // caseFailingSettlement: two poison messages whose dead-letter publish keeps
-// failing must not stop a consumer with the default prefetch: each failed
+// failing must not stop a consumer whose window holds two: each failed
 // settlement is released to the broker, and later messages are handled.
 func caseFailingSettlement(t *testing.T, s *suite) {
 	b := s.start(t)
@@ -387,7 +388,9 @@ func caseFailingSettlement(t *testing.T, s *suite) {
 		}
 		return nil
 	})
-	listen(t, b, broker.Subscription{Topic: topic, Group: "g", DeadLetterTopic: s.h.RefusedTopic()}, c.handle)
+	// A window of two: two held deliveries would fill it.
+	sub := broker.Subscription{Topic: topic, Group: "g", DeadLetterTopic: s.h.RefusedTopic(), Prefetch: 1, MaxParked: 1}
+	listen(t, b, sub, c.handle)
 	send(t, b, topic, msg("k1", "poison-1"), msg("k2", "poison-2"))
 	c.waitCount(t, "poison-1", 1)
 	c.waitCount(t, "poison-2", 1)
@@ -641,6 +644,46 @@ func caseDelay(t *testing.T, s *suite) {
 	c.waitFor(t, "delayed message", func() bool { return got.Load() != 0 })
 	if early := time.Unix(0, got.Load()).Sub(sent); early < delay {
 		t.Errorf("delivered after %v, want no earlier than %v", early, delay)
+	}
+}
+
+// caseDelayOtherKeys: a delayed message and a requeue waiting for its
+// backoff do not hold up other keys, even with one handler at a time.
+func caseDelayOtherKeys(t *testing.T, s *suite) {
+	const delay = 2 * time.Second
+	b := s.start(t)
+	topic := s.topic(t, "delaykeys")
+	var mu sync.Mutex
+	at := map[string][]time.Time{}
+	c := newCollector(func(d *broker.Delivery) error {
+		id := d.Header(broker.HeaderEventID)
+		mu.Lock()
+		defer mu.Unlock()
+		at[id] = append(at[id], time.Now())
+		if id == "retry" && len(at[id]) == 1 {
+			return errTransient
+		}
+		return nil
+	})
+	retry := backoff.Policy{MaxAttempts: 5, Initial: delay, Max: delay}
+	listen(t, b, broker.Subscription{Topic: topic, Group: "g", Retry: retry}, c.handle)
+	send(t, b, topic, msg("k-retry", "retry"))
+	c.waitCount(t, "retry", 1)
+	if err := b.SendDelayed(ctxT(t), topic, delay, msg("k-late", "late")); err != nil {
+		t.Fatalf("send delayed: %v", err)
+	}
+	send(t, b, topic, msg("k-other", "other"))
+	c.waitCount(t, "other", 1)
+	c.waitCount(t, "late", 1)
+	c.waitCount(t, "retry", 2)
+	mu.Lock()
+	defer mu.Unlock()
+	other := at["other"][0]
+	if !other.Before(at["late"][0]) {
+		t.Errorf("another key waited for a delayed message: handled %v after it", other.Sub(at["late"][0]))
+	}
+	if !other.Before(at["retry"][1]) {
+		t.Errorf("another key waited for a requeue's backoff: handled %v after it", other.Sub(at["retry"][1]))
 	}
 }
 

@@ -49,6 +49,7 @@ func Cases() []Case {
 		{21, "subscription expiry", "SubscriptionExpiry", caseSubscriptionExpiry},
 		{22, "failing settlement does not stall the consumer", "", caseFailingSettlement},
 		{23, "forwarded delivery carries no control headers", "", caseForwardedDelivery},
+		{24, "delayed message does not delay other keys", "", caseDelayOtherKeys},
 	}
 }
 
