@@ -444,3 +444,58 @@ func TestTwoBrokersOfOneNameOnOneRegistry(t *testing.T) {
 		t.Fatal("a second broker of the same name on one registry started")
 	}
 }
+
+// TestBatchExhaustionIsWholeBatch: a failing batch holding one message on its
+// last attempt and one on its first is dead-lettered whole, never split into
+// dead letters and requeues.
+func TestBatchExhaustionIsWholeBatch(t *testing.T) {
+	b := startMem(t, clock.Real{})
+	ctx := context.Background()
+	dead := make(chan string, 4)
+	if _, err := b.Listen(ctx, Subscription{Topic: "t.dlq", Group: "reader"}, func(_ context.Context, d *Delivery) error {
+		dead <- string(d.Payload)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	firstRun := make(chan struct{})
+	sendB := make(chan struct{})
+	var mu sync.Mutex
+	var batches [][]string
+	_, err := b.ListenBatch(ctx, Subscription{Topic: "t", Group: "g", BatchSize: 10, Retry: backoff.Policy{MaxAttempts: 2}},
+		func(_ context.Context, ds []*Delivery) error {
+			mu.Lock()
+			var ids []string
+			for _, d := range ds {
+				ids = append(ids, string(d.Payload))
+			}
+			batches = append(batches, ids)
+			n := len(batches)
+			mu.Unlock()
+			if n == 1 {
+				close(firstRun)
+				<-sendB // b is sent while a's first batch fails, so a's requeue lands behind it
+			}
+			return errors.New("batch failed")
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SendConfirmed(ctx, "t", &Message{Payload: []byte("a")}); err != nil {
+		t.Fatal(err)
+	}
+	waitChan(t, firstRun, "the first batch")
+	if err := b.SendConfirmed(ctx, "t", &Message{Payload: []byte("b")}); err != nil {
+		t.Fatal(err)
+	}
+	close(sendB)
+	got := map[string]bool{waitChan(t, dead, "a dead letter"): true, waitChan(t, dead, "a second dead letter"): true}
+	if !got["a"] || !got["b"] {
+		t.Fatalf("dead letters %v, want a and b", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(batches) != 2 || len(batches[1]) != 2 {
+		t.Errorf("batches %v, want [[a] [b a]]: the second batch was split", batches)
+	}
+}

@@ -354,7 +354,9 @@ func (l *Listener) process(d *Delivery, t *tally, since time.Duration) time.Dura
 	if !l.settles(disp, 1, err, t) {
 		return 0
 	}
-	if !l.settle(d, disp, err, t) || disp != Ack {
+	attempts := d.RedeliveryCount + 1
+	disp, err = l.exhaust(disp, err, attempts)
+	if !l.settle(d, disp, err, attempts, t) || disp != Ack {
 		return 0
 	}
 	return end
@@ -373,8 +375,17 @@ func (l *Listener) processBatch(ds []*Delivery, t *tally) {
 	if !l.settles(disp, len(ds), err, t) {
 		return
 	}
+	// One decision for the whole batch (exhaustion included): a batch never
+	// ends part dead-lettered and part requeued. Its attempts are those of the
+	// delivery that has been handled most often. A delivery whose settlement
+	// fails is released (see settleOne), so none stays held.
+	attempts := 0
 	for _, d := range ds {
-		l.settle(d, disp, err, t)
+		attempts = max(attempts, d.RedeliveryCount+1)
+	}
+	disp, err = l.exhaust(disp, err, attempts)
+	for _, d := range ds {
+		l.settle(d, disp, err, attempts, t)
 	}
 }
 
@@ -385,7 +396,7 @@ func (l *Listener) foreign(d *Delivery, t *tally) bool {
 	if g == "" || g == l.sub.Group {
 		return false
 	}
-	l.settle(d, Ack, nil, t)
+	l.settle(d, Ack, nil, d.RedeliveryCount+1, t)
 	return true
 }
 

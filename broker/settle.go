@@ -26,9 +26,19 @@ func (l *Listener) settles(disp Disposition, n int, cause error, t *tally) bool 
 	return true
 }
 
+// exhaust turns a requeue into a dead letter once the retry policy is
+// exhausted; attempts counts the handler runs (redelivery count + 1).
+func (l *Listener) exhaust(disp Disposition, cause error, attempts int) (Disposition, error) {
+	if disp == Requeue && l.retry.Exhausted(attempts) {
+		return DeadLetter, fmt.Errorf("retries exhausted after %d attempts: %w", attempts, cause)
+	}
+	return disp, cause
+}
+
 // settle settles one delivery and reports a failure on the lifecycle channel.
-func (l *Listener) settle(d *Delivery, disp Disposition, cause error, t *tally) bool {
-	if err := l.settleOne(d, disp, cause, t); err != nil {
+// attempts is the delivery's (or its batch's) handler runs.
+func (l *Listener) settle(d *Delivery, disp Disposition, cause error, attempts int, t *tally) bool {
+	if err := l.settleOne(d, disp, cause, attempts, t); err != nil {
 		l.b.report(Event{Topic: l.sub.Topic, Group: l.sub.Group, Err: err})
 		return false
 	}
@@ -43,7 +53,7 @@ func (l *Listener) settle(d *Delivery, disp Disposition, cause error, t *tally) 
 // the broker (which hands it to the group again) and the failure returned.
 // Only when the release fails too does the delivery stay held until the
 // subscription closes; that is counted as stuck.
-func (l *Listener) settleOne(d *Delivery, disp Disposition, cause error, t *tally) error {
+func (l *Listener) settleOne(d *Delivery, disp Disposition, cause error, attempts int, t *tally) error {
 	if l.closing.Load() {
 		t.settled[NoSettlement]++
 		return nil // stop ran out of time: cancelled handlers are not settled
@@ -51,11 +61,6 @@ func (l *Listener) settleOne(d *Delivery, disp Disposition, cause error, t *tall
 	if err := d.settled.claim(); err != nil {
 		t.settled[Conflict]++
 		return fmt.Errorf("settle %s: %w", disp, err)
-	}
-	attempts := d.RedeliveryCount + 1
-	if disp == Requeue && l.retry.Exhausted(attempts) {
-		disp = DeadLetter
-		cause = fmt.Errorf("retries exhausted after %d attempts: %w", attempts, cause)
 	}
 	m, delay := l.wireFor(d, disp, cause, attempts)
 	var err error
@@ -96,7 +101,7 @@ func (l *Listener) wireFor(d *Delivery, disp Disposition, cause error, attempts 
 	switch disp {
 	case Requeue:
 		m := d.copyForResend()
-		m.Headers[HeaderRedeliveryCount] = strconv.Itoa(d.RedeliveryCount + 1)
+		m.Headers[HeaderRedeliveryCount] = strconv.Itoa(attempts)
 		m.Headers[HeaderForGroup] = l.sub.Group
 		delay := l.retry.Delay(attempts)
 		if delay > 0 {
