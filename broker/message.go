@@ -73,7 +73,12 @@ type Delivery struct {
 	Message
 	// Topic and Group the delivery was consumed from.
 	Topic, Group string
-	// RedeliveryCount is 0 on the first delivery and grows by one per requeue.
+	// RedeliveryCount is the number of earlier handler attempts at this
+	// message that did not succeed: 0 on the first delivery, one more per
+	// requeue, and, where the adapter declares CountsRedeliveries, one more
+	// per attempt that ended without a settlement (a crash, a lost
+	// connection, a stop). The retry policy counts attempts as
+	// RedeliveryCount + 1.
 	RedeliveryCount int
 
 	notBefore int64  // Unix ms of the not-before control header, 0 if none

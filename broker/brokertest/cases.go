@@ -687,6 +687,53 @@ func caseDelayOtherKeys(t *testing.T, s *suite) {
 	}
 }
 
+// caseCountAfterCrash: a consumer dies while its handler runs (its
+// subscription goes away unsettled). The redelivery count the next consumer
+// sees includes that attempt where the adapter declares CountsRedeliveries,
+// and is unchanged otherwise; a failure after it counts one more either way.
+func caseCountAfterCrash(t *testing.T, s *suite) {
+	b1 := s.start(t)
+	topic := s.topic(t, "crashcount")
+	entered := make(chan struct{}, 1)
+	l1 := listen(t, b1, broker.Subscription{Topic: topic, Group: "g"}, func(ctx context.Context, d *broker.Delivery) error {
+		entered <- struct{}{}
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	send(t, b1, topic, msg("k", "crash"))
+	select {
+	case <-entered:
+	case <-time.After(timeout()):
+		t.Fatal("handler never entered")
+	}
+	stopListener(t, l1, 100*time.Millisecond)
+	stopBroker(t, b1)
+
+	want := 0
+	if s.caps.CountsRedeliveries {
+		want = 1
+	}
+	b2 := s.start(t)
+	var mu sync.Mutex
+	var counts []int
+	c := newCollector(func(d *broker.Delivery) error {
+		mu.Lock()
+		defer mu.Unlock()
+		counts = append(counts, d.RedeliveryCount)
+		if len(counts) == 1 {
+			return errTransient
+		}
+		return nil
+	})
+	listen(t, b2, broker.Subscription{Topic: topic, Group: "g", Retry: fastRetry(10)}, c.handle)
+	c.waitCount(t, "crash", 2)
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(counts) != fmt.Sprint([]int{want, want + 1}) {
+		t.Errorf("redelivery counts after a crash = %v, want %v (CountsRedeliveries %v)", counts, []int{want, want + 1}, s.caps.CountsRedeliveries)
+	}
+}
+
 func caseBurst(t *testing.T, s *suite) {
 	n := s.opts.BurstN
 	b := s.start(t)

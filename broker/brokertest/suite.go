@@ -50,6 +50,7 @@ func Cases() []Case {
 		{22, "failing settlement does not stall the consumer", "", caseFailingSettlement},
 		{23, "forwarded delivery carries no control headers", "", caseForwardedDelivery},
 		{24, "delayed message does not delay other keys", "", caseDelayOtherKeys},
+		{25, "redelivery count after a crash", "", caseCountAfterCrash},
 	}
 }
 

@@ -42,6 +42,13 @@ type Capabilities struct {
 	NativeDelay bool
 	// SubscriptionExpiry: a per-instance subscription disappears after a TTL.
 	SubscriptionExpiry bool
+	// CountsRedeliveries: the broker tells a delivery that was handed out
+	// before and not settled (a crash, a lost connection, a stop), so the
+	// redelivery count includes attempts that ended without a settlement.
+	// Without it the count is the number of failed attempts the port settled
+	// (requeues), and a message that kills its consumer every time is never
+	// dead-lettered.
+	CountsRedeliveries bool
 	// NativeKey: the broker carries the key in a field of its own, so the port
 	// does not mirror it into the msgx-partition-key header (handlers read
 	// Delivery.Key; a header the sender set explicitly still travels).

@@ -1,5 +1,7 @@
 package driver
 
+import "strconv"
+
 // Envelope header names: the one definition that the port and every adapter
 // use. Adapters carry them unchanged.
 const (
@@ -16,6 +18,18 @@ const (
 	// HeaderForGroup restricts a requeued copy to the group that requeued it.
 	HeaderForGroup = "msgx-for-group"
 )
+
+// CountRedelivery adds one to the redelivery count in h (allocated when
+// nil): an adapter whose broker tells that a delivery was handed out before
+// and not settled (a crash, a lost connection, a stop) counts that attempt.
+func CountRedelivery(h map[string]string) map[string]string {
+	if h == nil {
+		h = make(map[string]string, 1)
+	}
+	n, _ := strconv.Atoi(h[HeaderRedeliveryCount])
+	h[HeaderRedeliveryCount] = strconv.Itoa(max(n, 0) + 1)
+	return h
+}
 
 // ControlHeaders are the headers the port uses to steer a message
 // (redelivery count, not-before time, addressed group). They travel on the

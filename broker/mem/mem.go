@@ -114,6 +114,9 @@ type entry struct {
 	msg  *driver.Message
 	held *subscription // nil when not in flight
 	ep   uint64
+	// redelivered counts the times it was handed out and given back
+	// unsettled (a closed subscription, a cut connection).
+	redelivered int
 }
 
 type topic struct {
@@ -217,7 +220,7 @@ func New(s *Server) *Driver { return &Driver{s: s, subs: map[*subscription]struc
 
 // Capabilities implements driver.Broker.
 func (d *Driver) Capabilities() driver.Capabilities {
-	return driver.Capabilities{Persistent: true, PerKeyOrder: true, Batch: true, LoadBalance: true, Broadcast: true}
+	return driver.Capabilities{Persistent: true, PerKeyOrder: true, Batch: true, LoadBalance: true, Broadcast: true, CountsRedeliveries: true}
 }
 
 // Start implements driver.Broker.
@@ -370,7 +373,11 @@ func (s *subscription) take(e *entry) driver.Delivery {
 		}
 		h.n++
 	}
-	return &delivery{s: s, e: e, msg: clone(e.msg)}
+	m := clone(e.msg)
+	for range e.redelivered {
+		m.Headers = driver.CountRedelivery(m.Headers)
+	}
+	return &delivery{s: s, e: e, msg: m}
 }
 
 // untake ends s's hold of e.
@@ -393,6 +400,7 @@ func (s *subscription) giveBack(es []*entry) {
 	}
 	for _, e := range es {
 		s.untake(e)
+		e.redelivered++
 	}
 	merged := append(es, s.g.pending...)
 	slices.SortFunc(merged, func(a, b *entry) int { return cmp.Compare(a.seq, b.seq) })

@@ -207,7 +207,7 @@ func New(server string, opts ...Option) (*Driver, error) {
 // messages between them, so there is no per-key order; there are no native
 // batches, delays, dead letters or subscription expiry.
 func (d *Driver) Capabilities() driver.Capabilities {
-	return driver.Capabilities{Persistent: true, LoadBalance: true, Broadcast: true}
+	return driver.Capabilities{Persistent: true, LoadBalance: true, Broadcast: true, CountsRedeliveries: true}
 }
 
 // Errors implements driver.Broker: lost connections and failed reconnection

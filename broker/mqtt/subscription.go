@@ -238,6 +238,11 @@ func (s *subscription) subscribe(cm *autopaho.ConnectionManager) {
 func (s *subscription) onPublish(pr paho.PublishReceived) (bool, error) {
 	p := pr.Packet
 	msg := fromPublish(p)
+	if p.Duplicate() {
+		// The broker sent it before and got no PUBACK: an attempt that ended
+		// without a settlement (a crash, a lost connection, a stop).
+		msg.Headers = driver.CountRedelivery(msg.Headers)
+	}
 	s.mu.Lock()
 	if s.closed || !s.connected {
 		// The broker sends it again when the session resumes.

@@ -86,6 +86,7 @@ func (d *Driver) Capabilities() driver.Capabilities {
 		LoadBalance:        true,
 		Broadcast:          d.o.retention != jetstream.WorkQueuePolicy,
 		SubscriptionExpiry: true,
+		CountsRedeliveries: true,
 	}
 }
 

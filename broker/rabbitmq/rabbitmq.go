@@ -228,6 +228,7 @@ func (d *Driver) Capabilities() driver.Capabilities {
 		LoadBalance:        true,
 		Broadcast:          true,
 		SubscriptionExpiry: true,
+		CountsRedeliveries: true,
 	}
 }
 

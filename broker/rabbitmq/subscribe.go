@@ -343,6 +343,11 @@ func (s *subscription) wrap(c *consumer, m *amqp.Delivery) *delivery {
 	} else {
 		msg.Key = msg.Headers[driver.HeaderPartitionKey]
 	}
+	if m.Redelivered {
+		// Handed out before and not acknowledged: an attempt that ended
+		// without a settlement (a crash, a lost channel, a stop).
+		driver.CountRedelivery(msg.Headers)
+	}
 	return &delivery{s: s, c: c, tag: m.DeliveryTag, msg: msg}
 }
 

@@ -123,6 +123,7 @@ func render(reports []brokertest.Report) []byte {
 		{"Broadcast", func(r brokertest.Report) bool { return r.Capabilities.Broadcast }},
 		{"NativeDelay", func(r brokertest.Report) bool { return r.Capabilities.NativeDelay }},
 		{"SubscriptionExpiry", func(r brokertest.Report) bool { return r.Capabilities.SubscriptionExpiry }},
+		{"CountsRedeliveries", func(r brokertest.Report) bool { return r.Capabilities.CountsRedeliveries }},
 		{"NativeKey", func(r brokertest.Report) bool { return r.Capabilities.NativeKey }},
 	}
 	for _, c := range caps {
