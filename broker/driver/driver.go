@@ -8,6 +8,7 @@ package driver
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 )
 
@@ -138,3 +139,28 @@ var ErrClosed = errors.New("subscription closed")
 // holds (its connection, channel or partition is gone): the broker redelivers
 // it anyway, so there is nothing left to settle or release.
 var ErrNotHeld = errors.New("delivery no longer held by this consumer; the broker redelivers it")
+
+// ErrSettled is returned by a second settlement of a delivery: it does
+// nothing (no second acknowledgement, no second dead letter).
+var ErrSettled = errors.New("delivery already settled")
+
+// SettleGuard lets an adapter's delivery refuse a second settlement. Check
+// before a settlement's first effect (a dead-letter publish), Claim right
+// before the acknowledgement itself.
+type SettleGuard struct{ done atomic.Bool }
+
+// Check returns ErrSettled once the delivery was claimed.
+func (g *SettleGuard) Check() error {
+	if g.done.Load() {
+		return ErrSettled
+	}
+	return nil
+}
+
+// Claim marks the delivery settled; it returns ErrSettled if it already was.
+func (g *SettleGuard) Claim() error {
+	if !g.done.CompareAndSwap(false, true) {
+		return ErrSettled
+	}
+	return nil
+}

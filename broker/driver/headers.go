@@ -31,6 +31,13 @@ func CountRedelivery(h map[string]string) map[string]string {
 	return h
 }
 
+// DeadLetterGroup is the group under which adapters keep a dead-letter
+// topic's messages for a reader that subscribes later, on brokers that keep
+// nothing for a topic without subscribers (RabbitMQ, MQTT, Pulsar): listen to
+// the dead-letter topic in this group to read them. On brokers that retain a
+// topic's messages for new groups (Kafka, NATS) any group reads them.
+const DeadLetterGroup = "msgx-dead-letters"
+
 // ControlHeaders are the headers the port uses to steer a message
 // (redelivery count, not-before time, addressed group). They travel on the
 // wire but never reach a handler, and a send never carries the sender's

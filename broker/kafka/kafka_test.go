@@ -123,6 +123,20 @@ func (h *harness) UnreachableDriver(context.Context) (driver.Broker, error) {
 	return kafka.New(kafka.SeedBrokers(addr), kafka.WithStartTimeout(5*time.Second), kafka.WithLogger(h.c.logger)), nil
 }
 
+func (h *harness) network() brokertest.ProxyNetwork {
+	ps := make(brokertest.ProxyNetwork, 0, len(h.c.proxies))
+	for _, p := range h.c.proxies {
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+func (h *harness) Stall(ctx context.Context) (func(), error) { return h.network().Stall(ctx) }
+
+func (h *harness) Latency(ctx context.Context, d time.Duration) (func(), error) {
+	return h.network().Latency(ctx, d)
+}
+
 func (h *harness) Outage(context.Context) (func(), error) {
 	for _, p := range h.c.proxies {
 		p.Cut()

@@ -117,6 +117,9 @@ type entry struct {
 	// redelivered counts the times it was handed out and given back
 	// unsettled (a closed subscription, a cut connection).
 	redelivered int
+	// take counts the times it was handed out: a delivery settles only the
+	// take it came from, never a later one of the same entry.
+	take uint64
 }
 
 type topic struct {
@@ -364,6 +367,7 @@ func (s *subscription) mayTake(e *entry) bool {
 func (s *subscription) take(e *entry) driver.Delivery {
 	e.held = s
 	e.ep = s.d.s.epoch
+	e.take++
 	s.inflight[e] = struct{}{}
 	if k := e.msg.Key; k != "" {
 		h := s.g.keys[k]
@@ -377,7 +381,7 @@ func (s *subscription) take(e *entry) driver.Delivery {
 	for range e.redelivered {
 		m.Headers = driver.CountRedelivery(m.Headers)
 	}
-	return &delivery{s: s, e: e, msg: m}
+	return &delivery{s: s, e: e, msg: m, take: e.take}
 }
 
 // untake ends s's hold of e.
@@ -431,9 +435,10 @@ func (s *subscription) Close(context.Context) error {
 }
 
 type delivery struct {
-	s   *subscription
-	e   *entry
-	msg *driver.Message
+	s    *subscription
+	e    *entry
+	msg  *driver.Message
+	take uint64
 }
 
 func (d *delivery) Message() *driver.Message { return d.msg }
@@ -447,7 +452,7 @@ func (d *delivery) held() error {
 	if srv.down {
 		return ErrUnavailable
 	}
-	if d.e.held != d.s || d.e.ep != srv.epoch || d.s.closed {
+	if d.e.held != d.s || d.e.ep != srv.epoch || d.e.take != d.take || d.s.closed {
 		return ErrConnectionLost
 	}
 	return nil
@@ -504,7 +509,7 @@ func (d *delivery) DeadLetter(_ context.Context, msg *driver.Message) error {
 		srv.mu.Unlock()
 		return ErrServerClosed
 	}
-	if d.e.held != d.s || d.e.ep != srv.epoch {
+	if d.e.held != d.s || d.e.ep != srv.epoch || d.e.take != d.take {
 		srv.mu.Unlock()
 		return ErrConnectionLost
 	}

@@ -7,6 +7,8 @@ import (
 
 	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/eclipse/paho.golang/paho"
+
+	"github.com/msgx/msgx/broker/driver"
 )
 
 // DeadLetterGroup is the group whose session keeps a dead-letter topic's
@@ -15,7 +17,7 @@ import (
 // session of this group is subscribed to the dead-letter topic: that of the
 // group's slot 0 on this instance (see ClientID). Listening to the dead-letter
 // topic in this group, on the same instance id, reads what it kept.
-const DeadLetterGroup = "msgx-dead-letters"
+const DeadLetterGroup = driver.DeadLetterGroup
 
 // reasonNoSubscribers is the PUBACK reason code 0x10: accepted, but nobody
 // subscribes, so the broker dropped it.

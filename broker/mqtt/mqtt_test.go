@@ -58,6 +58,14 @@ func (h *harness) UnreachableDriver(context.Context) (driver.Broker, error) {
 	return mqtt.New(addr, mqtt.WithInstanceID(h.instance+"-unreachable"), mqtt.WithConnectTimeout(2*time.Second))
 }
 
+func (h *harness) Stall(ctx context.Context) (func(), error) {
+	return brokertest.ProxyNetwork{h.proxy}.Stall(ctx)
+}
+
+func (h *harness) Latency(ctx context.Context, d time.Duration) (func(), error) {
+	return brokertest.ProxyNetwork{h.proxy}.Latency(ctx, d)
+}
+
 func (h *harness) Outage(context.Context) (func(), error) {
 	h.proxy.Cut()
 	return h.proxy.Restore, nil

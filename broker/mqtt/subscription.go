@@ -400,6 +400,8 @@ func (s *subscription) live(dl *delivery) error {
 
 func (s *subscription) liveLocked(dl *delivery) error {
 	switch {
+	case dl.e != nil && dl.e.acked:
+		return driver.ErrSettled
 	case s.closed:
 		return fmt.Errorf("%w: subscription closed before the acknowledgement: %w", ErrConnectionLost, driver.ErrNotHeld)
 	case dl.e != nil && (!s.connected || dl.gen != s.gen):

@@ -157,7 +157,8 @@ type Driver struct {
 	closed    bool
 	producers map[string]*producerSlot
 	subs      map[*subscription]struct{}
-	retiring  sync.WaitGroup // producers being closed after a failure
+	kept      map[string]bool // dead-letter topics with a keeping subscription
+	retiring  sync.WaitGroup  // producers being closed after a failure
 
 	errs        chan error
 	stop        chan struct{}
@@ -185,7 +186,7 @@ func New(serviceURL string, opts ...Option) *Driver {
 	}
 	return &Driver{
 		url: serviceURL, opts: o,
-		producers: map[string]*producerSlot{}, subs: map[*subscription]struct{}{},
+		producers: map[string]*producerSlot{}, subs: map[*subscription]struct{}{}, kept: map[string]bool{},
 		errs: make(chan error, 16), stop: make(chan struct{}),
 	}
 }

@@ -99,6 +99,14 @@ func closedPort() string {
 	return addr
 }
 
+func (h *harness) Stall(ctx context.Context) (func(), error) {
+	return brokertest.ProxyNetwork{h.proxy}.Stall(ctx)
+}
+
+func (h *harness) Latency(ctx context.Context, d time.Duration) (func(), error) {
+	return brokertest.ProxyNetwork{h.proxy}.Latency(ctx, d)
+}
+
 func (h *harness) Outage(context.Context) (func(), error) {
 	h.proxy.Cut()
 	return h.proxy.Restore, nil
@@ -144,7 +152,7 @@ func queueExists(admin *amqp.Connection, queue string) (bool, error) {
 }
 
 // tckGroups are the group names the suite uses.
-var tckGroups = []string{"g", "ga", "gb", "dlq-reader"}
+var tckGroups = []string{"g", "ga", "gb", "x", "y", "fwd", driver.DeadLetterGroup}
 
 // cleanup deletes what the suite's topics left behind: exchanges, group
 // queues and dead-letter queues, one level of dead letters deep.
@@ -157,7 +165,7 @@ func (h *harness) cleanup() {
 }
 
 func deleteTopic(admin *amqp.Connection, topic string, groups ...string) {
-	for _, name := range []string{topic, topic + ".dlq"} {
+	for _, name := range []string{topic, topic + ".dlq", topic + ".dlq.dlq"} {
 		for _, g := range groups {
 			_ = onAdmin(admin, func(ch *amqp.Channel) error {
 				_, err := ch.QueueDelete(rabbitmq.QueueName(name, g), false, false, false)

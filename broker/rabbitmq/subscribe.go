@@ -73,7 +73,8 @@ func (d *Driver) declare(conn *amqp.Connection, spec driver.SubscriptionSpec, qu
 }
 
 // declareDeadLetter declares the dead-letter exchange and, unless disabled,
-// a queue of the same name that keeps dead letters until someone reads them.
+// the queue of its driver.DeadLetterGroup, which keeps dead letters until
+// someone reads them (by listening to the dead-letter topic in that group).
 func (d *Driver) declareDeadLetter(conn *amqp.Connection, topic string) error {
 	return onChannel(conn, func(ch *amqp.Channel) error {
 		if err := ch.ExchangeDeclare(topic, amqp.ExchangeFanout, true, false, false, false, nil); err != nil {
@@ -82,10 +83,11 @@ func (d *Driver) declareDeadLetter(conn *amqp.Connection, topic string) error {
 		if !d.opts.deadLetterQueue {
 			return nil
 		}
-		if _, err := ch.QueueDeclare(topic, true, false, false, false, nil); err != nil {
+		queue := QueueName(topic, driver.DeadLetterGroup)
+		if _, err := ch.QueueDeclare(queue, true, false, false, false, nil); err != nil {
 			return err
 		}
-		return ch.QueueBind(topic, "", topic, false, nil)
+		return ch.QueueBind(queue, "", topic, false, nil)
 	})
 }
 
@@ -373,10 +375,11 @@ func headerString(v any) (string, bool) {
 }
 
 type delivery struct {
-	s   *subscription
-	c   *consumer
-	tag uint64
-	msg *driver.Message
+	s     *subscription
+	c     *consumer
+	tag   uint64
+	msg   *driver.Message
+	guard driver.SettleGuard // a second ack of a tag would close the channel
 }
 
 func (d *delivery) Message() *driver.Message { return d.msg }
@@ -387,6 +390,9 @@ func (d *delivery) Ack(context.Context) error { return d.ack() }
 func (d *delivery) ack() error {
 	if d.c.dead() {
 		return ErrDeliveryChannelClosed
+	}
+	if err := d.guard.Claim(); err != nil {
+		return err
 	}
 	if err := d.c.ch.Ack(d.tag, false); err != nil {
 		if errors.Is(err, amqp.ErrClosed) {
@@ -403,8 +409,11 @@ func (d *delivery) ack() error {
 // publish fails, basic.nack gives it back where it was.
 func (d *delivery) Release(ctx context.Context, msg *driver.Message, delay time.Duration) error {
 	err := d.Requeue(ctx, msg, delay)
-	if err == nil || errors.Is(err, driver.ErrNotHeld) {
+	if err == nil || errors.Is(err, driver.ErrNotHeld) || errors.Is(err, driver.ErrSettled) {
 		return err
+	}
+	if cerr := d.guard.Claim(); cerr != nil {
+		return cerr
 	}
 	if nerr := d.c.ch.Nack(d.tag, false, true); nerr != nil {
 		if errors.Is(nerr, amqp.ErrClosed) {
@@ -419,6 +428,9 @@ func (d *delivery) Release(ctx context.Context, msg *driver.Message, delay time.
 // group's own queue, then an ack of the original. The port's scheduler honours
 // the not-before header, so delay needs no broker feature.
 func (d *delivery) Requeue(ctx context.Context, msg *driver.Message, _ time.Duration) error {
+	if err := d.guard.Check(); err != nil {
+		return err
+	}
 	if d.c.dead() {
 		// Publishing a copy now would duplicate the original the broker
 		// already redelivers.
@@ -433,6 +445,9 @@ func (d *delivery) Requeue(ctx context.Context, msg *driver.Message, _ time.Dura
 // DeadLetter implements driver.Delivery: a confirmed, mandatory publish to the
 // dead-letter exchange, then an ack. If the publish fails nothing is acked.
 func (d *delivery) DeadLetter(ctx context.Context, msg *driver.Message) error {
+	if err := d.guard.Check(); err != nil {
+		return err
+	}
 	if d.c.dead() {
 		return ErrDeliveryChannelClosed
 	}
