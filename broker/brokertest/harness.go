@@ -75,6 +75,12 @@ func (ps ProxyNetwork) Latency(_ context.Context, d time.Duration) (func(), erro
 	}, nil
 }
 
+// Targeted is implemented by harnesses that say what the suite runs against
+// (a local server, an in-process double); the matrix shows it.
+type Targeted interface {
+	Target() string
+}
+
 // ExpiryChecker is implemented by harnesses of adapters that declare
 // SubscriptionExpiry: it tells whether the broker still holds a subscription.
 type ExpiryChecker interface {

@@ -111,7 +111,7 @@ func Run(t *testing.T, h Harness, opts Options) {
 		mu.Unlock()
 	}
 	if dir := os.Getenv("MSGX_TCK_REPORT"); dir != "" {
-		writeReport(t, dir, h.Name(), s.caps, results)
+		writeReport(t, dir, h, s.caps, results)
 	}
 }
 
@@ -138,16 +138,22 @@ func capability(c broker.Capabilities, name string) bool {
 // Report is what Run writes for one adapter.
 type Report struct {
 	Adapter      string              `json:"adapter"`
+	Target       string              `json:"target,omitempty"`
 	Capabilities broker.Capabilities `json:"capabilities"`
 	Results      []Result            `json:"results"`
 }
 
-func writeReport(t *testing.T, dir, adapter string, caps broker.Capabilities, results []Result) {
+func writeReport(t *testing.T, dir string, h Harness, caps broker.Capabilities, results []Result) {
+	adapter := h.Name()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Errorf("tck report: %v", err)
 		return
 	}
-	data, err := json.MarshalIndent(Report{Adapter: adapter, Capabilities: caps, Results: results}, "", "  ")
+	r := Report{Adapter: adapter, Capabilities: caps, Results: results}
+	if tg, ok := h.(Targeted); ok {
+		r.Target = tg.Target()
+	}
+	data, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		t.Errorf("tck report: %v", err)
 		return

@@ -109,6 +109,8 @@ type harness struct {
 
 func (h *harness) Name() string { return "kafka" }
 
+func (h *harness) Target() string { return "kfake, in-process Kafka wire protocol" }
+
 func (h *harness) NewDriver(context.Context) (driver.Broker, error) { return h.c.driver(), nil }
 
 func (h *harness) UnreachableDriver(context.Context) (driver.Broker, error) {

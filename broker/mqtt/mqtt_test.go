@@ -34,6 +34,8 @@ type harness struct {
 
 func (h *harness) Name() string { return "mqtt" }
 
+func (h *harness) Target() string { return "local Mosquitto" }
+
 func (h *harness) NewDriver(context.Context) (driver.Broker, error) {
 	return mqtt.New(h.proxy.Addr(),
 		mqtt.WithInstanceID(h.instance),

@@ -122,6 +122,8 @@ func (h *harness) deleteStreams(t *testing.T) {
 
 func (h *harness) Name() string { return "nats" }
 
+func (h *harness) Target() string { return "local nats-server" }
+
 func (h *harness) NewDriver(context.Context) (driver.Broker, error) {
 	return natsbroker.New(append([]natsbroker.Option{natsbroker.WithURL("nats://" + h.proxy.Addr())}, h.opts...)...), nil
 }

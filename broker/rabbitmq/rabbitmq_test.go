@@ -72,6 +72,8 @@ func newHarness(t *testing.T) *harness {
 
 func (h *harness) Name() string { return "rabbitmq" }
 
+func (h *harness) Target() string { return "local RabbitMQ" }
+
 func (h *harness) options(extra ...rabbitmq.Option) []rabbitmq.Option {
 	return append([]rabbitmq.Option{
 		rabbitmq.WithURL(url(h.proxy.Addr())),
