@@ -19,6 +19,16 @@ import (
 
 var errTransient = errors.New("transient failure")
 
+// waitEntered waits until a handler signals on entered.
+func waitEntered(t *testing.T, entered <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-entered:
+	case <-time.After(timeout()):
+		t.Fatal("handler never entered")
+	}
+}
+
 func caseConfirmedPublish(t *testing.T, s *suite) {
 	b := s.start(t)
 	topic := s.topic(t, "confirm")
@@ -178,11 +188,7 @@ func caseCompletionBeforeAck(t *testing.T, s *suite) {
 	}
 	l1 := listen(t, b1, broker.Subscription{Topic: topic, Group: "g"}, blocking)
 	send(t, b1, topic, msg("k", "blocked"))
-	select {
-	case <-entered:
-	case <-time.After(timeout()):
-		t.Fatal("handler never entered")
-	}
+	waitEntered(t, entered)
 	stopListener(t, l1, 200*time.Millisecond)
 	stopBroker(t, b1)
 
@@ -353,11 +359,7 @@ func caseCancellation(t *testing.T, s *suite) {
 	mu.Unlock()
 
 	send(t, b1, topic, msg("k", "cx"))
-	select {
-	case <-entered:
-	case <-time.After(timeout()):
-		t.Fatal("handler never entered")
-	}
+	waitEntered(t, entered)
 	stopListener(t, l1, 200*time.Millisecond)
 
 	b2 := s.start(t)
@@ -385,11 +387,7 @@ func caseConflict(t *testing.T, s *suite) {
 		return errors.Join(broker.Poison(errors.New("bad")), ctx.Err())
 	})
 	send(t, b1, topic, msg("k", "cf"))
-	select {
-	case <-entered:
-	case <-time.After(timeout()):
-		t.Fatal("handler never entered")
-	}
+	waitEntered(t, entered)
 	stopListener(t, l1, 200*time.Millisecond)
 	waitEvent(t, b1, "conflicting disposition", func(e broker.Event) bool { return errors.Is(e.Err, broker.ErrConflictingDisposition) })
 
@@ -812,11 +810,7 @@ func caseCountAfterCrash(t *testing.T, s *suite) {
 		return ctx.Err()
 	})
 	send(t, b1, topic, msg("k", "crash"))
-	select {
-	case <-entered:
-	case <-time.After(timeout()):
-		t.Fatal("handler never entered")
-	}
+	waitEntered(t, entered)
 	stopListener(t, l1, 100*time.Millisecond)
 	stopBroker(t, b1)
 

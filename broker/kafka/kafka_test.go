@@ -94,6 +94,17 @@ func (c *cluster) driver(opts ...kafka.Option) *kafka.Driver {
 	}, opts...)...)
 }
 
+// started returns a started driver, closed at the end of the test.
+func (c *cluster) started(t *testing.T, ctx context.Context, opts ...kafka.Option) *kafka.Driver {
+	t.Helper()
+	d := c.driver(opts...)
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close(context.Background()) })
+	return d
+}
+
 func (c *cluster) createTopic(ctx context.Context, name string, parts int32) error {
 	resp, err := c.adm.CreateTopic(ctx, parts, -1, nil, name)
 	if err != nil {
@@ -446,11 +457,7 @@ func TestReceiveWaitsForRoomAndASettlementWakesIt(t *testing.T) {
 	if err := c.createTopic(ctx, topic, 1); err != nil {
 		t.Fatal(err)
 	}
-	d := c.driver()
-	if err := d.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close(context.Background())
+	d := c.started(t, ctx)
 	msgs := make([]*driver.Message, 6)
 	for i := range msgs {
 		msgs[i] = &driver.Message{Key: "k", Payload: []byte{byte('0' + i)}}
@@ -534,11 +541,7 @@ func TestReleaseRewindsWhenRepublishFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := c.driver()
-	if err := d.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close(context.Background())
+	d := c.started(t, ctx)
 	if err := d.Publish(ctx, topic, []*driver.Message{{Payload: []byte("a")}, {Payload: []byte("b")}}); err != nil {
 		t.Fatal(err)
 	}
@@ -592,11 +595,7 @@ func TestSubscribeCreatesTheDeadLetterTopic(t *testing.T) {
 	if err := c.createTopic(ctx, topic, 1); err != nil {
 		t.Fatal(err)
 	}
-	d := c.driver()
-	if err := d.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close(context.Background())
+	d := c.started(t, ctx)
 	sub, err := d.Subscribe(ctx, driver.SubscriptionSpec{Topic: topic, Group: "g-" + randomSuffix(), DeadLetterTopic: topic + ".dlq"})
 	if err != nil {
 		t.Fatal(err)
@@ -618,11 +617,7 @@ func TestDeclaredTopicIsCreatedWithItsConfigs(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	topic := "state-" + randomSuffix()
-	d := c.driver(kafka.WithTopic(topic, 3, map[string]string{"cleanup.policy": "compact"}))
-	if err := d.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close(context.Background())
+	c.started(t, ctx, kafka.WithTopic(topic, 3, map[string]string{"cleanup.policy": "compact"}))
 	details, err := c.adm.ListTopics(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
