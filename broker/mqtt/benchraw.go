@@ -43,7 +43,7 @@ func BenchAdapter(server string, prefetch int) brokerbench.Adapter {
 			return rawSubscribe(ctx, c, topic, group)
 		},
 		NewDriver: func(context.Context) (driver.Broker, error) {
-			return New(server, WithInstanceID(instance), WithSessionExpiry(benchSessionExpiry))
+			return New(server, WithInstanceID(instance), WithSessionExpiry(benchSessionExpiry), WithDeadLetterExpiry(benchSessionExpiry))
 		},
 		NewRaw: func(context.Context) (brokerbench.Raw, error) {
 			return &BenchRaw{server: server, instance: instance, prefetch: prefetch}, nil
