@@ -218,7 +218,7 @@ func (d *Driver) Start(ctx context.Context) error {
 		URL:               d.url,
 		OperationTimeout:  d.opts.operationTimeout,
 		ConnectionTimeout: d.opts.connectionTimeout,
-		Logger:            plog.NewLoggerWithSlog(slog.New(minLevel{h: d.opts.logger.Handler(), min: slog.LevelWarn})),
+		Logger:            ClientLogger(d.opts.logger),
 		MetricsRegisterer: d.opts.registerer,
 	}
 	if d.opts.client != nil {
@@ -517,6 +517,12 @@ func (d *Driver) Close(ctx context.Context) error {
 	}
 	close(d.errs)
 	return err
+}
+
+// ClientLogger is the pulsar-client-go logger the adapter gives its client:
+// l, at warn level and above.
+func ClientLogger(l *slog.Logger) plog.Logger {
+	return plog.NewLoggerWithSlog(slog.New(minLevel{h: l.Handler(), min: slog.LevelWarn}))
 }
 
 // minLevel passes on records at or above min: the client library logs every
