@@ -169,10 +169,12 @@ func (h *harness) cleanup() {
 func deleteTopic(admin *amqp.Connection, topic string, groups ...string) {
 	for _, name := range []string{topic, topic + ".dlq", topic + ".dlq.dlq"} {
 		for _, g := range groups {
-			_ = onAdmin(admin, func(ch *amqp.Channel) error {
-				_, err := ch.QueueDelete(rabbitmq.QueueName(name, g), false, false, false)
-				return err
-			})
+			for _, q := range []string{rabbitmq.QueueName(name, g), rabbitmq.QueueName(name, g) + "/retry"} {
+				_ = onAdmin(admin, func(ch *amqp.Channel) error {
+					_, err := ch.QueueDelete(q, false, false, false)
+					return err
+				})
+			}
 		}
 		_ = onAdmin(admin, func(ch *amqp.Channel) error {
 			_, err := ch.QueueDelete(name, false, false, false)

@@ -69,8 +69,28 @@ func (d *Driver) declare(conn *amqp.Connection, spec driver.SubscriptionSpec, qu
 	}); err != nil {
 		return fmt.Errorf("rabbitmq: bind queue %q to %q: %w", queue, spec.Topic, err)
 	}
+	// The group's retry queue: a requeue with a delay waits there (each
+	// message with its own TTL) and is dead-lettered back to the group's
+	// queue when due, so the consumer holds nothing while it waits. Without
+	// it (a refused or overlong name) requeues go straight to the group's
+	// queue and the port's scheduler waits instead.
+	retryArgs := amqp.Table{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": queue}
+	if spec.Expiry > 0 {
+		retryArgs["x-expires"] = max(spec.Expiry.Milliseconds(), 1)
+	}
+	if err := onChannel(conn, func(ch *amqp.Channel) error {
+		_, err := ch.QueueDeclare(retryQueue(queue), true, false, false, false, retryArgs)
+		return err
+	}); err != nil {
+		d.opts.logger.Warn("rabbitmq: retry queue not declared; delayed requeues wait in the consumer",
+			"queue", queue, "err", err)
+	}
 	return nil
 }
+
+// retryQueue names the retry queue of a group's queue. Group names hold no
+// "/", so it is never another group's queue.
+func retryQueue(queue string) string { return queue + "/retry" }
 
 // declareDeadLetter declares the dead-letter exchange and, unless disabled,
 // the queue of its driver.DeadLetterGroup, which keeps dead letters until
@@ -425,9 +445,11 @@ func (d *delivery) Release(ctx context.Context, msg *driver.Message, delay time.
 }
 
 // Requeue implements driver.Delivery: a confirmed publish of msg to the
-// group's own queue, then an ack of the original. The port's scheduler honours
-// the not-before header, so delay needs no broker feature.
-func (d *delivery) Requeue(ctx context.Context, msg *driver.Message, _ time.Duration) error {
+// group's own queue, then an ack of the original. With a delay the copy goes
+// to the group's retry queue with that TTL, which dead-letters it back to the
+// group's queue when due (falling back to the group's queue when the retry
+// queue does not exist).
+func (d *delivery) Requeue(ctx context.Context, msg *driver.Message, delay time.Duration) error {
 	if err := d.guard.Check(); err != nil {
 		return err
 	}
@@ -436,8 +458,10 @@ func (d *delivery) Requeue(ctx context.Context, msg *driver.Message, _ time.Dura
 		// already redelivers.
 		return ErrDeliveryChannelClosed
 	}
-	if err := d.s.d.publish(ctx, "", d.s.queue, []*driver.Message{msg}); err != nil {
-		return fmt.Errorf("rabbitmq: requeue to %q: %w", d.s.queue, err)
+	if delay <= 0 || d.s.d.publishTTL(ctx, "", retryQueue(d.s.queue), []*driver.Message{msg}, delay) != nil {
+		if err := d.s.d.publish(ctx, "", d.s.queue, []*driver.Message{msg}); err != nil {
+			return fmt.Errorf("rabbitmq: requeue to %q: %w", d.s.queue, err)
+		}
 	}
 	return d.ack()
 }

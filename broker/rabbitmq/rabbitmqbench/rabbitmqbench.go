@@ -147,10 +147,12 @@ func (b *Topology) Cleanup() {
 	defer b.mu.Unlock()
 	for topic, groups := range b.topics {
 		for _, g := range groups {
-			_ = onChannel(conn, func(ch *amqp.Channel) error {
-				_, err := ch.QueueDelete(rabbitmq.QueueName(topic, g), false, false, false)
-				return err
-			})
+			for _, q := range []string{rabbitmq.QueueName(topic, g), rabbitmq.QueueName(topic, g) + "/retry"} {
+				_ = onChannel(conn, func(ch *amqp.Channel) error {
+					_, err := ch.QueueDelete(q, false, false, false)
+					return err
+				})
+			}
 		}
 		for _, name := range []string{topic, topic + ".dlq"} {
 			_ = onChannel(conn, func(ch *amqp.Channel) error {
