@@ -325,3 +325,40 @@ func TestStoredPublishWithoutSubscriberFails(t *testing.T) {
 		t.Fatalf("stored publish to a topic nobody subscribes = %v, want ErrRefused", err)
 	}
 }
+
+// TestRequeueStaysInItsGroup: a requeued copy goes to the group's own retry
+// topic: the group gets it again, another group of the topic never sees it.
+func TestRequeueStaysInItsGroup(t *testing.T) {
+	requireBroker(t)
+	d := newDriver(t, brokerAddr(), unique("requeue"), mqtt.NewSlots())
+	topic := unique("rq")
+	sa, sb := subscribe(t, d, topic, "ga"), subscribe(t, d, topic, "gb")
+	defer closeSub(t, sa)
+	defer closeSub(t, sb)
+	publish(t, d, topic, "m")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	da := receive(t, sa, 10*time.Second)
+	if da == nil {
+		t.Fatal("group a got nothing")
+	}
+	if err := da.Requeue(ctx, &driver.Message{Payload: []byte("m")}, 0); err != nil {
+		t.Fatalf("requeue: %v", err)
+	}
+	if again := receive(t, sa, 10*time.Second); again == nil || string(again.Message().Payload) != "m" {
+		t.Fatalf("group a did not get its requeued copy: %v", again)
+	} else if err := again.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	db := receive(t, sb, 10*time.Second)
+	if db == nil || string(db.Message().Payload) != "m" {
+		t.Fatalf("group b did not get the message: %v", db)
+	}
+	if err := db.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, d, topic, "barrier")
+	if next := receive(t, sb, 10*time.Second); next == nil || string(next.Message().Payload) != "barrier" {
+		t.Fatalf("group b got %v after the requeue in group a, want only the barrier", next)
+	}
+}

@@ -16,8 +16,9 @@
 //
 // MQTT has no batches, delays, dead-letter queues or subscription expiry: the
 // adapter declares none of them, and the port's local scheduler and
-// dead-letter topic stand in. A requeue is a confirmed re-publish to the same
-// topic followed by the PUBACK of the original.
+// dead-letter topic stand in. A requeue is a confirmed re-publish to the
+// group's own retry topic (T/msgx-retry/G, which the group's session also
+// subscribes to) followed by the PUBACK of the original.
 package mqtt
 
 import (

@@ -206,9 +206,16 @@ func (s *subscription) setFirst(err error) {
 func (s *subscription) subscribe(cm *autopaho.ConnectionManager) {
 	ctx, cancel := context.WithTimeout(s.d.ctx, s.d.opts.packetTimeout)
 	defer cancel()
-	sa, err := cm.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: s.filter, QoS: 1}}})
-	if err == nil && len(sa.Reasons) > 0 && sa.Reasons[0] >= 0x80 {
-		err = fmt.Errorf("SUBACK reason code 0x%02x", sa.Reasons[0])
+	// The group's own retry topic rides on the same session: requeued copies
+	// wait there for the group alone.
+	retry := "$share/" + s.spec.Group + "/" + retryTopic(s.spec)
+	sa, err := cm.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: s.filter, QoS: 1}, {Topic: retry, QoS: 1}}})
+	if err == nil {
+		for _, r := range sa.Reasons {
+			if r >= 0x80 {
+				err = fmt.Errorf("SUBACK reason code 0x%02x", r)
+			}
+		}
 	}
 	if err != nil {
 		err = fmt.Errorf("subscription %s (client %s): subscribe: %w", s.filter, s.clientID, err)
@@ -476,19 +483,25 @@ func (dl *delivery) Message() *driver.Message { return dl.msg }
 // Ack implements driver.Delivery.
 func (dl *delivery) Ack(context.Context) error { return dl.s.ack(dl) }
 
-// Requeue implements driver.Delivery: a confirmed publish of msg to the same
-// topic, then the PUBACK of the original. If the publish fails nothing is
-// settled; if only the PUBACK fails the original comes back as well.
+// Requeue implements driver.Delivery: a confirmed publish of msg to the
+// group's retry topic, which only this group subscribes to (no other group
+// nor any other subscriber of the topic sees the copy), then the PUBACK of the
+// original. If the publish fails nothing is settled; if only the PUBACK fails
+// the original comes back as well.
 func (dl *delivery) Requeue(ctx context.Context, msg *driver.Message, _ time.Duration) error {
-	return dl.republish(ctx, dl.s.spec.Topic, msg)
+	return dl.republish(ctx, retryTopic(dl.s.spec), msg)
+}
+
+// retryTopic is the group's private retry topic for spec's topic.
+func retryTopic(spec driver.SubscriptionSpec) string {
+	return spec.Topic + "/msgx-retry/" + spec.Group
 }
 
 // Release implements driver.Delivery: MQTT has no negative acknowledgement
-// (a PUBACK with an error code settles the message as well), so msg, the
-// original addressed to this group only, is re-published to the topic and
-// then the original acknowledged.
+// (a PUBACK with an error code settles the message as well), so msg is
+// re-published to the group's retry topic and then the original acknowledged.
 func (dl *delivery) Release(ctx context.Context, msg *driver.Message, _ time.Duration) error {
-	return dl.republish(ctx, dl.s.spec.Topic, msg)
+	return dl.republish(ctx, retryTopic(dl.s.spec), msg)
 }
 
 // DeadLetter implements driver.Delivery: a confirmed publish to the dead-letter
