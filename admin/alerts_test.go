@@ -22,6 +22,8 @@ func TestAlertRules(t *testing.T) {
 		// inbox, outbox and broker metrics
 		"msgx_inbox_leader": true, "msgx_inbox_settled_total": true, "msgx_inbox_backfill_failures_total": true,
 		"msgx_outbox_lag_seconds": true, "msgx_broker_publish_errors_total": true,
+		// the mailbox poller
+		"msgx_mailbox_anomalies_total": true, "msgx_mailbox_late_rows_total": true, "msgx_mailbox_scan_errors_total": true,
 	}
 	for _, m := range regexp.MustCompile(`msgx_[a-z_]+`).FindAllString(string(b), -1) {
 		if !known[m] {

@@ -300,6 +300,9 @@ func (a *App) buildStreams(ctx context.Context, reg *Registry, deps Deps) error 
 			s.poller = mailbox.NewPoller(s.table, a.db, name, append([]mailbox.PollerOption{mailbox.WithPollerLogger(a.log),
 				mailbox.WithPollInterval(mc.PollInterval.D()), mailbox.WithClaimBatch(mc.ClaimBatch),
 				mailbox.WithScansPerCommit(mc.ScansPerCommit), mailbox.WithMaxCommitDelay(mc.MaxCommitDelay.D())}, start...)...)
+			if err := a.metrics.Register(s.poller); err != nil {
+				return fmt.Errorf("stream %s: poller metrics: %w", name, err)
+			}
 			opts = append(opts, inbox.WithSource(s.poller))
 			if *c.Backfill && !a.cfg.Shadow {
 				opts = append(opts, inbox.WithBackfill(s.table), inbox.WithBackfillSweep(c.BackfillEvery.D(),

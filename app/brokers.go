@@ -44,6 +44,9 @@ func newDriver(name string, c config.Broker, log *slog.Logger, reg prometheus.Re
 			opts, weak = append(opts, kgo.DisableIdempotentWrite()), true
 		}
 		kopts := []kafka.Option{kafka.SeedBrokers(c.Seeds...), kafka.WithLogger(log), kafka.WithClientOptions(opts...)}
+		for _, topic := range c.CompactedTopics {
+			kopts = append(kopts, kafka.WithTopic(topic, -1, map[string]string{"cleanup.policy": "compact"}))
+		}
 		if weak {
 			// Only the embedded profile gets here (validation refuses it in production).
 			kopts = append(kopts, kafka.AllowWeakDurability())

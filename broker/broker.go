@@ -33,8 +33,9 @@ type Capabilities = driver.Capabilities
 // ErrUnsupported is returned for a feature the adapter did not declare.
 var ErrUnsupported = errors.New("broker: not supported by this adapter")
 
-// ErrNotStarted is returned by operations on a broker that is not running.
-var ErrNotStarted = errors.New("broker: not started")
+// ErrNotStarted is returned by operations on a broker that is not running; an
+// adapter's own not-started errors match it too.
+var ErrNotStarted = driver.ErrNotStarted
 
 // Event is an asynchronous failure reported on the lifecycle channel: a lost
 // connection, a failed settlement, a conflicting disposition.
@@ -51,6 +52,8 @@ type Broker struct {
 	name string
 	opts options
 	met  *metrics
+	// regErr is a failed metrics registration; Start returns it.
+	regErr error
 
 	mu        sync.Mutex
 	started   bool
@@ -67,6 +70,8 @@ type options struct {
 	registerer    prometheus.Registerer
 	retry         backoff.Policy
 	settleTimeout time.Duration
+	settleRetry   backoff.Policy
+	closeTimeout  time.Duration
 	dlqSuffix     string
 	eventBuffer   int
 }
@@ -90,6 +95,15 @@ func WithRetry(p backoff.Policy) Option { return func(o *options) { o.retry = p 
 // WithSettleTimeout bounds each settlement call (default 30 s).
 func WithSettleTimeout(d time.Duration) Option { return func(o *options) { o.settleTimeout = d } }
 
+// WithSettleRetry sets how a failed settlement is retried before the
+// delivery is released to the broker for redelivery (default 3 attempts,
+// 200 ms doubling). Every attempt is bounded by the settle timeout.
+func WithSettleRetry(p backoff.Policy) Option { return func(o *options) { o.settleRetry = p } }
+
+// WithCloseTimeout bounds the closing of a subscription or of the adapter
+// when the context given to Stop was spent waiting for handlers (default 5 s).
+func WithCloseTimeout(d time.Duration) Option { return func(o *options) { o.closeTimeout = d } }
+
 // WithDeadLetterSuffix sets the suffix of the default dead-letter topic (default ".dlq").
 func WithDeadLetterSuffix(s string) Option { return func(o *options) { o.dlqSuffix = s } }
 
@@ -100,17 +114,21 @@ func New(name string, drv driver.Broker, opts ...Option) *Broker {
 		clock:         clock.Real{},
 		retry:         backoff.Policy{MaxAttempts: 5, Initial: time.Second, Max: time.Minute, Jitter: 0.2},
 		settleTimeout: 30 * time.Second,
+		settleRetry:   backoff.Policy{MaxAttempts: 3, Initial: 200 * time.Millisecond, Max: 2 * time.Second},
+		closeTimeout:  5 * time.Second,
 		dlqSuffix:     ".dlq",
 		eventBuffer:   256,
 	}
 	for _, opt := range opts {
 		opt(&o)
 	}
+	met, regErr := newMetrics(o.registerer, name)
 	return &Broker{
 		drv:       drv,
 		name:      name,
 		opts:      o,
-		met:       newMetrics(o.registerer, name),
+		met:       met,
+		regErr:    regErr,
 		listeners: map[*Listener]struct{}{},
 		events:    make(chan Event, o.eventBuffer),
 	}
@@ -125,6 +143,9 @@ func (b *Broker) Start(ctx context.Context) error {
 	defer b.mu.Unlock()
 	if b.started {
 		return errors.New("broker: already started")
+	}
+	if b.regErr != nil {
+		return fmt.Errorf("broker %s: %w", b.name, b.regErr)
 	}
 	if err := b.drv.Start(ctx); err != nil {
 		b.report(Event{Err: err})
@@ -206,13 +227,19 @@ func (b *Broker) send(ctx context.Context, topic string, delay time.Duration, ms
 	mirror := !b.caps.NativeKey
 	for i, m := range msgs {
 		w := (*driver.Message)(m)
-		if (mirror && m.Key != "" && m.Headers[HeaderPartitionKey] == "") || notBefore != "" {
-			// Copy so the caller's message is left as it was.
+		mirrorKey := mirror && m.Key != "" && m.Headers[HeaderPartitionKey] == ""
+		if mirrorKey || notBefore != "" || hasControlHeaders(m.Headers) {
+			// Copy so the caller's message is left as it was. The sender's
+			// control headers are dropped: a forwarded delivery must not
+			// steer its copy (another group would drop it as not its own).
 			h := make(map[string]string, len(m.Headers)+2)
 			for k, v := range m.Headers {
 				h[k] = v
 			}
-			if mirror && m.Key != "" && h[HeaderPartitionKey] == "" {
+			for _, name := range driver.ControlHeaders {
+				delete(h, name)
+			}
+			if mirrorKey {
 				h[HeaderPartitionKey] = m.Key
 			}
 			if notBefore != "" {
@@ -237,7 +264,8 @@ func (b *Broker) running() bool {
 }
 
 // Stop stops every listener (each waits for its in-flight handlers until ctx
-// ends, then cancels them without settlement) and closes the adapter.
+// ends, then cancels them without settlement) and closes the adapter. Every
+// step is bounded by ctx, or by the close timeout once ctx has ended.
 func (b *Broker) Stop(ctx context.Context) error {
 	b.mu.Lock()
 	if !b.started || b.stopped {
@@ -266,11 +294,18 @@ func (b *Broker) Stop(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	if err := b.drv.Close(context.WithoutCancel(ctx)); err != nil {
+	if err := boundedClose(ctx, b.opts.closeTimeout, b.drv.Close); err != nil {
 		errs = append(errs, fmt.Errorf("broker %s: close: %w", b.name, err))
 	}
 	if b.fwdDone != nil {
-		<-b.fwdDone
+		// The adapter closes its error channel as its Close ends.
+		t := b.opts.clock.NewTimer(b.opts.closeTimeout)
+		select {
+		case <-b.fwdDone:
+		case <-t.C():
+			errs = append(errs, fmt.Errorf("broker %s: error channel not closed within %v", b.name, b.opts.closeTimeout))
+		}
+		t.Stop()
 	}
 	return errors.Join(errs...)
 }

@@ -36,10 +36,12 @@ func TestDecide(t *testing.T) {
 		{"ordinary error", live, errX, Requeue},
 		{"poison", live, Poison(errX), DeadLetter},
 		{"wrapped poison", live, fmt.Errorf("decode: %w", Poison(errX)), DeadLetter},
-		{"cancellation", live, context.Canceled, NoSettlement},
-		{"wrapped cancellation", live, fmt.Errorf("db: %w", context.Canceled), NoSettlement},
+		{"cancellation while the listener runs is an ordinary failure", live, context.Canceled, Requeue},
+		{"wrapped cancellation while the listener runs", live, fmt.Errorf("db: %w", context.Canceled), Requeue},
+		{"cancelled by the listener", cancelled, context.Canceled, NoSettlement},
 		{"error from a cancelled handler", cancelled, errX, NoSettlement},
-		{"poison and cancellation", live, errors.Join(Poison(errX), context.Canceled), Conflict},
+		{"poison and cancellation by the listener", cancelled, errors.Join(Poison(errX), context.Canceled), Conflict},
+		{"poison and a cancellation of its own", live, errors.Join(Poison(errX), context.Canceled), DeadLetter},
 		{"deadline of the handler's own call", live, context.DeadlineExceeded, Requeue},
 	}
 	for _, c := range cases {
@@ -424,4 +426,76 @@ func gatherListener(t *testing.T, reg *prometheus.Registry) (uint64, map[string]
 		}
 	}
 	return count, settled
+}
+
+// TestTwoBrokersOfOneNameOnOneRegistry: the second one's Start fails with an
+// error instead of panicking at New.
+func TestTwoBrokersOfOneNameOnOneRegistry(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	srv := mem.NewServer()
+	b1 := New("mem", mem.New(srv), WithRegisterer(reg), WithLogger(quietLogger()))
+	if err := b1.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer b1.Stop(context.Background())
+	b2 := New("mem", mem.New(srv), WithRegisterer(reg), WithLogger(quietLogger()))
+	if err := b2.Start(context.Background()); err == nil {
+		_ = b2.Stop(context.Background())
+		t.Fatal("a second broker of the same name on one registry started")
+	}
+}
+
+// TestBatchExhaustionIsWholeBatch: a failing batch holding one message on its
+// last attempt and one on its first is dead-lettered whole, never split into
+// dead letters and requeues.
+func TestBatchExhaustionIsWholeBatch(t *testing.T) {
+	b := startMem(t, clock.Real{})
+	ctx := context.Background()
+	dead := make(chan string, 4)
+	if _, err := b.Listen(ctx, Subscription{Topic: "t.dlq", Group: "reader"}, func(_ context.Context, d *Delivery) error {
+		dead <- string(d.Payload)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	firstRun := make(chan struct{})
+	sendB := make(chan struct{})
+	var mu sync.Mutex
+	var batches [][]string
+	_, err := b.ListenBatch(ctx, Subscription{Topic: "t", Group: "g", BatchSize: 10, Retry: backoff.Policy{MaxAttempts: 2}},
+		func(_ context.Context, ds []*Delivery) error {
+			mu.Lock()
+			var ids []string
+			for _, d := range ds {
+				ids = append(ids, string(d.Payload))
+			}
+			batches = append(batches, ids)
+			n := len(batches)
+			mu.Unlock()
+			if n == 1 {
+				close(firstRun)
+				<-sendB // b is sent while a's first batch fails, so a's requeue lands behind it
+			}
+			return errors.New("batch failed")
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SendConfirmed(ctx, "t", &Message{Payload: []byte("a")}); err != nil {
+		t.Fatal(err)
+	}
+	waitChan(t, firstRun, "the first batch")
+	if err := b.SendConfirmed(ctx, "t", &Message{Payload: []byte("b")}); err != nil {
+		t.Fatal(err)
+	}
+	close(sendB)
+	got := map[string]bool{waitChan(t, dead, "a dead letter"): true, waitChan(t, dead, "a second dead letter"): true}
+	if !got["a"] || !got["b"] {
+		t.Fatalf("dead letters %v, want a and b", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(batches) != 2 || len(batches[1]) != 2 {
+		t.Errorf("batches %v, want [[a] [b a]]: the second batch was split", batches)
+	}
 }

@@ -71,18 +71,21 @@ func IsPoison(err error) bool {
 }
 
 // decide is the one place where a handler's outcome becomes a disposition.
-// handlerCtx is the context the handler ran with: if the listener cancelled it
-// (graceful stop ran out of time) an error outcome is not settled.
+// handlerCtx is the context the handler ran with. Only the listener's own
+// cancellation (a stop that ran out of time) makes an error outcome go
+// unsettled: an error that merely wraps context.Canceled while the listener
+// runs is an ordinary failure, or the delivery would be held for ever. A
+// poison error from a cancelled handler asks for two dispositions at once.
 func decide(handlerCtx context.Context, err error) Disposition {
 	if err == nil {
 		return Ack
 	}
-	cancelled := errors.Is(err, context.Canceled) || (handlerCtx.Err() != nil && errors.Is(err, handlerCtx.Err()))
+	stopping := handlerCtx.Err() != nil
 	poison := IsPoison(err)
 	switch {
-	case poison && cancelled:
+	case stopping && poison && errors.Is(err, context.Canceled):
 		return Conflict
-	case cancelled, handlerCtx.Err() != nil:
+	case stopping:
 		return NoSettlement
 	case poison:
 		return DeadLetter

@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"log/slog"
-	"runtime/debug"
-	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/msgx/msgx/broker/driver"
@@ -38,6 +36,11 @@ type Subscription struct {
 	// Prefetch bounds unsettled deliveries held from the broker (default
 	// 2×Concurrency, or 2×BatchSize for batch listeners).
 	Prefetch int
+	// MaxParked is the room for delayed deliveries (SendDelayed, a requeue's
+	// backoff) waiting in the port-local scheduler, on top of Prefetch: up to
+	// that many of them never slow down other keys (default 16). More than
+	// that fill the prefetch window until they are due.
+	MaxParked int
 	// BatchSize is the largest batch handed to a BatchHandler (default 100).
 	BatchSize int
 	// Retry overrides the broker's retry policy when MaxAttempts > 0.
@@ -59,19 +62,21 @@ type Listener struct {
 	handlerCtx context.Context
 	cancelH    context.CancelFunc
 
-	// gate is held for reading while settling; Stop takes it for writing to
-	// close settlement once handlers have been cancelled.
-	gate   sync.RWMutex
-	closed bool
-	loop   sync.WaitGroup // the receive loop and the workers
-	work   []chan *Delivery
-	anyW   chan *Delivery // unkeyed deliveries: whichever worker is free takes them
-	seed   maphash.Seed
+	// closing is set when Stop gave up waiting for the handlers: what they
+	// return afterwards is not settled. Settlements already under way finish
+	// on their own (each is bounded by the settle timeout).
+	closing atomic.Bool
+	loop    sync.WaitGroup // the receive loop and the workers
+	work    []chan *Delivery
+	anyW    chan *Delivery // unkeyed deliveries: whichever worker is free takes them
+	seed    maphash.Seed
 	// epoch is the base of the handler timings: time.Since reads only the
 	// monotonic clock, half the cost of time.Now, and it runs twice per message.
 	epoch   time.Time
+	sched   scheduler // owned by the receive loop
 	stopped sync.Once
 	stopErr error
+	stuck   atomic.Int64 // deliveries held because settlement and release failed
 }
 
 // Listen starts a single-message listener.
@@ -119,13 +124,22 @@ func (b *Broker) listen(ctx context.Context, sub Subscription, h Handler, bh Bat
 	if sub.DeadLetterTopic == "" {
 		sub.DeadLetterTopic = sub.Topic + b.opts.dlqSuffix
 	}
+	if sub.MaxParked <= 0 {
+		sub.MaxParked = 16
+	}
+	// Parked deliveries stay unsettled: the adapter's window has room for
+	// them on top of the prefetch, so that they do not stop other keys.
+	window := sub.Prefetch
+	if !b.Capabilities().NativeDelay {
+		window += sub.MaxParked
+	}
 	retry := b.opts.retry
 	if sub.Retry.MaxAttempts > 0 {
 		retry = sub.Retry
 	}
 	ds, err := b.drv.Subscribe(ctx, driver.SubscriptionSpec{
 		Topic: sub.Topic, Group: sub.Group, DeadLetterTopic: sub.DeadLetterTopic,
-		Expiry: sub.Expiry, Prefetch: sub.Prefetch,
+		Expiry: sub.Expiry, Prefetch: window,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("broker %s: subscribe %q/%q: %w", b.name, sub.Topic, sub.Group, err)
@@ -152,448 +166,4 @@ func (b *Broker) listen(ctx context.Context, sub Subscription, h Handler, bh Bat
 	l.loop.Add(1)
 	go l.receive()
 	return l, nil
-}
-
-func (l *Listener) receive() {
-	var t tally // the counts of the handlers run on this goroutine
-	defer func() {
-		l.met.flush(&t)
-		for _, c := range l.work {
-			close(c)
-		}
-		if l.anyW != nil {
-			close(l.anyW)
-		}
-		l.loop.Done()
-	}()
-	// Take whatever the adapter has buffered, up to the prefetch window: one
-	// Receive call per message would cost a lock round per message.
-	max := l.sub.Prefetch
-	if l.bh != nil {
-		max = l.sub.BatchSize
-	}
-	failures := 0
-	for {
-		l.met.flush(&t) // before Receive may block
-		raw, err := l.ds.Receive(l.recvCtx, max)
-		if err != nil {
-			if l.recvCtx.Err() != nil || errors.Is(err, driver.ErrClosed) {
-				return
-			}
-			failures++
-			l.b.report(Event{Topic: l.sub.Topic, Group: l.sub.Group, Err: fmt.Errorf("receive: %w", err)})
-			wait := backoff.Policy{Initial: 100 * time.Millisecond, Max: 5 * time.Second}.Delay(failures)
-			select {
-			case <-l.b.opts.clock.After(wait):
-			case <-l.recvCtx.Done():
-				return
-			}
-			continue
-		}
-		failures = 0
-		// One allocation for the whole receive instead of one per delivery.
-		backing := make([]Delivery, len(raw))
-		for i, r := range raw {
-			initDelivery(&backing[i], r, l)
-		}
-		l.met.received.Add(float64(len(raw)))
-		if l.bh != nil {
-			// A batch listener has one worker: the receive loop itself.
-			ds := make([]*Delivery, len(backing))
-			for i := range backing {
-				ds[i] = &backing[i]
-			}
-			l.processBatch(ds, &t)
-			continue
-		}
-		var since time.Duration // Receive may have waited: read the clock anew
-		for i := range backing {
-			d := &backing[i]
-			if l.recvCtx.Err() != nil {
-				return // stopping: what has not started stays unsettled
-			}
-			if l.work == nil {
-				// One worker: run it here and save a goroutine hand-off per message.
-				since = l.process(d, &t, since)
-				continue
-			}
-			if !l.dispatch(l.workerFor(d), d) {
-				return
-			}
-		}
-	}
-}
-
-// workerFor picks the worker for a delivery: the same key always goes to the same
-// worker, which keeps per-key order with concurrent handlers. An unkeyed
-// delivery goes to whichever worker is free, so it never waits behind a slow
-// handler while another worker idles.
-func (l *Listener) workerFor(d *Delivery) chan *Delivery {
-	if d.Key == "" {
-		return l.anyW
-	}
-	return l.work[maphash.String(l.seed, d.Key)%uint64(len(l.work))]
-}
-
-func (l *Listener) dispatch(c chan *Delivery, d *Delivery) bool {
-	select {
-	case c <- d:
-		return true
-	case <-l.recvCtx.Done():
-		return false
-	}
-}
-
-func (l *Listener) worker(c chan *Delivery) {
-	var t tally // the counts of the handlers run on this goroutine
-	defer func() {
-		l.met.flush(&t)
-		l.loop.Done()
-	}()
-	own, shared := c, l.anyW
-	var since time.Duration
-	for own != nil || shared != nil {
-		var d *Delivery
-		var ok bool
-		select {
-		case d, ok = <-own:
-			if !ok {
-				own = nil
-				continue
-			}
-		case d, ok = <-shared:
-			if !ok {
-				shared = nil
-				continue
-			}
-		default:
-			// Nothing queued: publish the counts before waiting, and read
-			// the clock anew after it.
-			l.met.flush(&t)
-			since = 0
-			select {
-			case d, ok = <-own:
-				if !ok {
-					own = nil
-					continue
-				}
-			case d, ok = <-shared:
-				if !ok {
-					shared = nil
-					continue
-				}
-			}
-		}
-		since = l.process(d, &t, since)
-	}
-}
-
-// process runs the handler for one delivery and settles it; t is the calling
-// goroutine's tally.
-//
-// The handler's run time is timed from since, the end of the previous
-// handler this goroutine ran back to back (zero: read the clock), and process
-// returns the end of its own handler when the next may start from it. So a
-// goroutine running deliveries back to back reads the clock once per message
-// (a read costs as much as a quarter of the rest of a delivery's way through
-// the port), and a handler's time includes the acknowledgement of the one
-// before it, a fraction of a microsecond. Anything slower — a held delivery,
-// a settlement that publishes — makes the next handler read the clock anew.
-func (l *Listener) process(d *Delivery, t *tally, since time.Duration) time.Duration {
-	ctx := l.handlerCtx
-	if ctx.Err() != nil {
-		return 0 // stopping: leave it unsettled for redelivery
-	}
-	if l.foreign(d, t) {
-		return 0
-	}
-	if !l.b.caps.NativeDelay {
-		if nb, ok := d.notBefore(); ok {
-			if !l.hold(ctx, nb) {
-				return 0
-			}
-			since = 0
-		}
-	}
-	start := since
-	if start == 0 {
-		start = time.Since(l.epoch)
-	}
-	err := l.call(d)
-	end := time.Since(l.epoch)
-	if t.observe(end - start) {
-		l.met.flush(t)
-	}
-	disp := decide(ctx, err)
-	if !l.settles(disp, 1, err, t) {
-		return 0
-	}
-	if err := l.settleOne(d, disp, err, t); err != nil {
-		l.b.report(Event{Topic: l.sub.Topic, Group: l.sub.Group, Err: err})
-		return 0
-	}
-	if disp != Ack {
-		return 0
-	}
-	return end
-}
-
-// processBatch runs the batch handler and settles the batch as a whole.
-func (l *Listener) processBatch(ds []*Delivery, t *tally) {
-	ctx := l.handlerCtx
-	if ctx.Err() != nil {
-		return // stopping: leave it unsettled for redelivery
-	}
-	// Deliveries requeued by another group on a re-publishing broker are not ours.
-	kept := ds[:0]
-	var latest time.Time
-	for _, d := range ds {
-		if l.foreign(d, t) {
-			continue
-		}
-		if nb, ok := d.notBefore(); ok && nb.After(latest) {
-			latest = nb
-		}
-		kept = append(kept, d)
-	}
-	ds = kept
-	if len(ds) == 0 {
-		return
-	}
-	if !l.b.caps.NativeDelay && !latest.IsZero() && !l.hold(ctx, latest) {
-		return
-	}
-	start := time.Since(l.epoch)
-	err := l.callBatch(ds)
-	t.observe(time.Since(l.epoch) - start)
-	disp := decide(ctx, err)
-	if !l.settles(disp, len(ds), err, t) {
-		return
-	}
-	for _, d := range ds {
-		if err := l.settleOne(d, disp, err, t); err != nil {
-			l.b.report(Event{Topic: l.sub.Topic, Group: l.sub.Group, Err: err})
-		}
-	}
-}
-
-// foreign settles a delivery that a re-publishing broker requeued for another
-// group: it is not ours to handle.
-func (l *Listener) foreign(d *Delivery, t *tally) bool {
-	g := d.Header(HeaderForGroup)
-	if g == "" || g == l.sub.Group {
-		return false
-	}
-	if err := l.settleOne(d, Ack, nil, t); err != nil {
-		l.b.report(Event{Topic: l.sub.Topic, Group: l.sub.Group, Err: err})
-	}
-	return true
-}
-
-// hold is the port-local scheduler: it keeps deliveries unsettled until their
-// not-before time. It reports false if the listener stopped meanwhile.
-func (l *Listener) hold(ctx context.Context, notBefore time.Time) bool {
-	wait := notBefore.Sub(l.b.opts.clock.Now())
-	if wait <= 0 {
-		return true
-	}
-	t := l.b.opts.clock.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-func (l *Listener) call(d *Delivery) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("handler panic: %v\n%s", r, debug.Stack())
-		}
-	}()
-	return l.h((*deliveryCtx)(d), d)
-}
-
-func (l *Listener) callBatch(ds []*Delivery) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("batch handler panic: %v\n%s", r, debug.Stack())
-		}
-	}()
-	return l.bh((*deliveryCtx)(ds[0]), ds)
-}
-
-// settles reports whether a disposition for n deliveries is carried out; the
-// ones that settle nothing are counted (and a conflict reported) here.
-func (l *Listener) settles(disp Disposition, n int, cause error, t *tally) bool {
-	switch disp {
-	case NoSettlement:
-		t.settled[NoSettlement] += uint64(n)
-		return false
-	case Conflict:
-		t.settled[Conflict] += uint64(n)
-		l.b.report(Event{Topic: l.sub.Topic, Group: l.sub.Group,
-			Err: fmt.Errorf("%w: %v (left unsettled)", ErrConflictingDisposition, cause)})
-		return false
-	}
-	return true
-}
-
-// settleOne settles one delivery and counts it in t. A second settlement of
-// the same delivery is refused with ErrConflictingDisposition and does nothing.
-func (l *Listener) settleOne(d *Delivery, disp Disposition, cause error, t *tally) error {
-	l.gate.RLock()
-	defer l.gate.RUnlock()
-	if l.closed {
-		t.settled[NoSettlement]++
-		return nil // stop ran out of time: cancelled handlers are not settled
-	}
-	if err := d.settled.claim(); err != nil {
-		t.settled[Conflict]++
-		return fmt.Errorf("settle %s: %w", disp, err)
-	}
-	// Acks are local or one frame; only the publishing settlements get their
-	// own deadline (a timer per ack would cost more than the ack).
-	ctx := context.Background()
-	if disp != Ack {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, l.b.opts.settleTimeout)
-		defer cancel()
-	}
-	attempts := d.RedeliveryCount + 1
-	if disp == Requeue && l.retry.Exhausted(attempts) {
-		disp = DeadLetter
-		cause = fmt.Errorf("retries exhausted after %d attempts: %w", attempts, cause)
-	}
-	var err error
-	switch disp {
-	case Ack:
-		err = d.drv.Ack(ctx)
-	case Requeue:
-		delay := l.retry.Delay(attempts)
-		m := d.copyForResend()
-		m.Headers[HeaderRedeliveryCount] = strconv.Itoa(d.RedeliveryCount + 1)
-		m.Headers[HeaderForGroup] = l.sub.Group
-		if delay > 0 {
-			m.Headers[HeaderNotBefore] = notBeforeHeader(l.b.opts.clock.Now().Add(delay))
-		} else {
-			delete(m.Headers, HeaderNotBefore)
-		}
-		err = d.drv.Requeue(ctx, m, delay)
-	case DeadLetter:
-		m := d.copyForResend()
-		class := "poison"
-		if !IsPoison(cause) {
-			class = "exhausted"
-		}
-		m.Headers[HeaderDeadClass] = class
-		m.Headers[HeaderDeadReason] = truncate(errText(cause), 1024)
-		m.Headers[HeaderDeadTopic] = l.sub.Topic
-		m.Headers[HeaderDeadGroup] = l.sub.Group
-		m.Headers[HeaderDeadAttempts] = strconv.Itoa(attempts)
-		m.Headers[HeaderDeadTimestamp] = l.b.opts.clock.Now().UTC().Format(time.RFC3339Nano)
-		delete(m.Headers, HeaderForGroup)
-		delete(m.Headers, HeaderNotBefore)
-		err = d.drv.DeadLetter(ctx, m)
-	}
-	if err != nil {
-		l.met.settleErrors.Inc()
-		return fmt.Errorf("settle %s of message (key %q, event %q): %w", disp, d.Key, d.Header(HeaderEventID), err)
-	}
-	t.settled[disp]++
-	if disp != Ack {
-		l.logFor(d).Warn("message not acknowledged", "disposition", disp.String(), "attempts", attempts, "err", cause)
-	}
-	return nil
-}
-
-func errText(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
-}
-
-// Stop stops receiving, waits for in-flight handlers until ctx ends, then
-// cancels them: whatever they return after that is not settled. It closes the
-// adapter subscription, so unsettled messages are redelivered to the group.
-func (l *Listener) Stop(ctx context.Context) error {
-	l.stopped.Do(func() {
-		l.stopRecv()
-		done := make(chan struct{})
-		go func() { l.loop.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-ctx.Done():
-			l.cancelH()
-			l.gate.Lock()
-			l.closed = true
-			l.gate.Unlock()
-		}
-		l.cancelH()
-		if err := l.ds.Close(context.WithoutCancel(ctx)); err != nil {
-			l.stopErr = fmt.Errorf("broker %s: close subscription %q/%q: %w", l.b.name, l.sub.Topic, l.sub.Group, err)
-		}
-		l.b.forget(l)
-	})
-	return l.stopErr
-}
-
-type deliveryKey struct{}
-
-// deliveryCtx is the context a handler runs with: the listener's handler
-// context plus the delivery, for Logger. It is the Delivery itself under
-// another type, so handing it over allocates nothing and the Delivery's own
-// method set stays as it is.
-type deliveryCtx Delivery
-
-func (c *deliveryCtx) parent() context.Context { return c.l.handlerCtx }
-
-func (c *deliveryCtx) Deadline() (time.Time, bool) { return c.parent().Deadline() }
-func (c *deliveryCtx) Done() <-chan struct{}       { return c.parent().Done() }
-func (c *deliveryCtx) Err() error                  { return c.parent().Err() }
-
-func (c *deliveryCtx) Value(key any) any {
-	if _, ok := key.(deliveryKey); ok {
-		return (*Delivery)(c)
-	}
-	return c.parent().Value(key)
-}
-
-// Logger returns a logger carrying the request id, correlation id, event id,
-// topic and redelivery count of the delivery being handled in ctx, or base when
-// ctx carries none. The attributes are built only when asked for.
-func Logger(ctx context.Context, base *slog.Logger) *slog.Logger {
-	if base == nil {
-		base = slog.Default()
-	}
-	d, _ := ctx.Value(deliveryKey{}).(*Delivery)
-	if d == nil {
-		return base
-	}
-	return deliveryLogger(base, d)
-}
-
-func (l *Listener) logFor(d *Delivery) *slog.Logger { return deliveryLogger(l.b.opts.logger, d) }
-
-func deliveryLogger(base *slog.Logger, d *Delivery) *slog.Logger {
-	attrs := []any{"topic", d.Topic, "group", d.Group, "redelivery_count", d.RedeliveryCount}
-	for _, h := range [...]struct{ header, attr string }{
-		{HeaderRequestID, "request_id"}, {HeaderCorrelationID, "correlation_id"},
-		{HeaderEventID, "event_id"}, {HeaderTenantID, "tenant_id"}, {HeaderType, "type"},
-	} {
-		if v := d.Header(h.header); v != "" {
-			attrs = append(attrs, h.attr, v)
-		}
-	}
-	return base.With(attrs...)
 }

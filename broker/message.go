@@ -7,22 +7,29 @@ import (
 	"github.com/msgx/msgx/broker/driver"
 )
 
-// Envelope header names. Every adapter carries them unchanged.
+// Envelope header names (defined once, in the driver package). Every adapter
+// carries them unchanged.
 const (
-	HeaderType            = "msgx-type"
-	HeaderRequestID       = "request-id"
-	HeaderTenantID        = "tenant-id"
-	HeaderCorrelationID   = "msgx-correlation-id"
-	HeaderPartitionKey    = "msgx-partition-key"
-	HeaderRedeliveryCount = "msgx-redelivery-count"
-	HeaderEventID         = "msgx-event-id"
+	HeaderType          = driver.HeaderType
+	HeaderRequestID     = driver.HeaderRequestID
+	HeaderTenantID      = driver.HeaderTenantID
+	HeaderCorrelationID = driver.HeaderCorrelationID
+	HeaderPartitionKey  = driver.HeaderPartitionKey
+	HeaderEventID       = driver.HeaderEventID
 
+	// Control headers: the port steers a message with them on the wire, but a
+	// handler never sees them (Delivery.RedeliveryCount carries the count) and
+	// a send drops the sender's values, so a forwarded delivery cannot carry
+	// them by accident.
+
+	// HeaderRedeliveryCount carries the redelivery count.
+	HeaderRedeliveryCount = driver.HeaderRedeliveryCount
 	// HeaderNotBefore holds the earliest delivery time in Unix milliseconds; the
 	// port's local scheduler holds a delivery until then.
-	HeaderNotBefore = "msgx-not-before"
+	HeaderNotBefore = driver.HeaderNotBefore
 	// HeaderForGroup restricts a requeued copy to the group that requeued it, for
 	// brokers where a requeue is a re-publish that every group would otherwise see.
-	HeaderForGroup = "msgx-for-group"
+	HeaderForGroup = driver.HeaderForGroup
 
 	// Dead-letter reason headers.
 	HeaderDeadClass     = "msgx-dead-class"  // poison | exhausted
@@ -66,36 +73,67 @@ type Delivery struct {
 	Message
 	// Topic and Group the delivery was consumed from.
 	Topic, Group string
-	// RedeliveryCount is 0 on the first delivery and grows by one per requeue.
+	// RedeliveryCount is the number of earlier handler attempts at this
+	// message that did not succeed: 0 on the first delivery, one more per
+	// requeue, and, where the adapter declares CountsRedeliveries, one more
+	// per attempt that ended without a settlement (a crash, a lost
+	// connection, a stop). The retry policy counts attempts as
+	// RedeliveryCount + 1.
 	RedeliveryCount int
 
-	drv     driver.Delivery
-	l       *Listener // for the handler's context, see deliveryCtx
-	settled settleOnce
+	notBefore int64  // Unix ms of the not-before control header, 0 if none
+	forGroup  string // the for-group control header
+	drv       driver.Delivery
+	l         *Listener // for the handler's context, see deliveryCtx
+	settled   settleOnce
 }
 
-// initDelivery fills out (allocated by the caller, often in bulk) from d.
+// initDelivery fills out (allocated by the caller, often in bulk) from d and
+// takes the control headers out of the headers the handler sees.
 func initDelivery(out *Delivery, d driver.Delivery, l *Listener) {
 	m := d.Message()
 	out.Message, out.Topic, out.Group, out.drv, out.l = Message(*m), l.sub.Topic, l.sub.Group, d, l
-	if s := m.Headers[HeaderRedeliveryCount]; s != "" {
+	h := m.Headers
+	if len(h) == 0 {
+		return
+	}
+	if s, ok := h[HeaderRedeliveryCount]; ok {
 		if n, err := strconv.Atoi(s); err == nil && n > 0 {
 			out.RedeliveryCount = n
 		}
+		delete(h, HeaderRedeliveryCount)
+	}
+	if s, ok := h[HeaderNotBefore]; ok {
+		if ms, err := strconv.ParseInt(s, 10, 64); err == nil && ms > 0 {
+			out.notBefore = ms
+		}
+		delete(h, HeaderNotBefore)
+	}
+	if g, ok := h[HeaderForGroup]; ok {
+		out.forGroup = g
+		delete(h, HeaderForGroup)
 	}
 }
 
-// notBefore returns the earliest delivery time the envelope asks for.
-func (d *Delivery) notBefore() (time.Time, bool) {
-	s := d.Header(HeaderNotBefore)
-	if s == "" {
+// hasControlHeaders reports whether h holds any control header.
+func hasControlHeaders(h map[string]string) bool {
+	if len(h) == 0 {
+		return false
+	}
+	for _, name := range driver.ControlHeaders {
+		if _, ok := h[name]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// notBeforeTime returns the earliest delivery time the envelope asks for.
+func (d *Delivery) notBeforeTime() (time.Time, bool) {
+	if d.notBefore == 0 {
 		return time.Time{}, false
 	}
-	ms, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return time.Time{}, false
-	}
-	return time.UnixMilli(ms), true
+	return time.UnixMilli(d.notBefore), true
 }
 
 // notBeforeHeader encodes t in whole milliseconds, rounded up so that a delivery

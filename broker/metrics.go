@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"fmt"
 	"sync"
 	"time"
 
@@ -13,12 +14,18 @@ type metrics struct {
 	received      *prometheus.CounterVec
 	settledVec    *prometheus.CounterVec
 	settleErrors  *prometheus.CounterVec
+	released      *prometheus.CounterVec
+	stuck         *prometheus.GaugeVec
+	parked        *prometheus.GaugeVec
 	handler       *handlerHistogram
 	events        prometheus.Counter
 	eventsDropped prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer, adapter string) *metrics {
+// newMetrics builds the port's metrics and registers them with reg (when
+// not nil). A registration that fails (another broker of the same name on
+// the same registry) registers nothing and is returned.
+func newMetrics(reg prometheus.Registerer, adapter string) (*metrics, error) {
 	cl := prometheus.Labels{"adapter": adapter}
 	m := &metrics{
 		published: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_broker_published_total",
@@ -31,6 +38,12 @@ func newMetrics(reg prometheus.Registerer, adapter string) *metrics {
 			Help: "Deliveries by disposition.", ConstLabels: cl}, []string{"topic", "group", "disposition"}),
 		settleErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_broker_settle_errors_total",
 			Help: "Settlements the adapter failed to carry out (left unsettled).", ConstLabels: cl}, []string{"topic", "group"}),
+		released: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_broker_released_total",
+			Help: "Deliveries whose settlement kept failing, given back to the broker for redelivery.", ConstLabels: cl}, []string{"topic", "group"}),
+		stuck: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "msgx_broker_stuck_deliveries",
+			Help: "Deliveries whose settlement and release both failed, held until their listener stops.", ConstLabels: cl}, []string{"topic", "group"}),
+		parked: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "msgx_broker_parked_deliveries",
+			Help: "Deliveries waiting in the port-local scheduler for their not-before time.", ConstLabels: cl}, []string{"topic", "group"}),
 		handler: &handlerHistogram{
 			desc:   prometheus.NewDesc("msgx_broker_handler_seconds", "Handler run time; for deliveries handled back to back, from the end of the previous handler (so with its acknowledgement, a fraction of a microsecond).", []string{"topic", "group"}, cl),
 			series: map[[2]string]*histogramSeries{},
@@ -40,10 +53,19 @@ func newMetrics(reg prometheus.Registerer, adapter string) *metrics {
 		eventsDropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "msgx_broker_events_dropped_total",
 			Help: "Lifecycle events dropped because nobody read them.", ConstLabels: cl}),
 	}
-	if reg != nil {
-		reg.MustRegister(m.published, m.publishErrors, m.received, m.settledVec, m.settleErrors, m.handler, m.events, m.eventsDropped)
+	if reg == nil {
+		return m, nil
 	}
-	return m
+	cs := []prometheus.Collector{m.published, m.publishErrors, m.received, m.settledVec, m.settleErrors, m.released, m.stuck, m.parked, m.handler, m.events, m.eventsDropped}
+	for i, c := range cs {
+		if err := reg.Register(c); err != nil {
+			for _, done := range cs[:i] {
+				reg.Unregister(done)
+			}
+			return m, fmt.Errorf("register metrics of adapter %q: %w", adapter, err)
+		}
+	}
+	return m, nil
 }
 
 // The upper bounds of the handler histogram, 0.5 ms × 4^i, in seconds as
@@ -122,6 +144,9 @@ type listenerMetrics struct {
 	handler       *handlerHistogram
 	series        *histogramSeries
 	settleErrors  prometheus.Counter
+	released      prometheus.Counter
+	stuck         prometheus.Gauge
+	parked        prometheus.Gauge
 	byDisposition [Conflict + 1]prometheus.Counter
 }
 
@@ -131,6 +156,9 @@ func (m *metrics) forListener(topic, group string) listenerMetrics {
 		handler:      m.handler,
 		series:       m.handler.forLabels(topic, group),
 		settleErrors: m.settleErrors.WithLabelValues(topic, group),
+		released:     m.released.WithLabelValues(topic, group),
+		stuck:        m.stuck.WithLabelValues(topic, group),
+		parked:       m.parked.WithLabelValues(topic, group),
 	}
 	for d := Ack; d <= Conflict; d++ {
 		lm.byDisposition[d] = m.settledVec.WithLabelValues(topic, group, d.String())

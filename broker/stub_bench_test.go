@@ -77,6 +77,7 @@ func (d *stubDelivery) Message() *driver.Message                                
 func (d *stubDelivery) Ack(context.Context) error                                     { d.s.d.acked.Add(1); return nil }
 func (d *stubDelivery) Requeue(context.Context, *driver.Message, time.Duration) error { return nil }
 func (d *stubDelivery) DeadLetter(context.Context, *driver.Message) error             { return nil }
+func (d *stubDelivery) Release(context.Context, *driver.Message, time.Duration) error { return nil }
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 

@@ -119,6 +119,10 @@ type Broker struct {
 	// Idempotence is the Kafka producer's idempotent write (default true).
 	Idempotence *bool  `yaml:"idempotence"`
 	ClientID    string `yaml:"client-id"`
+	// CompactedTopics are Kafka topics msgx creates at start when missing,
+	// with cleanup.policy=compact: the topics of compacted relay lanes
+	// (the SIS schd topic), whose consumers rebuild state from them.
+	CompactedTopics []string `yaml:"compacted-topics"`
 }
 
 // Mailbox is a mailbox table.

@@ -13,9 +13,21 @@ import (
 	"time"
 
 	"github.com/msgx/msgx/broker"
+	"github.com/msgx/msgx/broker/driver"
+	"github.com/msgx/msgx/internal/backoff"
 )
 
 var errTransient = errors.New("transient failure")
+
+// waitEntered waits until a handler signals on entered.
+func waitEntered(t *testing.T, entered <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-entered:
+	case <-time.After(timeout()):
+		t.Fatal("handler never entered")
+	}
+}
 
 func caseConfirmedPublish(t *testing.T, s *suite) {
 	b := s.start(t)
@@ -29,6 +41,27 @@ func caseConfirmedPublish(t *testing.T, s *suite) {
 
 	if err := b.SendConfirmed(ctxT(t), s.h.RefusedTopic(), msg("k", "refused")); err == nil {
 		t.Errorf("SendConfirmed to refused topic %q returned nil", s.h.RefusedTopic())
+	}
+
+	// With every byte from the broker late, a confirmed send takes at least
+	// that long: it waits for the confirm.
+	if nw, ok := s.h.(Network); ok {
+		const latency = 300 * time.Millisecond
+		restore, err := nw.Latency(ctxT(t), latency)
+		if err != nil {
+			t.Fatalf("latency: %v", err)
+		}
+		start := time.Now()
+		err = b.SendConfirmed(ctxT(t), topic, msg("k", "slow-confirm"))
+		took := time.Since(start)
+		restore()
+		if err != nil {
+			t.Errorf("SendConfirmed with a slow network: %v", err)
+		} else if took < latency {
+			t.Errorf("SendConfirmed returned after %v, before the confirm could arrive (every byte takes %v)", took, latency)
+		}
+	} else {
+		t.Logf("%s: no network between driver and broker to slow down", s.h.Name())
 	}
 
 	restore, err := s.h.Outage(ctxT(t))
@@ -50,14 +83,13 @@ func caseRoundTrip(t *testing.T, s *suite) {
 	listen(t, b, broker.Subscription{Topic: topic, Group: "g"}, c.handle)
 	payload := []byte{0x00, 0xff, 0xfe, 'a', 0x80, 0xc3, 0x28, 0x00, '\n'}
 	headers := map[string]string{
-		broker.HeaderType:            "flight.update",
-		broker.HeaderRequestID:       "req-1",
-		broker.HeaderTenantID:        "tenant-7",
-		broker.HeaderCorrelationID:   "corr-9",
-		broker.HeaderPartitionKey:    "FLID-42",
-		broker.HeaderRedeliveryCount: "0",
-		broker.HeaderEventID:         "ev-round",
-		"x-custom":                   "Ünïcødé ✓",
+		broker.HeaderType:          "flight.update",
+		broker.HeaderRequestID:     "req-1",
+		broker.HeaderTenantID:      "tenant-7",
+		broker.HeaderCorrelationID: "corr-9",
+		broker.HeaderPartitionKey:  "FLID-42",
+		broker.HeaderEventID:       "ev-round",
+		"x-custom":                 "Ünïcødé ✓",
 	}
 	send(t, b, topic, &broker.Message{Key: "FLID-42", Payload: payload, Headers: headers})
 	c.waitCount(t, "ev-round", 1)
@@ -75,6 +107,68 @@ func caseRoundTrip(t *testing.T, s *suite) {
 	}
 	if d.RedeliveryCount != 0 {
 		t.Errorf("redelivery count = %d on first delivery", d.RedeliveryCount)
+	}
+	if len(d.Headers) != len(headers) {
+		t.Errorf("headers = %v, want exactly %v", d.Headers, headers)
+	}
+}
+
+// controlHeaders are the port's steering headers no handler may see.
+var controlHeaders = []string{broker.HeaderRedeliveryCount, broker.HeaderNotBefore, broker.HeaderForGroup}
+
+// caseForwardedDelivery: a handler forwards a requeued, delayed delivery as
+// it received it; the forwarded copy steers nothing. Every group of the
+// destination gets it, first time, and no handler ever sees a control
+// header, not even one the sender set.
+func caseForwardedDelivery(t *testing.T, s *suite) {
+	b := s.start(t)
+	src := s.topic(t, "fwd-src")
+	dst := s.topic(t, "fwd-dst")
+	var leaked atomic.Int64
+	checkClean := func(d *broker.Delivery) {
+		for _, h := range controlHeaders {
+			if _, ok := d.Headers[h]; ok {
+				leaked.Add(1)
+				t.Errorf("handler of %s/%s saw control header %s=%q", d.Topic, d.Group, h, d.Headers[h])
+			}
+		}
+	}
+	x := newCollector(func(d *broker.Delivery) error { checkClean(d); return nil })
+	y := newCollector(func(d *broker.Delivery) error { checkClean(d); return nil })
+	listen(t, b, broker.Subscription{Topic: dst, Group: "x"}, x.handle)
+	listen(t, b, broker.Subscription{Topic: dst, Group: "y"}, y.handle)
+	fwd := newCollector(func(d *broker.Delivery) error {
+		checkClean(d)
+		if d.RedeliveryCount == 0 {
+			return errTransient // requeued: the copy carries for-group, count and not-before
+		}
+		return b.SendConfirmed(context.Background(), dst, &d.Message)
+	})
+	listen(t, b, broker.Subscription{Topic: src, Group: "fwd", Retry: fastRetry(5)}, fwd.handle)
+	send(t, b, src, msg("k", "forwarded"))
+	x.waitCount(t, "forwarded", 1)
+	y.waitCount(t, "forwarded", 1)
+	for _, c := range []*collector{x, y} {
+		c.mu.Lock()
+		if n := c.order[0].RedeliveryCount; n != 0 {
+			t.Errorf("forwarded copy arrived with redelivery count %d, want 0", n)
+		}
+		c.mu.Unlock()
+	}
+
+	// Control headers set by a sender are dropped too.
+	forged := msg("k", "forged")
+	forged.SetHeader(broker.HeaderForGroup, "nobody")
+	forged.SetHeader(broker.HeaderRedeliveryCount, "7")
+	forged.SetHeader(broker.HeaderNotBefore, strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10))
+	send(t, b, dst, forged)
+	x.waitCount(t, "forged", 1)
+	y.waitCount(t, "forged", 1)
+	if forged.Header(broker.HeaderForGroup) != "nobody" {
+		t.Errorf("send changed the caller's message headers")
+	}
+	if leaked.Load() != 0 {
+		t.Errorf("%d deliveries showed control headers", leaked.Load())
 	}
 }
 
@@ -94,11 +188,7 @@ func caseCompletionBeforeAck(t *testing.T, s *suite) {
 	}
 	l1 := listen(t, b1, broker.Subscription{Topic: topic, Group: "g"}, blocking)
 	send(t, b1, topic, msg("k", "blocked"))
-	select {
-	case <-entered:
-	case <-time.After(timeout()):
-		t.Fatal("handler never entered")
-	}
+	waitEntered(t, entered)
 	stopListener(t, l1, 200*time.Millisecond)
 	stopBroker(t, b1)
 
@@ -128,7 +218,7 @@ func caseRequeue(t *testing.T, s *suite) {
 	listen(t, b, broker.Subscription{Topic: topic, Group: "g", Retry: fastRetry(10)}, c.handle)
 	send(t, b, topic, msg("k", "rq"))
 	c.waitCount(t, "rq", 4)
-	c.barrier(t, b, topic, "k")
+	quiet()
 	mu.Lock()
 	defer mu.Unlock()
 	want := []int{0, 1, 2, 3}
@@ -137,25 +227,29 @@ func caseRequeue(t *testing.T, s *suite) {
 	}
 }
 
-// dlq consumes a dead-letter topic.
+// dlq starts reading a dead-letter topic, in the group adapters keep dead
+// letters for (driver.DeadLetterGroup). The cases start it only after the
+// dead letters were sent: nothing may depend on a reader being there first.
 func dlq(t *testing.T, b *broker.Broker, topic string) *collector {
 	c := newCollector(nil)
-	listen(t, b, broker.Subscription{Topic: topic, Group: "dlq-reader"}, c.handle)
+	listen(t, b, broker.Subscription{Topic: topic, Group: driver.DeadLetterGroup}, c.handle)
 	return c
 }
 
 func casePoison(t *testing.T, s *suite) {
 	b := s.start(t)
 	topic := s.topic(t, "poison")
-	dead := dlq(t, b, topic+".dlq")
 	c := newCollector(func(d *broker.Delivery) error {
 		if d.Header(broker.HeaderEventID) == "bad" {
 			return broker.Poison(errors.New("schema violation: no FLID"))
 		}
 		return nil
 	})
-	listen(t, b, broker.Subscription{Topic: topic, Group: "g"}, c.handle)
+	l := listen(t, b, broker.Subscription{Topic: topic, Group: "g"}, c.handle)
 	send(t, b, topic, msg("k", "bad"))
+	c.waitCount(t, "bad", 1)
+	stopListener(t, l, 5*time.Second) // its settlement is done: the dead letter was sent
+	dead := dlq(t, b, topic+".dlq")
 	dead.waitCount(t, "bad", 1)
 	d := dead.order[0]
 	if got := d.Header(broker.HeaderDeadClass); got != "poison" {
@@ -167,7 +261,8 @@ func casePoison(t *testing.T, s *suite) {
 	if got := d.Header(broker.HeaderDeadTopic); got != topic {
 		t.Errorf("dead topic header = %q, want %q", got, topic)
 	}
-	c.barrier(t, b, topic, "k")
+	listen(t, b, broker.Subscription{Topic: topic, Group: "g"}, c.handle)
+	quiet()
 	if n := c.count("bad"); n != 1 {
 		t.Errorf("poison message handled %d times, want 1", n)
 	}
@@ -176,11 +271,19 @@ func casePoison(t *testing.T, s *suite) {
 func caseDeadLetterFailure(t *testing.T, s *suite) {
 	b1 := s.start(t)
 	topic := s.topic(t, "dlfail")
-	c1 := newCollector(func(*broker.Delivery) error { return broker.Poison(errors.New("bad schema")) })
+	c1 := newCollector(func(d *broker.Delivery) error {
+		if d.Header(broker.HeaderEventID) == "dl" {
+			return broker.Poison(errors.New("bad schema"))
+		}
+		return nil
+	})
 	l1 := listen(t, b1, broker.Subscription{Topic: topic, Group: "g", DeadLetterTopic: s.h.RefusedTopic()}, c1.handle)
 	send(t, b1, topic, msg("k", "dl"))
 	c1.waitCount(t, "dl", 1)
 	waitEvent(t, b1, "failed dead-letter settlement", func(e broker.Event) bool { return e.Err != nil && strings.Contains(e.Err.Error(), "dead_letter") })
+	// The running consumer keeps consuming.
+	send(t, b1, topic, msg("other", "after"))
+	c1.waitCount(t, "after", 1)
 	stopListener(t, l1, 2*time.Second)
 	stopBroker(t, b1)
 
@@ -195,17 +298,20 @@ func caseRetryExhaustion(t *testing.T, s *suite) {
 	const n = 3
 	b := s.start(t)
 	topic := s.topic(t, "exhaust")
-	dead := dlq(t, b, topic+".dlq")
 	c := newCollector(func(d *broker.Delivery) error {
 		if d.Header(broker.HeaderEventID) == "always" {
 			return errTransient
 		}
 		return nil
 	})
-	listen(t, b, broker.Subscription{Topic: topic, Group: "g", Retry: fastRetry(n)}, c.handle)
+	l := listen(t, b, broker.Subscription{Topic: topic, Group: "g", Retry: fastRetry(n)}, c.handle)
 	send(t, b, topic, msg("k", "always"))
+	c.waitCount(t, "always", n)
+	stopListener(t, l, 5*time.Second) // the last settlement is done
+	dead := dlq(t, b, topic+".dlq")
 	dead.waitCount(t, "always", 1)
-	c.barrier(t, b, topic, "k")
+	listen(t, b, broker.Subscription{Topic: topic, Group: "g", Retry: fastRetry(n)}, c.handle)
+	quiet()
 	if got := c.count("always"); got != n {
 		t.Errorf("handler called %d times, want exactly %d", got, n)
 	}
@@ -221,22 +327,50 @@ func caseRetryExhaustion(t *testing.T, s *suite) {
 func caseCancellation(t *testing.T, s *suite) {
 	b1 := s.start(t)
 	topic := s.topic(t, "cancel")
-	dead := dlq(t, b1, topic+".dlq")
-	c1 := newCollector(func(*broker.Delivery) error { return fmt.Errorf("work abandoned: %w", context.Canceled) })
-	l1 := listen(t, b1, broker.Subscription{Topic: topic, Group: "g"}, c1.handle)
+	entered := make(chan struct{}, 1)
+	var mu sync.Mutex
+	var wrappedCounts []int
+	c1 := newCollector(nil)
+	l1 := listen(t, b1, broker.Subscription{Topic: topic, Group: "g"}, func(ctx context.Context, d *broker.Delivery) error {
+		_ = c1.handle(ctx, d)
+		switch d.Header(broker.HeaderEventID) {
+		case "wrapped":
+			// An error that merely wraps context.Canceled while the listener
+			// runs is an ordinary failure: requeued, never held.
+			mu.Lock()
+			defer mu.Unlock()
+			wrappedCounts = append(wrappedCounts, d.RedeliveryCount)
+			if len(wrappedCounts) == 1 {
+				return fmt.Errorf("db call abandoned: %w", context.Canceled)
+			}
+		case "cx":
+			entered <- struct{}{}
+			<-ctx.Done() // cancelled by the listener's stop
+			return fmt.Errorf("work abandoned: %w", ctx.Err())
+		}
+		return nil
+	})
+	send(t, b1, topic, msg("k", "wrapped"))
+	c1.waitCount(t, "wrapped", 2)
+	mu.Lock()
+	if fmt.Sprint(wrappedCounts) != "[0 1]" {
+		t.Errorf("redelivery counts of a handler error wrapping context.Canceled = %v, want [0 1] (an ordinary requeue)", wrappedCounts)
+	}
+	mu.Unlock()
+
 	send(t, b1, topic, msg("k", "cx"))
-	c1.waitCount(t, "cx", 1)
-	stopListener(t, l1, 2*time.Second)
+	waitEntered(t, entered)
+	stopListener(t, l1, 200*time.Millisecond)
 
 	b2 := s.start(t)
 	c2 := newCollector(nil)
 	listen(t, b2, broker.Subscription{Topic: topic, Group: "g"}, c2.handle)
 	c2.waitCount(t, "cx", 1)
-	c2.barrier(t, b2, topic, "k")
+	dead := dlq(t, b2, topic+".dlq")
+	quiet()
 	if n := c1.count("cx") + c2.count("cx"); n != 2 {
 		t.Errorf("cancelled message handled %d times in total, want 2 (no requeue copy)", n)
 	}
-	dead.barrier(t, b1, topic+".dlq", "k")
 	if dead.count("cx") != 0 {
 		t.Errorf("cancelled message was dead-lettered")
 	}
@@ -245,24 +379,120 @@ func caseCancellation(t *testing.T, s *suite) {
 func caseConflict(t *testing.T, s *suite) {
 	b1 := s.start(t)
 	topic := s.topic(t, "conflict")
-	dead := dlq(t, b1, topic+".dlq")
-	c1 := newCollector(func(*broker.Delivery) error {
-		return errors.Join(broker.Poison(errors.New("bad")), context.Canceled)
+	entered := make(chan struct{}, 1)
+	l1 := listen(t, b1, broker.Subscription{Topic: topic, Group: "g"}, func(ctx context.Context, d *broker.Delivery) error {
+		entered <- struct{}{}
+		<-ctx.Done()
+		// Poison and cancelled at once: two dispositions.
+		return errors.Join(broker.Poison(errors.New("bad")), ctx.Err())
 	})
-	l1 := listen(t, b1, broker.Subscription{Topic: topic, Group: "g"}, c1.handle)
 	send(t, b1, topic, msg("k", "cf"))
+	waitEntered(t, entered)
+	stopListener(t, l1, 200*time.Millisecond)
 	waitEvent(t, b1, "conflicting disposition", func(e broker.Event) bool { return errors.Is(e.Err, broker.ErrConflictingDisposition) })
-	stopListener(t, l1, 2*time.Second)
 
 	// Nothing was settled: neither acked nor dead-lettered.
 	b2 := s.start(t)
 	c2 := newCollector(nil)
 	listen(t, b2, broker.Subscription{Topic: topic, Group: "g"}, c2.handle)
 	c2.waitCount(t, "cf", 1)
-	dead.barrier(t, b1, topic+".dlq", "k")
+	dead := dlq(t, b2, topic+".dlq")
+	quiet()
 	if dead.count("cf") != 0 {
 		t.Errorf("conflicting message was dead-lettered")
 	}
+
+	settlesOnce(t, s)
+}
+
+// settlesOnce checks the adapter's own guard: the port never settles twice,
+// but if anything did, the second settlement of a delivery is refused with
+// an error and the subscription goes on working.
+func settlesOnce(t *testing.T, s *suite) {
+	ctx := ctxT(t)
+	drv, err := s.h.NewDriver(ctx)
+	if err != nil {
+		t.Fatalf("new driver: %v", err)
+	}
+	if err := drv.Start(ctx); err != nil {
+		t.Fatalf("start driver: %v", err)
+	}
+	defer drv.Close(context.Background())
+	topic := s.topic(t, "settle-once")
+	sub, err := drv.Subscribe(ctx, driver.SubscriptionSpec{Topic: topic, Group: "g", DeadLetterTopic: topic + ".dlq", Prefetch: 4})
+	if err != nil {
+		t.Fatalf("subscribe: %v", err)
+	}
+	defer sub.Close(context.Background())
+	next := func(id string) driver.Delivery {
+		t.Helper()
+		if err := drv.Publish(ctx, topic, []*driver.Message{{Key: "k", Payload: []byte(id), Headers: map[string]string{broker.HeaderEventID: id}}}); err != nil {
+			t.Fatalf("publish %s: %v", id, err)
+		}
+		for {
+			ds, err := sub.Receive(ctx, 1)
+			if err != nil {
+				t.Fatalf("receive %s: %v", id, err)
+			}
+			if len(ds) > 0 && ds[0].Message().Headers[broker.HeaderEventID] == id {
+				return ds[0]
+			}
+		}
+	}
+	d := next("once")
+	if err := d.Ack(ctx); err != nil {
+		t.Fatalf("first ack: %v", err)
+	}
+	if err := d.Ack(ctx); err == nil {
+		t.Error("a second Ack of a delivery returned nil")
+	}
+	m := d.Message()
+	if err := d.Requeue(ctx, m, 0); err == nil {
+		t.Error("Requeue of an acknowledged delivery returned nil")
+	}
+	if err := d.DeadLetter(ctx, m); err == nil {
+		t.Error("DeadLetter of an acknowledged delivery returned nil")
+	}
+	if err := d.Release(ctx, m, 0); err == nil {
+		t.Error("Release of an acknowledged delivery returned nil")
+	}
+	if err := next("after").Ack(ctx); err != nil {
+		t.Errorf("the subscription broke after the refused settlements: %v", err)
+	}
+}
+
+// caseFailingSettlement: two poison messages whose dead-letter publish keeps
+// failing must not stop a consumer whose window holds two: each failed
+// settlement is released to the broker, and later messages are handled.
+func caseFailingSettlement(t *testing.T, s *suite) {
+	b := s.start(t)
+	topic := s.topic(t, "stall")
+	c := newCollector(func(d *broker.Delivery) error {
+		if strings.HasPrefix(d.Header(broker.HeaderEventID), "poison") {
+			return broker.Poison(errors.New("bad schema"))
+		}
+		return nil
+	})
+	// A window of two: two held deliveries would fill it.
+	sub := broker.Subscription{Topic: topic, Group: "g", DeadLetterTopic: s.h.RefusedTopic(), Prefetch: 1, MaxParked: 1}
+	listen(t, b, sub, c.handle)
+	send(t, b, topic, msg("k1", "poison-1"), msg("k2", "poison-2"))
+	c.waitCount(t, "poison-1", 1)
+	c.waitCount(t, "poison-2", 1)
+	var good []*broker.Message
+	for i := range 5 {
+		good = append(good, msg(fmt.Sprintf("g%d", i), fmt.Sprintf("good-%d", i)))
+	}
+	send(t, b, topic, good...)
+	for i := range 5 {
+		c.waitCount(t, fmt.Sprintf("good-%d", i), 1)
+	}
+	// The poison messages were given back, not held: they came again.
+	c.waitCount(t, "poison-1", 2)
+	c.waitCount(t, "poison-2", 2)
+	waitEvent(t, b, "a released delivery", func(e broker.Event) bool {
+		return e.Err != nil && strings.Contains(e.Err.Error(), "released")
+	})
 }
 
 func caseLoadBalance(t *testing.T, s *suite) {
@@ -270,10 +500,27 @@ func caseLoadBalance(t *testing.T, s *suite) {
 	b1, b2 := s.start(t), s.start(t)
 	topic := s.topic(t, "lb")
 	c := newCollector(nil)
-	l1 := listen(t, b1, broker.Subscription{Topic: topic, Group: "g", Concurrency: 4}, c.handle)
-	l2 := listen(t, b2, broker.Subscription{Topic: topic, Group: "g", Concurrency: 4}, c.handle)
+	var got1, got2 atomic.Int64
+	l1 := listen(t, b1, broker.Subscription{Topic: topic, Group: "g", Concurrency: 4}, func(ctx context.Context, d *broker.Delivery) error {
+		got1.Add(1)
+		return c.handle(ctx, d)
+	})
+	l2 := listen(t, b2, broker.Subscription{Topic: topic, Group: "g", Concurrency: 4}, func(ctx context.Context, d *broker.Delivery) error {
+		got2.Add(1)
+		return c.handle(ctx, d)
+	})
 	sendMany(t, b1, topic, n, 16, "lb")
 	c.waitDistinct(t, n)
+	// A member that joined late (a rebalance takes a while on some brokers)
+	// must get its share of what follows.
+	deadline := time.Now().Add(timeout())
+	for extra := n; got1.Load() == 0 || got2.Load() == 0; extra += 100 {
+		if time.Now().After(deadline) {
+			t.Fatalf("consumers handled %d and %d messages: the group did not share them", got1.Load(), got2.Load())
+		}
+		sendMany(t, b1, topic, 100, 16, fmt.Sprintf("lb-%d", extra))
+		c.waitDistinct(t, extra+100)
+	}
 	stopListener(t, l1, 5*time.Second)
 	stopListener(t, l2, 5*time.Second)
 	c.mu.Lock()
@@ -373,13 +620,20 @@ func caseOutOfOrderCompletion(t *testing.T, s *suite) {
 		t.Fatal("message 5 never reached the handler")
 	}
 	c1.waitDistinct(t, n)
-	stopListener(t, l1, 200*time.Millisecond)
+	stopListener(t, l1, 500*time.Millisecond)
 	stopBroker(t, b1)
 
 	b2 := s.start(t)
 	c2 := newCollector(nil)
 	listen(t, b2, broker.Subscription{Topic: topic, Group: "g", Concurrency: 8}, c2.handle)
 	c2.waitCount(t, "ooo-5", 1)
+	quiet()
+	// Everything before the unfinished message was settled: never again.
+	for i := range 5 {
+		if k := c2.count(fmt.Sprintf("ooo-%d", i)); k != 0 {
+			t.Errorf("ooo-%d, settled before the unfinished ooo-5, was redelivered %d times", i, k)
+		}
+	}
 }
 
 func caseBatch(t *testing.T, s *suite) {
@@ -502,6 +756,89 @@ func caseDelay(t *testing.T, s *suite) {
 	}
 }
 
+// caseDelayOtherKeys: a delayed message and a requeue waiting for its
+// backoff do not hold up other keys, even with one handler at a time.
+func caseDelayOtherKeys(t *testing.T, s *suite) {
+	const delay = 2 * time.Second
+	b := s.start(t)
+	topic := s.topic(t, "delaykeys")
+	var mu sync.Mutex
+	at := map[string][]time.Time{}
+	c := newCollector(func(d *broker.Delivery) error {
+		id := d.Header(broker.HeaderEventID)
+		mu.Lock()
+		defer mu.Unlock()
+		at[id] = append(at[id], time.Now())
+		if id == "retry" && len(at[id]) == 1 {
+			return errTransient
+		}
+		return nil
+	})
+	retry := backoff.Policy{MaxAttempts: 5, Initial: delay, Max: delay}
+	listen(t, b, broker.Subscription{Topic: topic, Group: "g", Retry: retry}, c.handle)
+	send(t, b, topic, msg("k-retry", "retry"))
+	c.waitCount(t, "retry", 1)
+	if err := b.SendDelayed(ctxT(t), topic, delay, msg("k-late", "late")); err != nil {
+		t.Fatalf("send delayed: %v", err)
+	}
+	send(t, b, topic, msg("k-other", "other"))
+	c.waitCount(t, "other", 1)
+	c.waitCount(t, "late", 1)
+	c.waitCount(t, "retry", 2)
+	mu.Lock()
+	defer mu.Unlock()
+	other := at["other"][0]
+	if !other.Before(at["late"][0]) {
+		t.Errorf("another key waited for a delayed message: handled %v after it", other.Sub(at["late"][0]))
+	}
+	if !other.Before(at["retry"][1]) {
+		t.Errorf("another key waited for a requeue's backoff: handled %v after it", other.Sub(at["retry"][1]))
+	}
+}
+
+// caseCountAfterCrash: a consumer dies while its handler runs (its
+// subscription goes away unsettled). The redelivery count the next consumer
+// sees includes that attempt where the adapter declares CountsRedeliveries,
+// and is unchanged otherwise; a failure after it counts one more either way.
+func caseCountAfterCrash(t *testing.T, s *suite) {
+	b1 := s.start(t)
+	topic := s.topic(t, "crashcount")
+	entered := make(chan struct{}, 1)
+	l1 := listen(t, b1, broker.Subscription{Topic: topic, Group: "g"}, func(ctx context.Context, d *broker.Delivery) error {
+		entered <- struct{}{}
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	send(t, b1, topic, msg("k", "crash"))
+	waitEntered(t, entered)
+	stopListener(t, l1, 100*time.Millisecond)
+	stopBroker(t, b1)
+
+	want := 0
+	if s.caps.CountsRedeliveries {
+		want = 1
+	}
+	b2 := s.start(t)
+	var mu sync.Mutex
+	var counts []int
+	c := newCollector(func(d *broker.Delivery) error {
+		mu.Lock()
+		defer mu.Unlock()
+		counts = append(counts, d.RedeliveryCount)
+		if len(counts) == 1 {
+			return errTransient
+		}
+		return nil
+	})
+	listen(t, b2, broker.Subscription{Topic: topic, Group: "g", Retry: fastRetry(10)}, c.handle)
+	c.waitCount(t, "crash", 2)
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(counts) != fmt.Sprint([]int{want, want + 1}) {
+		t.Errorf("redelivery counts after a crash = %v, want %v (CountsRedeliveries %v)", counts, []int{want, want + 1}, s.caps.CountsRedeliveries)
+	}
+}
+
 func caseBurst(t *testing.T, s *suite) {
 	n := s.opts.BurstN
 	b := s.start(t)
@@ -569,11 +906,15 @@ func caseGracefulStop(t *testing.T, s *suite) {
 	c3 := newCollector(nil)
 	listen(t, b3, broker.Subscription{Topic: topic, Group: "g"}, c3.handle)
 	c3.waitCount(t, "stuck", 1)
-	c3.barrier(t, b3, topic, "k")
+	quiet()
 	if c3.count("slow") != 0 {
 		t.Errorf("message acked during graceful stop was redelivered")
 	}
 }
+
+// outageFor is how long the reconnect case keeps the broker unreachable,
+// and then silent.
+const outageFor = 3 * time.Second
 
 func caseReconnect(t *testing.T, s *suite) {
 	const n = 200
@@ -581,32 +922,56 @@ func caseReconnect(t *testing.T, s *suite) {
 	topic := s.topic(t, "reconnect")
 	c := newCollector(nil)
 	listen(t, b, broker.Subscription{Topic: topic, Group: "g", Concurrency: 4}, c.handle)
-	sendRetrying := func(i int) {
-		deadline := time.Now().Add(timeout())
-		for {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			err := b.SendConfirmed(ctx, topic, msg(fmt.Sprintf("key-%d", i%8), fmt.Sprintf("rc-%d", i)))
-			cancel()
-			if err == nil {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("send rc-%d never succeeded after the connection came back: %v", i, err)
+	sendRetrying := func(from, to int) {
+		for i := from; i < to; i++ {
+			deadline := time.Now().Add(timeout())
+			for {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				err := b.SendConfirmed(ctx, topic, msg(fmt.Sprintf("key-%d", i%8), fmt.Sprintf("rc-%d", i)))
+				cancel()
+				if err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("send rc-%d never succeeded after the network came back: %v", i, err)
+				}
+				<-time.After(50 * time.Millisecond)
 			}
 		}
 	}
-	for i := 0; i < n/2; i++ {
-		sendRetrying(i)
-	}
-	c.waitDistinct(t, n/4) // consuming mid-stream
+	sendRetrying(0, n/4)
+	c.waitDistinct(t, n/8) // consuming mid-stream
+
+	// An outage of several seconds: every connection closed, new ones refused.
 	restore, err := s.h.Outage(ctxT(t))
 	if err != nil {
 		t.Fatalf("outage: %v", err)
 	}
+	<-time.After(outageFor)
 	restore()
-	for i := n / 2; i < n; i++ {
-		sendRetrying(i)
+	sendRetrying(n/4, n/2)
+	c.waitDistinct(t, n/2)
+
+	// A half-open network: nothing closes, nothing gets through, for several
+	// seconds; sends made meanwhile are retried until confirmed.
+	if nw, ok := s.h.(Network); ok {
+		resume, err := nw.Stall(ctxT(t))
+		if err != nil {
+			t.Fatalf("stall: %v", err)
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			<-time.After(outageFor)
+			resume()
+		}()
+		sendRetrying(n/2, 3*n/4)
+		<-done
+	} else {
+		t.Logf("%s: no network between driver and broker to stall", s.h.Name())
+		sendRetrying(n/2, 3*n/4)
 	}
+	sendRetrying(3*n/4, n)
 	c.waitDistinct(t, n)
 }
 

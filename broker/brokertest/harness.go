@@ -36,6 +36,51 @@ type Harness interface {
 	RefusedTopic() string
 }
 
+// Network is implemented by harnesses whose drivers reach the broker over a
+// network path the harness controls (a Proxy): the suite then also checks
+// what a network does short of closing connections.
+type Network interface {
+	// Stall makes every connection between drivers and the broker silent,
+	// closing nothing (a half-open network), until resume is called.
+	Stall(ctx context.Context) (resume func(), err error)
+	// Latency delays every byte between drivers and the broker by d until
+	// restore is called.
+	Latency(ctx context.Context, d time.Duration) (restore func(), err error)
+}
+
+// ProxyNetwork implements Network over proxies.
+type ProxyNetwork []*Proxy
+
+// Stall implements Network.
+func (ps ProxyNetwork) Stall(context.Context) (func(), error) {
+	for _, p := range ps {
+		p.Stall()
+	}
+	return func() {
+		for _, p := range ps {
+			p.Resume()
+		}
+	}, nil
+}
+
+// Latency implements Network.
+func (ps ProxyNetwork) Latency(_ context.Context, d time.Duration) (func(), error) {
+	for _, p := range ps {
+		p.SetLatency(d)
+	}
+	return func() {
+		for _, p := range ps {
+			p.SetLatency(0)
+		}
+	}, nil
+}
+
+// Targeted is implemented by harnesses that say what the suite runs against
+// (a local server, an in-process double); the matrix shows it.
+type Targeted interface {
+	Target() string
+}
+
 // ExpiryChecker is implemented by harnesses of adapters that declare
 // SubscriptionExpiry: it tells whether the broker still holds a subscription.
 type ExpiryChecker interface {

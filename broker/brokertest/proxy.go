@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"time"
 )
 
 // Proxy is a TCP proxy on 127.0.0.1 that a harness puts between its drivers
@@ -17,6 +18,8 @@ type Proxy struct {
 	conns   map[net.Conn]struct{}
 	blocked bool
 	closed  bool
+	flowing chan struct{} // closed while bytes flow; open during a stall
+	latency time.Duration // added to every chunk's way through
 	wg      sync.WaitGroup
 }
 
@@ -26,7 +29,8 @@ func NewProxy(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}, flowing: make(chan struct{})}
+	close(p.flowing)
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -72,9 +76,30 @@ func (p *Proxy) accept() {
 
 func (p *Proxy) pipe(dst, src net.Conn) {
 	defer p.wg.Done()
-	_, err := io.Copy(dst, src)
-	_ = err
-	if tc, ok := dst.(*net.TCPConn); ok && err == nil {
+	buf := make([]byte, 32<<10)
+	var err error
+	for {
+		var n int
+		n, err = src.Read(buf)
+		if n > 0 {
+			// A stall holds the chunk (and, by TCP back-pressure, whatever
+			// follows it); latency delays it.
+			p.mu.Lock()
+			flowing, latency := p.flowing, p.latency
+			p.mu.Unlock()
+			<-flowing
+			if latency > 0 {
+				<-time.After(latency)
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	if tc, ok := dst.(*net.TCPConn); ok && errors.Is(err, io.EOF) {
 		_ = tc.CloseWrite()
 	} else {
 		_ = dst.Close()
@@ -83,6 +108,37 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 	delete(p.conns, src)
 	p.mu.Unlock()
 	_ = src.Close()
+}
+
+// Stall makes the network silent without closing anything, like a peer
+// that vanished or a link that drops every packet: connections stay open,
+// no byte gets through in either direction until Resume.
+func (p *Proxy) Stall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.flowing:
+		p.flowing = make(chan struct{})
+	default:
+	}
+}
+
+// Resume lets the bytes a Stall held go through.
+func (p *Proxy) Resume() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.flowing:
+	default:
+		close(p.flowing)
+	}
+}
+
+// SetLatency delays every chunk of bytes by d on its way through (0: none).
+func (p *Proxy) SetLatency(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.latency = d
 }
 
 // Cut closes every live connection and refuses new ones until Restore.
@@ -105,6 +161,7 @@ func (p *Proxy) Restore() {
 
 // Close stops the proxy and closes every connection.
 func (p *Proxy) Close() error {
+	p.Resume()
 	p.mu.Lock()
 	p.closed = true
 	for c := range p.conns {

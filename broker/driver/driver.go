@@ -8,6 +8,7 @@ package driver
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 )
 
@@ -40,10 +41,15 @@ type Capabilities struct {
 	// NativeDelay: the broker delays delivery itself. When false the port holds
 	// delayed messages in its local scheduler.
 	NativeDelay bool
-	// NativeDeadLetter: dead letters travel through a broker mechanism (a DLX).
-	NativeDeadLetter bool
 	// SubscriptionExpiry: a per-instance subscription disappears after a TTL.
 	SubscriptionExpiry bool
+	// CountsRedeliveries: the broker tells a delivery that was handed out
+	// before and not settled (a crash, a lost connection, a stop), so the
+	// redelivery count includes attempts that ended without a settlement.
+	// Without it the count is the number of failed attempts the port settled
+	// (requeues), and a message that kills its consumer every time is never
+	// dead-lettered.
+	CountsRedeliveries bool
 	// NativeKey: the broker carries the key in a field of its own, so the port
 	// does not mirror it into the msgx-partition-key header (handlers read
 	// Delivery.Key; a header the sender set explicitly still travels).
@@ -110,7 +116,51 @@ type Delivery interface {
 	// dead-letter destination with confirmation and then settles this delivery.
 	// If the dead-letter publish fails it returns the error and does not settle.
 	DeadLetter(ctx context.Context, msg *Message) error
+	// Release gives the delivery back unsettled so that the broker hands it
+	// to this group again after about delay, without waiting for a restart:
+	// the port calls it when a settlement kept failing, so that no delivery
+	// holds a prefetch slot for ever. It must not come back ahead of the
+	// messages behind it for ever (a poison message at the head of a queue
+	// would starve the rest). Adapters use the broker's own give-back (a
+	// delayed nack, a rewind of the partition) or re-publish msg (the
+	// original with the port's routing headers, the redelivery count
+	// unchanged) to the group and then settle the delivery.
+	Release(ctx context.Context, msg *Message, delay time.Duration) error
 }
+
+// ErrNotStarted is wrapped by every adapter's error for an operation on a
+// driver that is not running.
+var ErrNotStarted = errors.New("not started")
 
 // ErrClosed is returned by Receive after Close.
 var ErrClosed = errors.New("subscription closed")
+
+// ErrNotHeld is wrapped by a settlement of a delivery this consumer no longer
+// holds (its connection, channel or partition is gone): the broker redelivers
+// it anyway, so there is nothing left to settle or release.
+var ErrNotHeld = errors.New("delivery no longer held by this consumer; the broker redelivers it")
+
+// ErrSettled is returned by a second settlement of a delivery: it does
+// nothing (no second acknowledgement, no second dead letter).
+var ErrSettled = errors.New("delivery already settled")
+
+// SettleGuard lets an adapter's delivery refuse a second settlement. Check
+// before a settlement's first effect (a dead-letter publish), Claim right
+// before the acknowledgement itself.
+type SettleGuard struct{ done atomic.Bool }
+
+// Check returns ErrSettled once the delivery was claimed.
+func (g *SettleGuard) Check() error {
+	if g.done.Load() {
+		return ErrSettled
+	}
+	return nil
+}
+
+// Claim marks the delivery settled; it returns ErrSettled if it already was.
+func (g *SettleGuard) Claim() error {
+	if !g.done.CompareAndSwap(false, true) {
+		return ErrSettled
+	}
+	return nil
+}

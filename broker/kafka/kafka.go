@@ -33,10 +33,10 @@ import (
 // ErrRevoked is returned by a settlement whose partition was revoked from
 // this consumer (a rebalance or lost group membership): the message is
 // redelivered to the partition's new owner.
-var ErrRevoked = errors.New("kafka: partition no longer owned by this consumer")
+var ErrRevoked = fmt.Errorf("kafka: partition no longer owned by this consumer: %w", driver.ErrNotHeld)
 
 // ErrNotStarted is returned by operations on a driver that is not running.
-var ErrNotStarted = errors.New("kafka: driver not started")
+var ErrNotStarted = fmt.Errorf("kafka: driver %w", driver.ErrNotStarted)
 
 // Driver is the Kafka adapter; it implements driver.Broker.
 type Driver struct {
@@ -56,7 +56,7 @@ func New(opts ...Option) *Driver {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	return &Driver{cfg: cfg, rep: newReporter(), subs: map[*subscription]struct{}{}}
+	return &Driver{cfg: cfg, rep: newReporter(cfg.logger), subs: map[*subscription]struct{}{}}
 }
 
 // Capabilities implements driver.Broker.
@@ -110,6 +110,10 @@ func (d *Driver) Start(ctx context.Context) error {
 	if err := cl.Ping(pctx); err != nil {
 		cl.Close()
 		return fmt.Errorf("kafka: no broker reachable at %v: %w", d.cfg.seeds, err)
+	}
+	if err := ensureTopics(pctx, cl, d.cfg.topics...); err != nil {
+		cl.Close()
+		return fmt.Errorf("kafka: declared topics: %w", err)
 	}
 	d.prod = cl
 	d.started = true
@@ -216,7 +220,8 @@ func produce(ctx context.Context, cl *kgo.Client, topic string, msgs []*driver.M
 
 // Errors implements driver.Broker: asynchronous client failures (lost broker
 // connections, group session errors, failed commits, fetch errors). Sends
-// never block; when nobody reads, errors beyond the buffer are dropped.
+// never block; when nobody reads, errors beyond the buffer are logged and
+// counted (DroppedErrors) instead.
 func (d *Driver) Errors() <-chan error { return d.rep.C() }
 
 // Close implements driver.Broker: it closes every subscription (committing
@@ -254,11 +259,23 @@ type reporter struct {
 
 	mu      sync.Mutex
 	failing map[string]bool // broker address -> its last dial failed
+	dropped atomic.Uint64   // errors nobody took off a full channel
 }
 
-func newReporter() *reporter {
-	return &reporter{ErrorFeed: driver.NewErrorFeed(64, nil), failing: map[string]bool{}}
+func newReporter(logger *slog.Logger) *reporter {
+	r := &reporter{failing: map[string]bool{}}
+	r.ErrorFeed = driver.NewErrorFeed(64, func(err error) {
+		// Nobody drains the channel: never block the client, but never lose
+		// the error silently either.
+		r.dropped.Add(1)
+		logger.Error("kafka error (error channel full or closed)", "err", err)
+	})
+	return r
 }
+
+// DroppedErrors is the number of asynchronous errors that did not fit the
+// Errors channel (each was logged instead).
+func (d *Driver) DroppedErrors() uint64 { return d.rep.dropped.Load() }
 
 func (r *reporter) hooks() kgo.Hook { return hooks{r} }
 

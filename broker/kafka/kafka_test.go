@@ -94,6 +94,17 @@ func (c *cluster) driver(opts ...kafka.Option) *kafka.Driver {
 	}, opts...)...)
 }
 
+// started returns a started driver, closed at the end of the test.
+func (c *cluster) started(t *testing.T, ctx context.Context, opts ...kafka.Option) *kafka.Driver {
+	t.Helper()
+	d := c.driver(opts...)
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close(context.Background()) })
+	return d
+}
+
 func (c *cluster) createTopic(ctx context.Context, name string, parts int32) error {
 	resp, err := c.adm.CreateTopic(ctx, parts, -1, nil, name)
 	if err != nil {
@@ -109,6 +120,8 @@ type harness struct {
 
 func (h *harness) Name() string { return "kafka" }
 
+func (h *harness) Target() string { return "kfake, in-process Kafka wire protocol" }
+
 func (h *harness) NewDriver(context.Context) (driver.Broker, error) { return h.c.driver(), nil }
 
 func (h *harness) UnreachableDriver(context.Context) (driver.Broker, error) {
@@ -123,6 +136,20 @@ func (h *harness) UnreachableDriver(context.Context) (driver.Broker, error) {
 	return kafka.New(kafka.SeedBrokers(addr), kafka.WithStartTimeout(5*time.Second), kafka.WithLogger(h.c.logger)), nil
 }
 
+func (h *harness) network() brokertest.ProxyNetwork {
+	ps := make(brokertest.ProxyNetwork, 0, len(h.c.proxies))
+	for _, p := range h.c.proxies {
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+func (h *harness) Stall(ctx context.Context) (func(), error) { return h.network().Stall(ctx) }
+
+func (h *harness) Latency(ctx context.Context, d time.Duration) (func(), error) {
+	return h.network().Latency(ctx, d)
+}
+
 func (h *harness) Outage(context.Context) (func(), error) {
 	for _, p := range h.c.proxies {
 		p.Cut()
@@ -134,8 +161,7 @@ func (h *harness) Outage(context.Context) (func(), error) {
 	}, nil
 }
 
-// RefusedTopic is a topic that is never created; auto-creation is off, so a
-// publish to it fails after the producer's unknown-topic retries.
+// RefusedTopic is a topic whose max.message.bytes no record fits.
 func (h *harness) RefusedTopic() string { return h.refused }
 
 func (h *harness) CreateTopic(ctx context.Context, name string) error {
@@ -150,7 +176,23 @@ func randomSuffix() string {
 
 func TestConformance(t *testing.T) {
 	c := newCluster(t)
-	brokertest.Run(t, &harness{c: c, refused: "refused-" + randomSuffix()}, brokertest.Options{})
+	refused := "refused-" + randomSuffix()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.createRefusedTopic(ctx, refused); err != nil {
+		t.Fatal(err)
+	}
+	brokertest.Run(t, &harness{c: c, refused: refused}, brokertest.Options{})
+}
+
+// createRefusedTopic creates a topic that exists (so a subscription may name
+// it as its dead-letter topic) but refuses every record as too large.
+func (c *cluster) createRefusedTopic(ctx context.Context, name string) error {
+	resp, err := c.adm.CreateTopic(ctx, 1, -1, map[string]*string{"max.message.bytes": kadm.StringPtr("1")}, name)
+	if err != nil {
+		return err
+	}
+	return resp.Err
 }
 
 func TestStartRefusesWeakDurability(t *testing.T) {
@@ -415,11 +457,7 @@ func TestReceiveWaitsForRoomAndASettlementWakesIt(t *testing.T) {
 	if err := c.createTopic(ctx, topic, 1); err != nil {
 		t.Fatal(err)
 	}
-	d := c.driver()
-	if err := d.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close(context.Background())
+	d := c.started(t, ctx)
 	msgs := make([]*driver.Message, 6)
 	for i := range msgs {
 		msgs[i] = &driver.Message{Key: "k", Payload: []byte{byte('0' + i)}}
@@ -485,4 +523,129 @@ func TestReceiveWaitsForRoomAndASettlementWakesIt(t *testing.T) {
 		}
 	}
 	_ = sub.Close(ctx)
+}
+
+// TestReleaseRewindsWhenRepublishFails: a released delivery whose copy
+// cannot be re-published (the topic refuses it as too large) is given back
+// by rewinding its partition: Receive hands it out again, with the record
+// after it, even with the prefetch window full before the release.
+func TestReleaseRewindsWhenRepublishFails(t *testing.T) {
+	c := newCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	topic := "rewind-" + randomSuffix()
+	resp, err := c.adm.CreateTopic(ctx, 1, -1, map[string]*string{"max.message.bytes": kadm.StringPtr("300")}, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := c.started(t, ctx)
+	if err := d.Publish(ctx, topic, []*driver.Message{{Payload: []byte("a")}, {Payload: []byte("b")}}); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := d.Subscribe(ctx, driver.SubscriptionSpec{Topic: topic, Group: "g-" + randomSuffix(), DeadLetterTopic: topic + ".dlq", Prefetch: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close(context.Background())
+	var held []driver.Delivery
+	for len(held) < 2 {
+		ds, err := sub.Receive(ctx, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, ds...)
+	}
+	tooLarge := &driver.Message{Payload: make([]byte, 1000)}
+	_, _ = rand.Read(tooLarge.Payload) // incompressible
+	if err := held[0].Release(ctx, tooLarge, 0); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	if err := held[1].Ack(ctx); !errors.Is(err, driver.ErrNotHeld) {
+		t.Errorf("ack of a delivery behind the rewound one = %v, want ErrNotHeld", err)
+	}
+	var again []string
+	for len(again) < 2 {
+		ds, err := sub.Receive(ctx, 2)
+		if err != nil {
+			t.Fatalf("receive after release: %v", err)
+		}
+		for _, x := range ds {
+			again = append(again, string(x.Message().Payload))
+			if err := x.Ack(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if fmt.Sprint(again) != "[a b]" {
+		t.Errorf("after the rewind got %v, want [a b]", again)
+	}
+}
+
+// TestSubscribeCreatesTheDeadLetterTopic: a dead-letter topic that does not
+// exist is created when the subscription starts, so the first dead letter
+// has somewhere to go.
+func TestSubscribeCreatesTheDeadLetterTopic(t *testing.T) {
+	c := newCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	topic := "dlqcreate-" + randomSuffix()
+	if err := c.createTopic(ctx, topic, 1); err != nil {
+		t.Fatal(err)
+	}
+	d := c.started(t, ctx)
+	sub, err := d.Subscribe(ctx, driver.SubscriptionSpec{Topic: topic, Group: "g-" + randomSuffix(), DeadLetterTopic: topic + ".dlq"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close(context.Background())
+	topics, err := c.adm.ListTopics(ctx, topic+".dlq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !topics.Has(topic + ".dlq") {
+		t.Fatalf("dead-letter topic %s.dlq was not created at subscribe time", topic)
+	}
+}
+
+// TestDeclaredTopicIsCreatedWithItsConfigs: WithTopic creates a missing topic
+// at Start with its partitions and configs (a compacted state topic).
+func TestDeclaredTopicIsCreatedWithItsConfigs(t *testing.T) {
+	c := newCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	topic := "state-" + randomSuffix()
+	c.started(t, ctx, kafka.WithTopic(topic, 3, map[string]string{"cleanup.policy": "compact"}))
+	details, err := c.adm.ListTopics(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(details[topic].Partitions); got != 3 {
+		t.Errorf("declared topic has %d partitions, want 3", got)
+	}
+	cfgs, err := c.adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := cfgs.On(topic, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy := ""
+	for _, cf := range rc.Configs {
+		if cf.Key == "cleanup.policy" && cf.Value != nil {
+			policy = *cf.Value
+		}
+	}
+	if policy != "compact" {
+		t.Errorf("cleanup.policy = %q, want compact", policy)
+	}
+	// A second driver declaring the same topic finds it and starts.
+	d2 := c.driver(kafka.WithTopic(topic, 3, map[string]string{"cleanup.policy": "compact"}))
+	if err := d2.Start(ctx); err != nil {
+		t.Fatalf("start with an existing declared topic: %v", err)
+	}
+	_ = d2.Close(context.Background())
 }

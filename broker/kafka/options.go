@@ -25,6 +25,7 @@ type config struct {
 	fetchMaxWait   time.Duration
 	weakDurability bool
 	clientOpts     []kgo.Opt
+	topics         []topicSpec
 }
 
 // Defaults the benchmark's raw client shares with the driver.

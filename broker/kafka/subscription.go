@@ -54,6 +54,10 @@ type subscription struct {
 	closing  bool
 	room     chan struct{} // a settlement freed prefetch room
 	drained  chan struct{} // a revoking partition drained, or closing
+	// rewinds are the positions released partitions are fetched again
+	// from, applied by the polling goroutine (see release).
+	rewinds    map[int32]kgo.EpochOffset
+	pollCancel context.CancelFunc // ends the poll under way, if any
 
 	// waitingForRoom, when set (tests), is called as Receive starts waiting
 	// for a settlement to free prefetch room.
@@ -68,7 +72,8 @@ type subscription struct {
 // Subscribe implements driver.Broker: it creates the group member and returns
 // at once; partitions are assigned asynchronously.
 func (d *Driver) Subscribe(ctx context.Context, spec driver.SubscriptionSpec) (driver.Subscription, error) {
-	if _, err := d.producer(); err != nil {
+	prod, err := d.producer()
+	if err != nil {
 		return nil, err
 	}
 	if spec.Topic == "" || spec.Group == "" {
@@ -76,6 +81,14 @@ func (d *Driver) Subscribe(ctx context.Context, spec driver.SubscriptionSpec) (d
 	}
 	if spec.Expiry > 0 {
 		return nil, errors.New("kafka: subscription expiry is not supported")
+	}
+	if spec.DeadLetterTopic != "" {
+		// A dead letter must have somewhere to go before the first one is
+		// needed: a missing dead-letter topic would hold every poison
+		// message until an operator created it.
+		if err := ensureTopics(ctx, prod, topicSpec{name: spec.DeadLetterTopic, partitions: -1}); err != nil {
+			return nil, fmt.Errorf("kafka: dead-letter topic of %s/%s: %w", spec.Topic, spec.Group, err)
+		}
 	}
 	s := &subscription{
 		d:        d,
@@ -147,7 +160,18 @@ func (s *subscription) Receive(ctx context.Context, n int) ([]driver.Delivery, e
 				return nil, ctx.Err()
 			}
 		}
-		fetches := s.cl.PollRecords(ctx, room)
+		// Rewinds are applied before polling (a poll would wait for records
+		// after the old position), and a giveBack ends the poll under way.
+		s.applyRewinds()
+		pctx, cancel := context.WithCancel(ctx)
+		s.mu.Lock()
+		s.pollCancel = cancel
+		s.mu.Unlock()
+		fetches := s.cl.PollRecords(pctx, room)
+		s.mu.Lock()
+		s.pollCancel = nil
+		s.mu.Unlock()
+		cancel()
 		err := s.register(fetches)
 		s.cl.AllowRebalance()
 		if err != nil {
@@ -222,6 +246,9 @@ func (s *subscription) register(fetches kgo.Fetches) error {
 	var p *partState
 	for i := range ds {
 		d := &ds[i]
+		if _, ok := s.rewinds[d.partition]; ok {
+			continue // fetched again from the rewound position
+		}
 		if p == nil || p.id != d.partition {
 			p = s.parts[d.partition]
 		}
@@ -241,6 +268,47 @@ func (s *subscription) register(fetches kgo.Fetches) error {
 		s.buf = append(s.buf, d)
 	}
 	return nil
+}
+
+// giveBack gives d back: Kafka cannot return one record, so its partition is
+// rewound to the oldest unsettled record. The partition's tracker is retired
+// at once (its buffered records dropped, the prefetch room of its deliveries
+// freed, their later settlements failing with ErrRevoked) and the position is
+// set by the polling goroutine before its next poll. Records after the rewound one that were settled are
+// delivered again: a duplicate, never a loss.
+func (s *subscription) giveBack(d *delivery) error {
+	s.mu.Lock()
+	p := d.p
+	if !p.live || d.done {
+		s.mu.Unlock()
+		return ErrRevoked
+	}
+	pos, _ := p.t.position()
+	s.retireLocked(p)
+	if s.rewinds == nil {
+		s.rewinds = map[int32]kgo.EpochOffset{}
+	}
+	s.rewinds[p.id] = pos
+	if s.pollCancel != nil {
+		s.pollCancel()
+	}
+	s.mu.Unlock()
+	signal(s.room)
+	return nil
+}
+
+// applyRewinds sets the fetch positions of released partitions; it runs on
+// the polling goroutine. A partition revoked meanwhile is skipped by
+// SetOffsets, and its new owner resumes from the committed position, which is
+// not after the rewound one.
+func (s *subscription) applyRewinds() {
+	s.mu.Lock()
+	rw := s.rewinds
+	s.rewinds = nil
+	s.mu.Unlock()
+	if len(rw) > 0 {
+		s.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{s.spec.Topic: rw})
+	}
 }
 
 // retireLocked forgets p without committing: its buffered records are
@@ -558,6 +626,19 @@ func (d *delivery) Requeue(ctx context.Context, msg *driver.Message, _ time.Dura
 		return fmt.Errorf("kafka: requeue: %w", err)
 	}
 	return s.settle(d)
+}
+
+// Release implements driver.Delivery: msg (addressed to this group) is
+// re-published to the back of the topic and the original settled, so that a
+// message whose settlement keeps failing does not hold its partition; when
+// that publish fails too, the partition is rewound to the oldest unsettled
+// record (see subscription.giveBack).
+func (d *delivery) Release(ctx context.Context, msg *driver.Message, delay time.Duration) error {
+	err := d.Requeue(ctx, msg, delay)
+	if err == nil || errors.Is(err, driver.ErrNotHeld) {
+		return err
+	}
+	return d.p.s.giveBack(d)
 }
 
 // DeadLetter implements driver.Delivery: a confirmed publish to the

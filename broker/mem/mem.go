@@ -24,7 +24,7 @@ import (
 var ErrServerClosed = errors.New("mem: server closed")
 
 // ErrConnectionLost is returned by a settlement whose connection was cut.
-var ErrConnectionLost = errors.New("mem: connection lost")
+var ErrConnectionLost = fmt.Errorf("mem: connection lost: %w", driver.ErrNotHeld)
 
 // ErrRefused is returned when publishing to a refused topic.
 var ErrRefused = errors.New("mem: topic refused")
@@ -114,6 +114,12 @@ type entry struct {
 	msg  *driver.Message
 	held *subscription // nil when not in flight
 	ep   uint64
+	// redelivered counts the times it was handed out and given back
+	// unsettled (a closed subscription, a cut connection).
+	redelivered int
+	// take counts the times it was handed out: a delivery settles only the
+	// take it came from, never a later one of the same entry.
+	take uint64
 }
 
 type topic struct {
@@ -217,7 +223,7 @@ func New(s *Server) *Driver { return &Driver{s: s, subs: map[*subscription]struc
 
 // Capabilities implements driver.Broker.
 func (d *Driver) Capabilities() driver.Capabilities {
-	return driver.Capabilities{Persistent: true, PerKeyOrder: true, Batch: true, LoadBalance: true, Broadcast: true}
+	return driver.Capabilities{Persistent: true, PerKeyOrder: true, Batch: true, LoadBalance: true, Broadcast: true, CountsRedeliveries: true}
 }
 
 // Start implements driver.Broker.
@@ -361,6 +367,7 @@ func (s *subscription) mayTake(e *entry) bool {
 func (s *subscription) take(e *entry) driver.Delivery {
 	e.held = s
 	e.ep = s.d.s.epoch
+	e.take++
 	s.inflight[e] = struct{}{}
 	if k := e.msg.Key; k != "" {
 		h := s.g.keys[k]
@@ -370,7 +377,11 @@ func (s *subscription) take(e *entry) driver.Delivery {
 		}
 		h.n++
 	}
-	return &delivery{s: s, e: e, msg: clone(e.msg)}
+	m := clone(e.msg)
+	for range e.redelivered {
+		m.Headers = driver.CountRedelivery(m.Headers)
+	}
+	return &delivery{s: s, e: e, msg: m, take: e.take}
 }
 
 // untake ends s's hold of e.
@@ -393,6 +404,7 @@ func (s *subscription) giveBack(es []*entry) {
 	}
 	for _, e := range es {
 		s.untake(e)
+		e.redelivered++
 	}
 	merged := append(es, s.g.pending...)
 	slices.SortFunc(merged, func(a, b *entry) int { return cmp.Compare(a.seq, b.seq) })
@@ -423,15 +435,16 @@ func (s *subscription) Close(context.Context) error {
 }
 
 type delivery struct {
-	s   *subscription
-	e   *entry
-	msg *driver.Message
+	s    *subscription
+	e    *entry
+	msg  *driver.Message
+	take uint64
 }
 
 func (d *delivery) Message() *driver.Message { return d.msg }
 
-// release ends the delivery's hold if it is still valid.
-func (d *delivery) release() error {
+// held reports why the delivery's hold is no longer valid, or nil.
+func (d *delivery) held() error {
 	srv := d.s.d.s
 	if srv.closed {
 		return ErrServerClosed
@@ -439,12 +452,26 @@ func (d *delivery) release() error {
 	if srv.down {
 		return ErrUnavailable
 	}
-	if d.e.held != d.s || d.e.ep != srv.epoch || d.s.closed {
+	if d.e.held != d.s || d.e.ep != srv.epoch || d.e.take != d.take || d.s.closed {
 		return ErrConnectionLost
+	}
+	return nil
+}
+
+// release ends the delivery's hold if it is still valid.
+func (d *delivery) release() error {
+	if err := d.held(); err != nil {
+		return err
 	}
 	d.s.untake(d.e)
 	d.s.g.cond.Broadcast()
 	return nil
+}
+
+// Release implements driver.Delivery: the message goes to the back of its
+// group's line as it was.
+func (d *delivery) Release(ctx context.Context, msg *driver.Message, delay time.Duration) error {
+	return d.Requeue(ctx, msg, delay)
 }
 
 func (d *delivery) Ack(context.Context) error {
@@ -461,10 +488,16 @@ func (d *delivery) Requeue(_ context.Context, msg *driver.Message, _ time.Durati
 	if err := d.release(); err != nil {
 		return err
 	}
-	t := d.s.g.t
-	// A requeued message goes to the back of its group's line with a new seq.
+	g := d.s.g
+	t := g.t
+	// A requeued message goes to the back of its group's line with a new seq:
+	// behind what the group has not read from the log yet, too.
+	for ; g.cursor < t.next; g.cursor++ {
+		le := t.log[g.cursor-t.base]
+		g.pending = append(g.pending, &entry{seq: le.seq, msg: le.msg})
+	}
 	t.rseq++
-	d.s.g.pending = append(d.s.g.pending, &entry{seq: 1<<62 + t.rseq, msg: clone(msg)})
+	g.pending = append(g.pending, &entry{seq: 1<<62 + t.rseq, msg: clone(msg)})
 	d.s.g.cond.Broadcast()
 	return nil
 }
@@ -476,7 +509,7 @@ func (d *delivery) DeadLetter(_ context.Context, msg *driver.Message) error {
 		srv.mu.Unlock()
 		return ErrServerClosed
 	}
-	if d.e.held != d.s || d.e.ep != srv.epoch {
+	if d.e.held != d.s || d.e.ep != srv.epoch || d.e.take != d.take {
 		srv.mu.Unlock()
 		return ErrConnectionLost
 	}

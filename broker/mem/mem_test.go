@@ -13,6 +13,8 @@ type harness struct{ srv *mem.Server }
 
 func (h *harness) Name() string { return "mem" }
 
+func (h *harness) Target() string { return "in process" }
+
 func (h *harness) NewDriver(context.Context) (driver.Broker, error) { return mem.New(h.srv), nil }
 
 func (h *harness) UnreachableDriver(context.Context) (driver.Broker, error) {

@@ -19,7 +19,7 @@ import (
 
 func newDriver(t *testing.T, addr, instance string, slots *mqtt.Slots, opts ...mqtt.Option) *mqtt.Driver {
 	t.Helper()
-	opts = append([]mqtt.Option{mqtt.WithInstanceID(instance), mqtt.WithSlots(slots), mqtt.WithSessionExpiry(time.Minute),
+	opts = append([]mqtt.Option{mqtt.WithInstanceID(instance), mqtt.WithSlots(slots), mqtt.WithSessionExpiry(time.Minute), mqtt.WithDeadLetterExpiry(time.Minute),
 		mqtt.WithReconnectBackoff(50*time.Millisecond, 500*time.Millisecond)}, opts...)
 	d, err := mqtt.New(addr, opts...)
 	if err != nil {
@@ -278,5 +278,87 @@ func TestSharedInstanceIDIsReported(t *testing.T) {
 		case <-deadline:
 			t.Fatal("the displaced subscription reported nothing")
 		}
+	}
+}
+
+// TestDeadLettersKeptWithoutAReader: no reader of the dead-letter topic
+// exists when a dead letter is sent; the session the subscription set up
+// keeps it, and a reader of DeadLetterGroup on the same instance gets it.
+func TestDeadLettersKeptWithoutAReader(t *testing.T) {
+	requireBroker(t)
+	instance := unique("dlkeep")
+	d := newDriver(t, brokerAddr(), instance, mqtt.NewSlots())
+	topic := unique("dl")
+	s := subscribe(t, d, topic, "g")
+	publish(t, d, topic, "poison")
+	dl := receive(t, s, 10*time.Second)
+	if dl == nil {
+		t.Fatal("message never delivered")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := dl.DeadLetter(ctx, &driver.Message{Payload: []byte("poison")}); err != nil {
+		t.Fatalf("dead letter with no reader yet: %v", err)
+	}
+	closeSub(t, s)
+	reader := subscribe(t, d, topic+".dlq", mqtt.DeadLetterGroup)
+	defer closeSub(t, reader)
+	got := receive(t, reader, 10*time.Second)
+	if got == nil || string(got.Message().Payload) != "poison" {
+		t.Fatalf("dead letter not kept for its reader: %v", got)
+	}
+	if err := got.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStoredPublishWithoutSubscriberFails: the broker's PUBACK 0x10 (no
+// subscriber) means the message is gone; a re-publish or dead letter must
+// not take it for a success.
+func TestStoredPublishWithoutSubscriberFails(t *testing.T) {
+	requireBroker(t)
+	d := newDriver(t, brokerAddr(), unique("nosub"), mqtt.NewSlots())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := mqtt.PublishStored(ctx, d, unique("nobody"), []*driver.Message{{Payload: []byte("x")}})
+	if !errors.Is(err, mqtt.ErrRefused) {
+		t.Fatalf("stored publish to a topic nobody subscribes = %v, want ErrRefused", err)
+	}
+}
+
+// TestRequeueStaysInItsGroup: a requeued copy goes to the group's own retry
+// topic: the group gets it again, another group of the topic never sees it.
+func TestRequeueStaysInItsGroup(t *testing.T) {
+	requireBroker(t)
+	d := newDriver(t, brokerAddr(), unique("requeue"), mqtt.NewSlots())
+	topic := unique("rq")
+	sa, sb := subscribe(t, d, topic, "ga"), subscribe(t, d, topic, "gb")
+	defer closeSub(t, sa)
+	defer closeSub(t, sb)
+	publish(t, d, topic, "m")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	da := receive(t, sa, 10*time.Second)
+	if da == nil {
+		t.Fatal("group a got nothing")
+	}
+	if err := da.Requeue(ctx, &driver.Message{Payload: []byte("m")}, 0); err != nil {
+		t.Fatalf("requeue: %v", err)
+	}
+	if again := receive(t, sa, 10*time.Second); again == nil || string(again.Message().Payload) != "m" {
+		t.Fatalf("group a did not get its requeued copy: %v", again)
+	} else if err := again.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	db := receive(t, sb, 10*time.Second)
+	if db == nil || string(db.Message().Payload) != "m" {
+		t.Fatalf("group b did not get the message: %v", db)
+	}
+	if err := db.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, d, topic, "barrier")
+	if next := receive(t, sb, 10*time.Second); next == nil || string(next.Message().Payload) != "barrier" {
+		t.Fatalf("group b got %v after the requeue in group a, want only the barrier", next)
 	}
 }

@@ -16,8 +16,9 @@
 //
 // MQTT has no batches, delays, dead-letter queues or subscription expiry: the
 // adapter declares none of them, and the port's local scheduler and
-// dead-letter topic stand in. A requeue is a confirmed re-publish to the same
-// topic followed by the PUBACK of the original.
+// dead-letter topic stand in. A requeue is a confirmed re-publish to the
+// group's own retry topic (T/msgx-retry/G, which the group's session also
+// subscribes to) followed by the PUBACK of the original.
 package mqtt
 
 import (
@@ -67,19 +68,20 @@ var (
 const reasonSessionTakenOver = 0x8e
 
 type options struct {
-	instance       string
-	slots          *Slots
-	sessionExpiry  time.Duration
-	connectTimeout time.Duration
-	reconnect      backoff.Policy
-	keepAlive      time.Duration
-	packetTimeout  time.Duration
-	publishWindow  int
-	username       string
-	password       []byte
-	tls            *tls.Config
-	logger         *slog.Logger
-	errorBuffer    int
+	instance         string
+	slots            *Slots
+	sessionExpiry    time.Duration
+	deadLetterExpiry time.Duration
+	connectTimeout   time.Duration
+	reconnect        backoff.Policy
+	keepAlive        time.Duration
+	packetTimeout    time.Duration
+	publishWindow    int
+	username         string
+	password         []byte
+	tls              *tls.Config
+	logger           *slog.Logger
+	errorBuffer      int
 }
 
 // Option configures a Driver.
@@ -98,6 +100,11 @@ func WithSlots(s *Slots) Option { return func(o *options) { o.slots = s } }
 // with its unacknowledged and queued messages, after its connection closed
 // (default 1 hour). A consumer that does not return within it loses them.
 func WithSessionExpiry(d time.Duration) Option { return func(o *options) { o.sessionExpiry = d } }
+
+// WithDeadLetterExpiry sets how long the broker keeps the session that
+// collects a dead-letter topic's messages after it was last connected
+// (default 30 days; see DeadLetterGroup).
+func WithDeadLetterExpiry(d time.Duration) Option { return func(o *options) { o.deadLetterExpiry = d } }
 
 // WithConnectTimeout bounds the wait for the first connection in Start and
 // Subscribe, and each connection attempt (default 10 s).
@@ -143,6 +150,7 @@ type Driver struct {
 	pub     *autopaho.ConnectionManager
 	pubSess *pubSession
 	subs    map[*subscription]struct{}
+	kept    map[string]bool // dead-letter topics with a keeping session
 
 	errs *driver.ErrorFeed
 }
@@ -158,14 +166,15 @@ func New(server string, opts ...Option) (*Driver, error) {
 		return nil, fmt.Errorf("mqtt: server %q: %w", server, err)
 	}
 	o := options{
-		sessionExpiry:  time.Hour,
-		connectTimeout: 10 * time.Second,
-		reconnect:      backoff.Policy{Initial: 100 * time.Millisecond, Max: 5 * time.Second, Jitter: 0.2},
-		keepAlive:      30 * time.Second,
-		packetTimeout:  10 * time.Second,
-		publishWindow:  64,
-		logger:         slog.Default(),
-		errorBuffer:    64,
+		sessionExpiry:    time.Hour,
+		deadLetterExpiry: 30 * 24 * time.Hour,
+		connectTimeout:   10 * time.Second,
+		reconnect:        backoff.Policy{Initial: 100 * time.Millisecond, Max: 5 * time.Second, Jitter: 0.2},
+		keepAlive:        30 * time.Second,
+		packetTimeout:    10 * time.Second,
+		publishWindow:    64,
+		logger:           slog.Default(),
+		errorBuffer:      64,
 	}
 	for _, opt := range opts {
 		opt(&o)
@@ -188,6 +197,7 @@ func New(server string, opts ...Option) (*Driver, error) {
 	return &Driver{
 		server: u, opts: o, ctx: ctx, cancel: cancel,
 		subs: map[*subscription]struct{}{},
+		kept: map[string]bool{},
 		errs: driver.NewErrorFeed(o.errorBuffer, nil),
 	}, nil
 }
@@ -198,7 +208,7 @@ func New(server string, opts ...Option) (*Driver, error) {
 // messages between them, so there is no per-key order; there are no native
 // batches, delays, dead letters or subscription expiry.
 func (d *Driver) Capabilities() driver.Capabilities {
-	return driver.Capabilities{Persistent: true, LoadBalance: true, Broadcast: true}
+	return driver.Capabilities{Persistent: true, LoadBalance: true, Broadcast: true, CountsRedeliveries: true}
 }
 
 // Errors implements driver.Broker: lost connections and failed reconnection
@@ -281,6 +291,13 @@ func (d *Driver) Start(ctx context.Context) error {
 // end of ctx makes it return an error; some messages may then have been
 // delivered.
 func (d *Driver) Publish(ctx context.Context, topic string, msgs []*driver.Message) error {
+	return d.publish(ctx, topic, msgs, false)
+}
+
+// publish is Publish; with stored it also fails a message the broker
+// accepted but dropped because nobody subscribes (reason code 0x10): what the
+// port re-publishes or dead-letters must be kept.
+func (d *Driver) publish(ctx context.Context, topic string, msgs []*driver.Message, stored bool) error {
 	if err := validTopic(topic); err != nil {
 		return err
 	}
@@ -308,7 +325,7 @@ func (d *Driver) Publish(ctx context.Context, topic string, msgs []*driver.Messa
 	defer stop()
 
 	if len(msgs) == 1 {
-		return publishOne(ctx, cm, topic, msgs[0])
+		return publishOne(ctx, cm, topic, msgs[0], stored)
 	}
 	var (
 		next  atomic.Int64
@@ -325,7 +342,7 @@ func (d *Driver) Publish(ctx context.Context, topic string, msgs []*driver.Messa
 				if i >= len(msgs) || ctx.Err() != nil {
 					return
 				}
-				if err := publishOne(ctx, cm, topic, msgs[i]); err != nil {
+				if err := publishOne(ctx, cm, topic, msgs[i], stored); err != nil {
 					errMu.Lock()
 					if first == nil {
 						first = err
@@ -344,9 +361,12 @@ func (d *Driver) Publish(ctx context.Context, topic string, msgs []*driver.Messa
 	return first
 }
 
-func publishOne(ctx context.Context, cm *autopaho.ConnectionManager, topic string, m *driver.Message) error {
+func publishOne(ctx context.Context, cm *autopaho.ConnectionManager, topic string, m *driver.Message, stored bool) error {
 	resp, err := cm.Publish(ctx, toPublish(topic, m))
 	if err == nil {
+		if stored && resp != nil && resp.ReasonCode == reasonNoSubscribers {
+			return fmt.Errorf("%w: topic %q: reason code 0x10, no subscriber: the message was not kept", ErrRefused, topic)
+		}
 		return nil
 	}
 	if resp != nil && resp.ReasonCode >= 0x80 {

@@ -34,12 +34,15 @@ type harness struct {
 
 func (h *harness) Name() string { return "mqtt" }
 
+func (h *harness) Target() string { return "local Mosquitto" }
+
 func (h *harness) NewDriver(context.Context) (driver.Broker, error) {
 	return mqtt.New(h.proxy.Addr(),
 		mqtt.WithInstanceID(h.instance),
 		mqtt.WithSlots(h.slots),
 		// Sessions outlive the run only briefly on the shared broker.
 		mqtt.WithSessionExpiry(5*time.Minute),
+		mqtt.WithDeadLetterExpiry(5*time.Minute),
 		mqtt.WithReconnectBackoff(50*time.Millisecond, time.Second),
 	)
 }
@@ -55,6 +58,14 @@ func (h *harness) UnreachableDriver(context.Context) (driver.Broker, error) {
 		return nil, err
 	}
 	return mqtt.New(addr, mqtt.WithInstanceID(h.instance+"-unreachable"), mqtt.WithConnectTimeout(2*time.Second))
+}
+
+func (h *harness) Stall(ctx context.Context) (func(), error) {
+	return brokertest.ProxyNetwork{h.proxy}.Stall(ctx)
+}
+
+func (h *harness) Latency(ctx context.Context, d time.Duration) (func(), error) {
+	return brokertest.ProxyNetwork{h.proxy}.Latency(ctx, d)
 }
 
 func (h *harness) Outage(context.Context) (func(), error) {

@@ -39,6 +39,19 @@ func (d *Driver) Subscribe(ctx context.Context, spec driver.SubscriptionSpec) (d
 	}
 	d.mu.Unlock()
 
+	if spec.DeadLetterTopic != "" && spec.DeadLetterTopic != spec.Topic {
+		// Dead letters need a session keeping them before the first is sent.
+		// A destination that cannot have one (refused, reserved) still lets
+		// the subscription consume; only its dead letters fail.
+		if err := validTopic(spec.DeadLetterTopic); err != nil {
+			return nil, fmt.Errorf("mqtt: dead-letter topic: %w", err)
+		}
+		if err := d.keepDeadLetters(ctx, spec.DeadLetterTopic); err != nil {
+			d.opts.logger.Warn("mqtt: dead letters have no keeping session; they will fail until they have one",
+				"topic", spec.Topic, "group", spec.Group, "dead_letter_topic", spec.DeadLetterTopic, "err", err)
+		}
+	}
+
 	key := slotKey(d.opts.instance, spec.Topic, spec.Group)
 	slot := d.opts.slots.acquire(key)
 	s := &subscription{
@@ -193,9 +206,16 @@ func (s *subscription) setFirst(err error) {
 func (s *subscription) subscribe(cm *autopaho.ConnectionManager) {
 	ctx, cancel := context.WithTimeout(s.d.ctx, s.d.opts.packetTimeout)
 	defer cancel()
-	sa, err := cm.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: s.filter, QoS: 1}}})
-	if err == nil && len(sa.Reasons) > 0 && sa.Reasons[0] >= 0x80 {
-		err = fmt.Errorf("SUBACK reason code 0x%02x", sa.Reasons[0])
+	// The group's own retry topic rides on the same session: requeued copies
+	// wait there for the group alone.
+	retry := "$share/" + s.spec.Group + "/" + retryTopic(s.spec)
+	sa, err := cm.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: s.filter, QoS: 1}, {Topic: retry, QoS: 1}}})
+	if err == nil {
+		for _, r := range sa.Reasons {
+			if r >= 0x80 {
+				err = fmt.Errorf("SUBACK reason code 0x%02x", r)
+			}
+		}
 	}
 	if err != nil {
 		err = fmt.Errorf("subscription %s (client %s): subscribe: %w", s.filter, s.clientID, err)
@@ -225,6 +245,11 @@ func (s *subscription) subscribe(cm *autopaho.ConnectionManager) {
 func (s *subscription) onPublish(pr paho.PublishReceived) (bool, error) {
 	p := pr.Packet
 	msg := fromPublish(p)
+	if p.Duplicate() {
+		// The broker sent it before and got no PUBACK: an attempt that ended
+		// without a settlement (a crash, a lost connection, a stop).
+		msg.Headers = driver.CountRedelivery(msg.Headers)
+	}
 	s.mu.Lock()
 	if s.closed || !s.connected {
 		// The broker sends it again when the session resumes.
@@ -382,10 +407,12 @@ func (s *subscription) live(dl *delivery) error {
 
 func (s *subscription) liveLocked(dl *delivery) error {
 	switch {
+	case dl.e != nil && dl.e.acked:
+		return driver.ErrSettled
 	case s.closed:
-		return fmt.Errorf("%w: subscription closed before the acknowledgement", ErrConnectionLost)
+		return fmt.Errorf("%w: subscription closed before the acknowledgement: %w", ErrConnectionLost, driver.ErrNotHeld)
 	case dl.e != nil && (!s.connected || dl.gen != s.gen):
-		return fmt.Errorf("%w: the delivery's connection is gone; the broker redelivers it", ErrConnectionLost)
+		return fmt.Errorf("%w: the delivery's connection is gone: %w", ErrConnectionLost, driver.ErrNotHeld)
 	}
 	return nil
 }
@@ -456,11 +483,25 @@ func (dl *delivery) Message() *driver.Message { return dl.msg }
 // Ack implements driver.Delivery.
 func (dl *delivery) Ack(context.Context) error { return dl.s.ack(dl) }
 
-// Requeue implements driver.Delivery: a confirmed publish of msg to the same
-// topic, then the PUBACK of the original. If the publish fails nothing is
-// settled; if only the PUBACK fails the original comes back as well.
+// Requeue implements driver.Delivery: a confirmed publish of msg to the
+// group's retry topic, which only this group subscribes to (no other group
+// nor any other subscriber of the topic sees the copy), then the PUBACK of the
+// original. If the publish fails nothing is settled; if only the PUBACK fails
+// the original comes back as well.
 func (dl *delivery) Requeue(ctx context.Context, msg *driver.Message, _ time.Duration) error {
-	return dl.republish(ctx, dl.s.spec.Topic, msg)
+	return dl.republish(ctx, retryTopic(dl.s.spec), msg)
+}
+
+// retryTopic is the group's private retry topic for spec's topic.
+func retryTopic(spec driver.SubscriptionSpec) string {
+	return spec.Topic + "/msgx-retry/" + spec.Group
+}
+
+// Release implements driver.Delivery: MQTT has no negative acknowledgement
+// (a PUBACK with an error code settles the message as well), so msg is
+// re-published to the group's retry topic and then the original acknowledged.
+func (dl *delivery) Release(ctx context.Context, msg *driver.Message, _ time.Duration) error {
+	return dl.republish(ctx, retryTopic(dl.s.spec), msg)
 }
 
 // DeadLetter implements driver.Delivery: a confirmed publish to the dead-letter
@@ -475,7 +516,7 @@ func (dl *delivery) republish(ctx context.Context, topic string, msg *driver.Mes
 	if err := dl.s.live(dl); err != nil {
 		return err
 	}
-	if err := dl.s.d.Publish(ctx, topic, []*driver.Message{msg}); err != nil {
+	if err := dl.s.d.publish(ctx, topic, []*driver.Message{msg}, true); err != nil {
 		return err
 	}
 	return dl.s.ack(dl)

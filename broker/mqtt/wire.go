@@ -13,13 +13,12 @@ import (
 )
 
 // The key travels as a user property. The port mirrors it into the
-// msgx-partition-key header (broker.HeaderPartitionKey), which travels as a
+// msgx-partition-key header (driver.HeaderPartitionKey), which travels as a
 // user property anyway, so a key equal to that header is not sent twice: it is
 // read back from it. Only a key that differs from the header (or a header
 // without a key) travels separately, as KeyProperty. Every user property costs
 // the receiver an allocation per string in paho, so this halves the work for
 // the usual keyed message.
-const partitionKeyHeader = "msgx-partition-key"
 
 // User properties the adapter reserves on the wire.
 const (
@@ -87,7 +86,7 @@ func validGroup(group string) error {
 // headers as user properties.
 func toPublish(topic string, m *driver.Message) *paho.Publish {
 	user := make(paho.UserProperties, 0, len(m.Headers)+1)
-	if pk, ok := m.Headers[partitionKeyHeader]; (ok && pk != m.Key) || (!ok && m.Key != "") {
+	if pk, ok := m.Headers[driver.HeaderPartitionKey]; (ok && pk != m.Key) || (!ok && m.Key != "") {
 		if mqttString(m.Key) {
 			user = append(user, paho.UserProperty{Key: KeyProperty, Value: m.Key})
 		} else {
@@ -141,7 +140,7 @@ func fromPublish(p *paho.Publish) *driver.Message {
 		m.Headers[u.Key] = u.Value
 	}
 	if !explicit {
-		m.Key = m.Headers[partitionKeyHeader]
+		m.Key = m.Headers[driver.HeaderPartitionKey]
 	}
 	return m
 }

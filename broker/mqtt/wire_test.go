@@ -9,7 +9,6 @@ import (
 	"github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho/session/state"
 
-	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/broker/driver"
 )
 
@@ -19,13 +18,13 @@ func TestWireRoundTrip(t *testing.T) {
 		// The key and the partition-key header the port mirrors it into, in
 		// every combination: the wire may share them, the receiver may not
 		// confuse them.
-		{Key: "k", Headers: map[string]string{partitionKeyHeader: "k"}},
-		{Key: "k", Headers: map[string]string{partitionKeyHeader: "other"}},
+		{Key: "k", Headers: map[string]string{driver.HeaderPartitionKey: "k"}},
+		{Key: "k", Headers: map[string]string{driver.HeaderPartitionKey: "other"}},
 		{Key: "k", Headers: map[string]string{"x": "y"}},
-		{Key: "", Headers: map[string]string{partitionKeyHeader: "h"}},
-		{Key: "", Headers: map[string]string{partitionKeyHeader: ""}},
-		{Key: "tab\tkey", Headers: map[string]string{partitionKeyHeader: "tab\tkey"}},
-		{Key: "tab\tkey", Headers: map[string]string{partitionKeyHeader: "plain"}},
+		{Key: "", Headers: map[string]string{driver.HeaderPartitionKey: "h"}},
+		{Key: "", Headers: map[string]string{driver.HeaderPartitionKey: ""}},
+		{Key: "tab\tkey", Headers: map[string]string{driver.HeaderPartitionKey: "tab\tkey"}},
+		{Key: "tab\tkey", Headers: map[string]string{driver.HeaderPartitionKey: "plain"}},
 		{Key: "k", Payload: []byte("p"), Headers: map[string]string{"a": "1", "msgx-event-id": "e"}},
 		// Strings Mosquitto refuses (control characters, invalid UTF-8, a
 		// non-character) and names the adapter reserves travel base64-encoded.
@@ -139,14 +138,8 @@ func TestTakenOverStopsSubscription(t *testing.T) {
 	}
 }
 
-func TestPartitionKeyHeaderName(t *testing.T) {
-	if partitionKeyHeader != broker.HeaderPartitionKey {
-		t.Fatalf("partitionKeyHeader = %q, broker.HeaderPartitionKey = %q", partitionKeyHeader, broker.HeaderPartitionKey)
-	}
-}
-
 func TestMirroredKeyTravelsOnce(t *testing.T) {
-	p := toPublish("t", &driver.Message{Key: "k", Headers: map[string]string{partitionKeyHeader: "k"}})
+	p := toPublish("t", &driver.Message{Key: "k", Headers: map[string]string{driver.HeaderPartitionKey: "k"}})
 	if n := len(p.Properties.User); n != 1 {
 		t.Errorf("%d user properties for a key mirrored into its header, want 1: %v", n, p.Properties.User)
 	}

@@ -5,9 +5,9 @@
 // stream the driver manages (named after the subject, see StreamName). A group
 // is a durable pull consumer of that stream: the instances of a group pull from
 // the same consumer and share its messages; every group has its own consumer
-// and receives every message. Streams use interest retention by default, so a
-// message stays stored until every group has acknowledged it (WithRetention
-// selects limits or work-queue retention).
+// and receives every message. Streams use limits retention by default (seven
+// days), so a confirmed publish is kept for groups that subscribe later
+// (WithRetention selects interest or work-queue retention).
 //
 // Streams are created only for topics the driver is asked to consume
 // (Subscribe), for dead-letter topics named by a subscription
@@ -40,18 +40,11 @@ import (
 )
 
 // ErrNotStarted is returned by operations on a driver that is not connected.
-var ErrNotStarted = errors.New("nats: driver not started")
+var ErrNotStarted = fmt.Errorf("nats: driver %w", driver.ErrNotStarted)
 
 // keyHeader carries driver.Message.Key when the partition-key header does not
 // already hold it; it is removed again on receive.
 const keyHeader = "msgx-key"
-
-// partitionKeyHeader is the port's mirror of the key.
-const partitionKeyHeader = "msgx-partition-key"
-
-// redeliveryHeader is the port's redelivery-count header, filled from the
-// server's delivery count on receive.
-const redeliveryHeader = "msgx-redelivery-count"
 
 // Driver is a JetStream client; it implements driver.Broker.
 type Driver struct {
@@ -93,6 +86,7 @@ func (d *Driver) Capabilities() driver.Capabilities {
 		LoadBalance:        true,
 		Broadcast:          d.o.retention != jetstream.WorkQueuePolicy,
 		SubscriptionExpiry: true,
+		CountsRedeliveries: true,
 	}
 }
 
@@ -257,7 +251,7 @@ func toNATS(subj string, m *driver.Message) *natsio.Msg {
 		// The port mirrors the key in the partition-key header; the key travels
 		// in a header of its own only when it differs, since every header byte
 		// is parsed by the server on each stored message.
-		if m.Key != m.Headers[partitionKeyHeader] {
+		if m.Key != m.Headers[driver.HeaderPartitionKey] {
 			nm.Header[keyHeader] = []string{m.Key}
 		}
 	}
@@ -273,6 +267,8 @@ func (d *Driver) EnsureTopic(ctx context.Context, topic string) error {
 // EnsureGroup creates the stream of topic and the consumer of group unless
 // they exist. With interest retention, messages published before a group
 // exists are not kept for it: create groups at deployment to keep them.
+// Under the default limits retention a group created later reads the
+// stream from its start.
 func (d *Driver) EnsureGroup(ctx context.Context, topic, group string) error {
 	if err := d.ensureStream(ctx, topic, false, false); err != nil {
 		return err
@@ -303,6 +299,9 @@ func (d *Driver) ensureStream(ctx context.Context, topic string, deadLetter, for
 		Subjects:    []string{subj},
 		Storage:     jetstream.FileStorage,
 		Retention:   d.o.retention,
+	}
+	if cfg.Retention == jetstream.LimitsPolicy {
+		cfg.MaxAge = d.o.topicAge
 	}
 	if deadLetter {
 		// Dead letters must survive without any reader: limits retention.

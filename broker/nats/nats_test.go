@@ -122,12 +122,22 @@ func (h *harness) deleteStreams(t *testing.T) {
 
 func (h *harness) Name() string { return "nats" }
 
+func (h *harness) Target() string { return "local nats-server" }
+
 func (h *harness) NewDriver(context.Context) (driver.Broker, error) {
 	return natsbroker.New(append([]natsbroker.Option{natsbroker.WithURL("nats://" + h.proxy.Addr())}, h.opts...)...), nil
 }
 
 func (h *harness) UnreachableDriver(context.Context) (driver.Broker, error) {
 	return natsbroker.New(append([]natsbroker.Option{natsbroker.WithURL("nats://" + h.dead)}, h.opts...)...), nil
+}
+
+func (h *harness) Stall(ctx context.Context) (func(), error) {
+	return brokertest.ProxyNetwork{h.proxy}.Stall(ctx)
+}
+
+func (h *harness) Latency(ctx context.Context, d time.Duration) (func(), error) {
+	return brokertest.ProxyNetwork{h.proxy}.Latency(ctx, d)
 }
 
 func (h *harness) Outage(context.Context) (func(), error) {
@@ -205,6 +215,34 @@ func TestPublishToUnknownTopicFails(t *testing.T) {
 	if err := d.Publish(ctxFor(t, 10*time.Second), topic, []*driver.Message{{Payload: []byte("x")}}); err != nil {
 		t.Errorf("publish after EnsureTopic: %v", err)
 	}
+}
+
+// A confirmed publish to a topic no group consumes yet is kept: the group
+// that subscribes afterwards gets it (interest retention would confirm it and
+// drop it at once).
+func TestPublishBeforeAnyGroupIsKept(t *testing.T) {
+	h := newHarness(t)
+	d := startDriver(t, h)
+	topic := "early-" + randHex(t)
+	if err := d.EnsureTopic(ctxFor(t, 10*time.Second), topic); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Publish(ctxFor(t, 10*time.Second), topic, []*driver.Message{{Payload: []byte("early")}}); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := d.Subscribe(ctxFor(t, 10*time.Second), driver.SubscriptionSpec{Topic: topic, Group: "late", Prefetch: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close(context.Background())
+	ds, err := sub.Receive(ctxFor(t, 10*time.Second), 1)
+	if err != nil {
+		t.Fatalf("the message published before the group existed is gone: %v", err)
+	}
+	if got := string(ds[0].Message().Payload); got != "early" {
+		t.Errorf("got %q, want early", got)
+	}
+	_ = ds[0].Ack(context.Background())
 }
 
 // The driver never holds more than the prefetch unsettled, neither handed out

@@ -22,6 +22,7 @@ type options struct {
 	streamConfig  func(*jetstream.StreamConfig)
 	deadLetters   bool
 	deadLetterAge time.Duration
+	topicAge      time.Duration
 	ackWait       time.Duration
 	maxHold       time.Duration
 	maxDeliver    int
@@ -42,7 +43,8 @@ func defaults() options {
 		reconnectWait:  time.Second,
 		requestTimeout: 10 * time.Second,
 		subjectPrefix:  "msgx",
-		retention:      jetstream.InterestPolicy,
+		retention:      jetstream.LimitsPolicy,
+		topicAge:       7 * 24 * time.Hour,
 		deadLetters:    true,
 		deadLetterAge:  14 * 24 * time.Hour,
 		ackWait:        30 * time.Second,
@@ -91,11 +93,14 @@ func WithRequestTimeout(d time.Duration) Option { return func(o *options) { o.re
 func WithSubjectPrefix(p string) Option { return func(o *options) { o.subjectPrefix = p } }
 
 // WithRetention sets the retention of the topic streams the driver creates
-// (default jetstream.InterestPolicy: a message is kept until every group that
-// existed when it was published has acknowledged it). jetstream.LimitsPolicy
-// keeps messages until the stream's limits remove them, whoever has read them.
-// jetstream.WorkQueuePolicy removes a message at its first acknowledgement and
-// allows only one group per topic, so the driver then declares no Broadcast.
+// (default jetstream.LimitsPolicy: messages are kept until the stream's limits
+// remove them, whoever has read them, so a confirmed publish is kept for a
+// group that subscribes later, as on Kafka; see WithTopicMaxAge).
+// jetstream.InterestPolicy keeps a message only until every group that
+// existed when it was published acknowledged it: a message published before
+// any group exists is confirmed and then dropped. jetstream.WorkQueuePolicy
+// removes a message at its first acknowledgement and allows only one group
+// per topic, so the driver then declares no Broadcast.
 func WithRetention(r jetstream.RetentionPolicy) Option { return func(o *options) { o.retention = r } }
 
 // WithStreamConfig adjusts every stream the driver creates (replicas, limits,
@@ -112,6 +117,11 @@ func WithStreamConfig(f func(*jetstream.StreamConfig)) Option {
 // subscribed to them); a dead letter to a topic without a stream fails and
 // leaves the message unsettled.
 func WithDeadLetterStreams(on bool) Option { return func(o *options) { o.deadLetters = on } }
+
+// WithTopicMaxAge bounds how long topic streams the driver creates keep
+// messages under limits retention (default 7 days; 0 keeps them until other
+// limits set with WithStreamConfig remove them).
+func WithTopicMaxAge(d time.Duration) Option { return func(o *options) { o.topicAge = d } }
 
 // WithDeadLetterMaxAge bounds how long dead-letter streams the driver creates
 // keep messages (default 14 days; 0 keeps them until removed by hand).

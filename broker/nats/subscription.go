@@ -335,13 +335,13 @@ func toDriver(m jetstream.Msg) *driver.Message {
 		out.Headers[k] = v[0]
 	}
 	if !explicit {
-		key = out.Headers[partitionKeyHeader]
+		key = out.Headers[driver.HeaderPartitionKey]
 	}
 	out.Key = key
 	// The server counts deliveries, including those after a lost or expired
 	// one; that native count is the redelivery count the port acts on.
 	if n, ok := numDelivered(m); ok && n > 0 {
-		out.Headers[redeliveryHeader] = strconv.FormatUint(n-1, 10)
+		out.Headers[driver.HeaderRedeliveryCount] = strconv.FormatUint(n-1, 10)
 	}
 	return out
 }
@@ -429,12 +429,16 @@ type delivery struct {
 	msg     *driver.Message // set when handed out
 	got     time.Time       // when it arrived: MaxHold counts from here
 	touched time.Time       // last arrival or in-progress ack (under s.mu)
+	guard   driver.SettleGuard
 }
 
 func (d *delivery) Message() *driver.Message { return d.msg }
 
 // Ack implements driver.Delivery.
 func (d *delivery) Ack(ctx context.Context) error {
+	if err := d.guard.Claim(); err != nil {
+		return err
+	}
 	defer d.s.release(d)
 	var err error
 	if d.s.d.o.ackSync {
@@ -452,6 +456,9 @@ func (d *delivery) Ack(ctx context.Context) error {
 // the stored message after delay and counts the delivery, so msg (the port's
 // re-publishable copy) is not needed.
 func (d *delivery) Requeue(_ context.Context, _ *driver.Message, delay time.Duration) error {
+	if err := d.guard.Claim(); err != nil {
+		return err
+	}
 	defer d.s.release(d)
 	var err error
 	if delay > 0 {
@@ -465,14 +472,33 @@ func (d *delivery) Requeue(_ context.Context, _ *driver.Message, delay time.Dura
 	return nil
 }
 
+// Release implements driver.Delivery with a delayed nak: the server
+// redelivers the stored message after delay.
+func (d *delivery) Release(_ context.Context, _ *driver.Message, delay time.Duration) error {
+	if err := d.guard.Claim(); err != nil {
+		return err
+	}
+	defer d.s.release(d)
+	if err := d.m.NakWithDelay(delay); err != nil {
+		return fmt.Errorf("nats: nak: %w", err)
+	}
+	return nil
+}
+
 // DeadLetter implements driver.Delivery: a confirmed publish to the
 // dead-letter topic, then Term so the server never redelivers the original. If
 // the publish fails nothing is settled and the original is redelivered after
 // the ack wait.
 func (d *delivery) DeadLetter(ctx context.Context, msg *driver.Message) error {
+	if err := d.guard.Check(); err != nil {
+		return err
+	}
 	defer d.s.release(d)
 	if err := d.s.d.Publish(ctx, d.s.spec.DeadLetterTopic, []*driver.Message{msg}); err != nil {
 		return fmt.Errorf("nats: dead letter to %q: %w", d.s.spec.DeadLetterTopic, err)
+	}
+	if err := d.guard.Claim(); err != nil {
+		return err
 	}
 	if err := d.m.Term(); err != nil {
 		return fmt.Errorf("nats: term after dead letter: %w", err)

@@ -157,7 +157,8 @@ type Driver struct {
 	closed    bool
 	producers map[string]*producerSlot
 	subs      map[*subscription]struct{}
-	retiring  sync.WaitGroup // producers being closed after a failure
+	kept      map[string]bool // dead-letter topics with a keeping subscription
+	retiring  sync.WaitGroup  // producers being closed after a failure
 
 	errs        chan error
 	stop        chan struct{}
@@ -185,7 +186,7 @@ func New(serviceURL string, opts ...Option) *Driver {
 	}
 	return &Driver{
 		url: serviceURL, opts: o,
-		producers: map[string]*producerSlot{}, subs: map[*subscription]struct{}{},
+		producers: map[string]*producerSlot{}, subs: map[*subscription]struct{}{}, kept: map[string]bool{},
 		errs: make(chan error, 16), stop: make(chan struct{}),
 	}
 }
@@ -217,7 +218,7 @@ func (d *Driver) Start(ctx context.Context) error {
 		URL:               d.url,
 		OperationTimeout:  d.opts.operationTimeout,
 		ConnectionTimeout: d.opts.connectionTimeout,
-		Logger:            plog.NewLoggerWithSlog(slog.New(minLevel{h: d.opts.logger.Handler(), min: slog.LevelWarn})),
+		Logger:            ClientLogger(d.opts.logger),
 		MetricsRegisterer: d.opts.registerer,
 	}
 	if d.opts.client != nil {
@@ -516,6 +517,12 @@ func (d *Driver) Close(ctx context.Context) error {
 	}
 	close(d.errs)
 	return err
+}
+
+// ClientLogger is the pulsar-client-go logger the adapter gives its client:
+// l, at warn level and above.
+func ClientLogger(l *slog.Logger) plog.Logger {
+	return plog.NewLoggerWithSlog(slog.New(minLevel{h: l.Handler(), min: slog.LevelWarn}))
 }
 
 // minLevel passes on records at or above min: the client library logs every

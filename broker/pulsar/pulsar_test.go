@@ -21,12 +21,15 @@ import (
 // client connection.
 type harness struct {
 	name    string
+	target  string
 	proxy   *brokertest.Proxy
 	refused string
 	opts    []pulsar.Option
 }
 
 func (h *harness) Name() string { return h.name }
+
+func (h *harness) Target() string { return h.target }
 
 func (h *harness) NewDriver(context.Context) (driver.Broker, error) {
 	opts := append([]pulsar.Option{pulsar.WithLogger(quietLogger()), pulsar.WithHealthInterval(time.Second)}, h.opts...)
@@ -41,6 +44,14 @@ func (h *harness) UnreachableDriver(context.Context) (driver.Broker, error) {
 	addr := ln.Addr().String()
 	_ = ln.Close() // nothing listens there any more
 	return pulsar.New("pulsar://"+addr, pulsar.WithLogger(quietLogger())), nil
+}
+
+func (h *harness) Stall(ctx context.Context) (func(), error) {
+	return brokertest.ProxyNetwork{h.proxy}.Stall(ctx)
+}
+
+func (h *harness) Latency(ctx context.Context, d time.Duration) (func(), error) {
+	return brokertest.ProxyNetwork{h.proxy}.Latency(ctx, d)
 }
 
 func (h *harness) Outage(context.Context) (func(), error) {
@@ -90,7 +101,7 @@ func runFake(t *testing.T, name string, opts ...pulsar.Option) {
 	defer proxy.Close()
 	// Lookups send clients to the proxy, so every connection can be cut.
 	srv.Advertise(proxy.Addr())
-	h := &harness{name: name, proxy: proxy, refused: refusedTopic(), opts: opts}
+	h := &harness{name: name, target: "pulsarfake, in-process wire double", proxy: proxy, refused: refusedTopic(), opts: opts}
 	srv.Refuse(h.refused)
 	brokertest.Run(t, h, brokertest.Options{})
 }
@@ -113,5 +124,5 @@ func TestConformanceRealPulsar(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer proxy.Close()
-	brokertest.Run(t, &harness{name: "pulsar", proxy: proxy, refused: refusedTopic()}, brokertest.Options{})
+	brokertest.Run(t, &harness{name: "pulsar", target: "Pulsar at MSGX_PULSAR_URL", proxy: proxy, refused: refusedTopic()}, brokertest.Options{})
 }

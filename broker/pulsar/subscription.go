@@ -2,7 +2,7 @@ package pulsar
 
 import (
 	"context"
-	"errors"
+
 	"fmt"
 	"strconv"
 	"sync"
@@ -11,7 +11,6 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
-	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/broker/driver"
 )
 
@@ -26,6 +25,15 @@ func (d *Driver) Subscribe(ctx context.Context, spec driver.SubscriptionSpec) (d
 	client := d.client
 	d.mu.Unlock()
 
+	if spec.DeadLetterTopic != "" {
+		// Without a subscription Pulsar keeps nothing: dead letters need a
+		// durable one before the first is sent. A destination that cannot have
+		// one (refused) still lets the subscription consume.
+		if err := d.keepDeadLetters(ctx, client, spec.DeadLetterTopic); err != nil {
+			d.opts.logger.Warn("pulsar: dead letters have no keeping subscription; they may be lost until they have one",
+				"topic", spec.Topic, "group", spec.Group, "dead_letter_topic", spec.DeadLetterTopic, "err", err)
+		}
+	}
 	s := &subscription{d: d, spec: spec, closed: make(chan struct{}), nack: &nackDelay{}}
 	s.nack.next.Store(int64(d.opts.nackDelay))
 	opts := pulsar.ConsumerOptions{
@@ -130,7 +138,7 @@ func (s *subscription) delivery(m pulsar.Message) *delivery {
 		h = make(map[string]string, 1)
 	}
 	// The broker counts redeliveries; its count replaces whatever the sender set.
-	h[broker.HeaderRedeliveryCount] = strconv.FormatUint(uint64(m.RedeliveryCount()), 10)
+	h[driver.HeaderRedeliveryCount] = strconv.FormatUint(uint64(m.RedeliveryCount()), 10)
 	return &delivery{s: s, m: m, msg: &driver.Message{Key: m.Key(), Payload: m.Payload(), Headers: h}}
 }
 
@@ -156,16 +164,57 @@ func (s *subscription) Close(ctx context.Context) error {
 	return s.closeErr
 }
 
+// keepDeadLetters creates the durable subscription driver.DeadLetterGroup on
+// the dead-letter topic (from the earliest message) unless the driver did
+// already: it keeps every dead letter until someone reads it.
+func (d *Driver) keepDeadLetters(ctx context.Context, client pulsar.Client, topic string) error {
+	d.mu.Lock()
+	kept := d.kept[topic]
+	d.mu.Unlock()
+	if kept {
+		return nil
+	}
+	res := make(chan error, 1)
+	go func() {
+		c, err := client.Subscribe(pulsar.ConsumerOptions{
+			Topic:                       d.topic(topic),
+			SubscriptionName:            driver.DeadLetterGroup,
+			Type:                        pulsar.Shared,
+			SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
+		})
+		if err == nil {
+			c.Close()
+		}
+		res <- err
+	}()
+	select {
+	case err := <-res:
+		if err != nil {
+			return err
+		}
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	d.mu.Lock()
+	d.kept[topic] = true
+	d.mu.Unlock()
+	return nil
+}
+
 type delivery struct {
-	s   *subscription
-	m   pulsar.Message
-	msg *driver.Message
+	s     *subscription
+	m     pulsar.Message
+	msg   *driver.Message
+	guard driver.SettleGuard
 }
 
 func (d *delivery) Message() *driver.Message { return d.msg }
 
 // Ack implements driver.Delivery: a native acknowledgement by message id.
 func (d *delivery) Ack(context.Context) error {
+	if err := d.guard.Claim(); err != nil {
+		return err
+	}
 	if err := d.s.c.Ack(d.m); err != nil {
 		return fmt.Errorf("pulsar: ack %v: %w", d.m.ID(), err)
 	}
@@ -176,11 +225,23 @@ func (d *delivery) Ack(context.Context) error {
 // broker redelivers the original message after delay and counts the
 // redelivery, so msg (the port's copy with updated headers) is not sent.
 func (d *delivery) Requeue(_ context.Context, _ *driver.Message, delay time.Duration) error {
+	return d.nack(delay)
+}
+
+// Release implements driver.Delivery with a delayed negative acknowledgement.
+func (d *delivery) Release(_ context.Context, _ *driver.Message, delay time.Duration) error {
+	return d.nack(delay)
+}
+
+func (d *delivery) nack(delay time.Duration) error {
+	if err := d.guard.Claim(); err != nil {
+		return err
+	}
 	s := d.s
 	select {
 	case <-s.closed:
 		// The broker redelivers it anyway once the consumer is gone.
-		return errors.New("pulsar: requeue on a closed subscription")
+		return fmt.Errorf("pulsar: nack on a closed subscription: %w", driver.ErrNotHeld)
 	default:
 	}
 	s.nackMu.Lock()
@@ -193,6 +254,9 @@ func (d *delivery) Requeue(_ context.Context, _ *driver.Message, delay time.Dura
 // DeadLetter implements driver.Delivery: a confirmed publish to the dead-letter
 // topic, then the acknowledgement. If the publish fails nothing is settled.
 func (d *delivery) DeadLetter(ctx context.Context, msg *driver.Message) error {
+	if err := d.guard.Check(); err != nil {
+		return err
+	}
 	if err := d.s.d.Publish(ctx, d.s.spec.DeadLetterTopic, []*driver.Message{msg}); err != nil {
 		return fmt.Errorf("pulsar: dead-letter publish to %q: %w", d.s.spec.DeadLetterTopic, err)
 	}

@@ -621,3 +621,36 @@ func TestOverlongNamesKeepTheConnection(t *testing.T) {
 	default:
 	}
 }
+
+// TestDelayedRequeueWaitsInTheRetryQueue: a requeue with a delay goes to the
+// group's retry queue and comes back when its TTL ends: not before, and
+// without the consumer holding it meanwhile (the next message gets through).
+func TestDelayedRequeueWaitsInTheRetryQueue(t *testing.T) {
+	h := newHarness(t)
+	d := startDriver(t, h)
+	topic := freshTopic(t, h, "retry-queue")
+	s := subscribe(t, d, topic, "g")
+	publish(t, d, topic, "m")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	first := receiveOne(t, s)
+	const delay = 1500 * time.Millisecond
+	start := time.Now()
+	if err := first.Requeue(ctx, first.Message(), delay); err != nil {
+		t.Fatalf("requeue: %v", err)
+	}
+	publish(t, d, topic, "next")
+	next := receiveOne(t, s)
+	expectID(t, next, "next")
+	if err := next.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again := receiveOne(t, s)
+	expectID(t, again, "m")
+	if took := time.Since(start); took < delay {
+		t.Errorf("the delayed requeue came back after %v, before its %v", took, delay)
+	}
+	if err := again.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

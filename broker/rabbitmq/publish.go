@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/broker/driver"
 )
 
@@ -112,6 +113,11 @@ func (p *pool) drain() {
 // publish sends msgs to exchange with routing key key on a pooled channel and
 // returns nil only when the broker acked all of them and returned none.
 func (d *Driver) publish(ctx context.Context, exchange, key string, msgs []*driver.Message) error {
+	return d.publishTTL(ctx, exchange, key, msgs, 0)
+}
+
+// publishTTL is publish with a per-message TTL (none when ttl <= 0).
+func (d *Driver) publishTTL(ctx context.Context, exchange, key string, msgs []*driver.Message, ttl time.Duration) error {
 	if len(msgs) == 0 {
 		return nil
 	}
@@ -122,7 +128,7 @@ func (d *Driver) publish(ctx context.Context, exchange, key string, msgs []*driv
 	if err != nil {
 		return err
 	}
-	err = pc.publish(ctx, exchange, key, msgs)
+	err = pc.publish(ctx, exchange, key, msgs, ttl)
 	d.pool.put(pc)
 	return err
 }
@@ -156,7 +162,7 @@ func checkName(kind, name string) error {
 	return nil
 }
 
-func (pc *pubChan) publish(ctx context.Context, exchange, key string, msgs []*driver.Message) error {
+func (pc *pubChan) publish(ctx context.Context, exchange, key string, msgs []*driver.Message, ttl time.Duration) error {
 	pc.pending = pc.pending[:0]
 	defer clear(pc.pending)
 	for _, m := range msgs {
@@ -164,7 +170,11 @@ func (pc *pubChan) publish(ctx context.Context, exchange, key string, msgs []*dr
 			pc.clean = len(pc.pending) == 0
 			return fmt.Errorf("rabbitmq: publish to %q: %w", exchange, err)
 		}
-		dc, err := pc.ch.PublishWithDeferredConfirm(exchange, key, true, false, publishing(m))
+		p := publishing(m)
+		if ttl > 0 {
+			p.Expiration = strconv.FormatInt(max(ttl.Milliseconds(), 1), 10)
+		}
+		dc, err := pc.ch.PublishWithDeferredConfirm(exchange, key, true, false, p)
 		if err != nil {
 			pc.clean = false
 			return fmt.Errorf("rabbitmq: publish to %q: %w", exchange, pc.closeReason(err))
@@ -239,7 +249,7 @@ func (pc *pubChan) closeReason(err error) error {
 // queue name, so the routing key cannot carry it); only a key that differs
 // from that header needs a header of its own.
 func publishing(m *driver.Message) amqp.Publishing {
-	extra := m.Key != "" && m.Headers[broker.HeaderPartitionKey] != m.Key
+	extra := m.Key != "" && m.Headers[driver.HeaderPartitionKey] != m.Key
 	n := len(m.Headers)
 	if extra {
 		n++

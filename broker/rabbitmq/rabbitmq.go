@@ -59,7 +59,7 @@ var (
 	// ErrClosed is returned by operations on a closed driver.
 	ErrClosed = errors.New("rabbitmq: driver closed")
 	// ErrNotStarted is returned by Subscribe before Start succeeded.
-	ErrNotStarted = errors.New("rabbitmq: driver not started")
+	ErrNotStarted = fmt.Errorf("rabbitmq: driver %w", driver.ErrNotStarted)
 	// ErrReturned is returned by Publish when the broker returned a message as
 	// unroutable (no queue is bound to the exchange, or the queue is gone).
 	ErrReturned = errors.New("rabbitmq: message returned unroutable")
@@ -67,7 +67,7 @@ var (
 	ErrNacked = errors.New("rabbitmq: message nacked by broker")
 	// ErrDeliveryChannelClosed is returned when settling a delivery whose
 	// channel has closed: the broker redelivers it instead.
-	ErrDeliveryChannelClosed = errors.New("rabbitmq: delivery channel closed, the broker redelivers the message")
+	ErrDeliveryChannelClosed = fmt.Errorf("rabbitmq: delivery channel closed: %w", driver.ErrNotHeld)
 )
 
 // Option configures a Driver.
@@ -227,8 +227,8 @@ func (d *Driver) Capabilities() driver.Capabilities {
 		Batch:              true,
 		LoadBalance:        true,
 		Broadcast:          true,
-		NativeDeadLetter:   true,
 		SubscriptionExpiry: true,
+		CountsRedeliveries: true,
 	}
 }
 

@@ -72,6 +72,8 @@ func newHarness(t *testing.T) *harness {
 
 func (h *harness) Name() string { return "rabbitmq" }
 
+func (h *harness) Target() string { return "local RabbitMQ" }
+
 func (h *harness) options(extra ...rabbitmq.Option) []rabbitmq.Option {
 	return append([]rabbitmq.Option{
 		rabbitmq.WithURL(url(h.proxy.Addr())),
@@ -97,6 +99,14 @@ func closedPort() string {
 	addr := ln.Addr().String()
 	_ = ln.Close()
 	return addr
+}
+
+func (h *harness) Stall(ctx context.Context) (func(), error) {
+	return brokertest.ProxyNetwork{h.proxy}.Stall(ctx)
+}
+
+func (h *harness) Latency(ctx context.Context, d time.Duration) (func(), error) {
+	return brokertest.ProxyNetwork{h.proxy}.Latency(ctx, d)
 }
 
 func (h *harness) Outage(context.Context) (func(), error) {
@@ -144,7 +154,7 @@ func queueExists(admin *amqp.Connection, queue string) (bool, error) {
 }
 
 // tckGroups are the group names the suite uses.
-var tckGroups = []string{"g", "ga", "gb", "dlq-reader"}
+var tckGroups = []string{"g", "ga", "gb", "x", "y", "fwd", driver.DeadLetterGroup}
 
 // cleanup deletes what the suite's topics left behind: exchanges, group
 // queues and dead-letter queues, one level of dead letters deep.
@@ -157,12 +167,14 @@ func (h *harness) cleanup() {
 }
 
 func deleteTopic(admin *amqp.Connection, topic string, groups ...string) {
-	for _, name := range []string{topic, topic + ".dlq"} {
+	for _, name := range []string{topic, topic + ".dlq", topic + ".dlq.dlq"} {
 		for _, g := range groups {
-			_ = onAdmin(admin, func(ch *amqp.Channel) error {
-				_, err := ch.QueueDelete(rabbitmq.QueueName(name, g), false, false, false)
-				return err
-			})
+			for _, q := range []string{rabbitmq.QueueName(name, g), rabbitmq.QueueName(name, g) + "/retry"} {
+				_ = onAdmin(admin, func(ch *amqp.Channel) error {
+					_, err := ch.QueueDelete(q, false, false, false)
+					return err
+				})
+			}
 		}
 		_ = onAdmin(admin, func(ch *amqp.Channel) error {
 			_, err := ch.QueueDelete(name, false, false, false)

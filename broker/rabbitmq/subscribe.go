@@ -11,7 +11,6 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/broker/driver"
 )
 
@@ -70,11 +69,32 @@ func (d *Driver) declare(conn *amqp.Connection, spec driver.SubscriptionSpec, qu
 	}); err != nil {
 		return fmt.Errorf("rabbitmq: bind queue %q to %q: %w", queue, spec.Topic, err)
 	}
+	// The group's retry queue: a requeue with a delay waits there (each
+	// message with its own TTL) and is dead-lettered back to the group's
+	// queue when due, so the consumer holds nothing while it waits. Without
+	// it (a refused or overlong name) requeues go straight to the group's
+	// queue and the port's scheduler waits instead.
+	retryArgs := amqp.Table{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": queue}
+	if spec.Expiry > 0 {
+		retryArgs["x-expires"] = max(spec.Expiry.Milliseconds(), 1)
+	}
+	if err := onChannel(conn, func(ch *amqp.Channel) error {
+		_, err := ch.QueueDeclare(retryQueue(queue), true, false, false, false, retryArgs)
+		return err
+	}); err != nil {
+		d.opts.logger.Warn("rabbitmq: retry queue not declared; delayed requeues wait in the consumer",
+			"queue", queue, "err", err)
+	}
 	return nil
 }
 
+// retryQueue names the retry queue of a group's queue. Group names hold no
+// "/", so it is never another group's queue.
+func retryQueue(queue string) string { return queue + "/retry" }
+
 // declareDeadLetter declares the dead-letter exchange and, unless disabled,
-// a queue of the same name that keeps dead letters until someone reads them.
+// the queue of its driver.DeadLetterGroup, which keeps dead letters until
+// someone reads them (by listening to the dead-letter topic in that group).
 func (d *Driver) declareDeadLetter(conn *amqp.Connection, topic string) error {
 	return onChannel(conn, func(ch *amqp.Channel) error {
 		if err := ch.ExchangeDeclare(topic, amqp.ExchangeFanout, true, false, false, false, nil); err != nil {
@@ -83,10 +103,11 @@ func (d *Driver) declareDeadLetter(conn *amqp.Connection, topic string) error {
 		if !d.opts.deadLetterQueue {
 			return nil
 		}
-		if _, err := ch.QueueDeclare(topic, true, false, false, false, nil); err != nil {
+		queue := QueueName(topic, driver.DeadLetterGroup)
+		if _, err := ch.QueueDeclare(queue, true, false, false, false, nil); err != nil {
 			return err
 		}
-		return ch.QueueBind(topic, "", topic, false, nil)
+		return ch.QueueBind(queue, "", topic, false, nil)
 	})
 }
 
@@ -342,7 +363,12 @@ func (s *subscription) wrap(c *consumer, m *amqp.Delivery) *delivery {
 	if ownKey {
 		msg.Key = key
 	} else {
-		msg.Key = msg.Headers[broker.HeaderPartitionKey]
+		msg.Key = msg.Headers[driver.HeaderPartitionKey]
+	}
+	if m.Redelivered {
+		// Handed out before and not acknowledged: an attempt that ended
+		// without a settlement (a crash, a lost channel, a stop).
+		driver.CountRedelivery(msg.Headers)
 	}
 	return &delivery{s: s, c: c, tag: m.DeliveryTag, msg: msg}
 }
@@ -369,10 +395,11 @@ func headerString(v any) (string, bool) {
 }
 
 type delivery struct {
-	s   *subscription
-	c   *consumer
-	tag uint64
-	msg *driver.Message
+	s     *subscription
+	c     *consumer
+	tag   uint64
+	msg   *driver.Message
+	guard driver.SettleGuard // a second ack of a tag would close the channel
 }
 
 func (d *delivery) Message() *driver.Message { return d.msg }
@@ -384,6 +411,9 @@ func (d *delivery) ack() error {
 	if d.c.dead() {
 		return ErrDeliveryChannelClosed
 	}
+	if err := d.guard.Claim(); err != nil {
+		return err
+	}
 	if err := d.c.ch.Ack(d.tag, false); err != nil {
 		if errors.Is(err, amqp.ErrClosed) {
 			return ErrDeliveryChannelClosed
@@ -393,17 +423,45 @@ func (d *delivery) ack() error {
 	return nil
 }
 
+// Release implements driver.Delivery: msg goes to the back of the group's
+// queue (a basic.nack with requeue would put it back at the head, where a
+// message whose settlement keeps failing would starve the rest); if that
+// publish fails, basic.nack gives it back where it was.
+func (d *delivery) Release(ctx context.Context, msg *driver.Message, delay time.Duration) error {
+	err := d.Requeue(ctx, msg, delay)
+	if err == nil || errors.Is(err, driver.ErrNotHeld) || errors.Is(err, driver.ErrSettled) {
+		return err
+	}
+	if cerr := d.guard.Claim(); cerr != nil {
+		return cerr
+	}
+	if nerr := d.c.ch.Nack(d.tag, false, true); nerr != nil {
+		if errors.Is(nerr, amqp.ErrClosed) {
+			return ErrDeliveryChannelClosed
+		}
+		return fmt.Errorf("rabbitmq: nack after %w: %w", err, nerr)
+	}
+	return nil
+}
+
 // Requeue implements driver.Delivery: a confirmed publish of msg to the
-// group's own queue, then an ack of the original. The port's scheduler honours
-// the not-before header, so delay needs no broker feature.
-func (d *delivery) Requeue(ctx context.Context, msg *driver.Message, _ time.Duration) error {
+// group's own queue, then an ack of the original. With a delay the copy goes
+// to the group's retry queue with that TTL, which dead-letters it back to the
+// group's queue when due (falling back to the group's queue when the retry
+// queue does not exist).
+func (d *delivery) Requeue(ctx context.Context, msg *driver.Message, delay time.Duration) error {
+	if err := d.guard.Check(); err != nil {
+		return err
+	}
 	if d.c.dead() {
 		// Publishing a copy now would duplicate the original the broker
 		// already redelivers.
 		return ErrDeliveryChannelClosed
 	}
-	if err := d.s.d.publish(ctx, "", d.s.queue, []*driver.Message{msg}); err != nil {
-		return fmt.Errorf("rabbitmq: requeue to %q: %w", d.s.queue, err)
+	if delay <= 0 || d.s.d.publishTTL(ctx, "", retryQueue(d.s.queue), []*driver.Message{msg}, delay) != nil {
+		if err := d.s.d.publish(ctx, "", d.s.queue, []*driver.Message{msg}); err != nil {
+			return fmt.Errorf("rabbitmq: requeue to %q: %w", d.s.queue, err)
+		}
 	}
 	return d.ack()
 }
@@ -411,6 +469,9 @@ func (d *delivery) Requeue(ctx context.Context, msg *driver.Message, _ time.Dura
 // DeadLetter implements driver.Delivery: a confirmed, mandatory publish to the
 // dead-letter exchange, then an ack. If the publish fails nothing is acked.
 func (d *delivery) DeadLetter(ctx context.Context, msg *driver.Message) error {
+	if err := d.guard.Check(); err != nil {
+		return err
+	}
 	if d.c.dead() {
 		return ErrDeliveryChannelClosed
 	}

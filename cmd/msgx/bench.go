@@ -14,11 +14,14 @@ import (
 	"github.com/msgx/msgx/broker/driver"
 	"github.com/msgx/msgx/broker/kafka/kafkabench"
 	"github.com/msgx/msgx/broker/mem"
-	"github.com/msgx/msgx/broker/mqtt"
-	natsbroker "github.com/msgx/msgx/broker/nats"
+	"github.com/msgx/msgx/broker/mem/membench"
+	"github.com/msgx/msgx/broker/mqtt/mqttbench"
+	"github.com/msgx/msgx/broker/nats/natsbench"
 	"github.com/msgx/msgx/broker/pulsar"
+	"github.com/msgx/msgx/broker/pulsar/pulsarbench"
 	"github.com/msgx/msgx/broker/pulsar/pulsarfake"
 	"github.com/msgx/msgx/broker/rabbitmq"
+	"github.com/msgx/msgx/broker/rabbitmq/rabbitmqbench"
 	"github.com/msgx/msgx/internal/bench/brokerbench"
 )
 
@@ -66,7 +69,7 @@ func brokerBenchAdapters(f *brokerBenchFlags) map[string]func(ctx context.Contex
 			return brokerbench.Adapter{
 				Name:      "mem",
 				NewDriver: func(context.Context) (driver.Broker, error) { return mem.New(srv), nil },
-				NewRaw:    func(context.Context) (brokerbench.Raw, error) { return mem.NewBenchRaw(srv), nil },
+				NewRaw:    func(context.Context) (brokerbench.Raw, error) { return membench.NewRaw(srv), nil },
 			}, srv.Close, nil
 		},
 		"rabbitmq": func(context.Context) (brokerbench.Adapter, func(), error) {
@@ -77,24 +80,24 @@ func brokerBenchAdapters(f *brokerBenchFlags) map[string]func(ctx context.Contex
 			if batch <= 0 {
 				batch = 100
 			}
-			topo := rabbitmq.NewBenchTopology(url)
+			topo := rabbitmqbench.NewTopology(url)
 			return brokerbench.Adapter{
 				Name:      "rabbitmq",
 				Setup:     topo.Setup,
 				NewDriver: func(context.Context) (driver.Broker, error) { return rabbitmq.New(rabbitmq.WithURL(url)), nil },
 				// The port's listener prefetches 2×batch; the raw consumer does the same.
-				NewRaw: func(ctx context.Context) (brokerbench.Raw, error) { return rabbitmq.NewBenchRaw(ctx, url, 2*batch) },
+				NewRaw: func(ctx context.Context) (brokerbench.Raw, error) { return rabbitmqbench.NewRaw(ctx, url, 2*batch) },
 			}, topo.Cleanup, nil
 		},
 		"mqtt": func(ctx context.Context) (brokerbench.Adapter, func(), error) {
 			if f.url != "" {
-				return mqtt.BenchAdapter(f.url, 2*f.cfg.Batch), func() {}, nil
+				return mqttbench.Adapter(f.url, 2*f.cfg.Batch), func() {}, nil
 			}
-			addr, stop, err := mqtt.StartBenchBroker(ctx)
+			addr, stop, err := mqttbench.StartMosquitto(ctx)
 			if err != nil {
 				return brokerbench.Adapter{}, nil, err
 			}
-			return mqtt.BenchAdapter(addr, 2*f.cfg.Batch), stop, nil
+			return mqttbench.Adapter(addr, 2*f.cfg.Batch), stop, nil
 		},
 		"kafka": func(ctx context.Context) (brokerbench.Adapter, func(), error) {
 			return kafkabench.New(ctx, f.url) // in-process kfake unless --url names seed brokers
@@ -112,12 +115,12 @@ func brokerBenchAdapters(f *brokerBenchFlags) map[string]func(ctx context.Contex
 				Name:      "pulsar",
 				NewDriver: func(context.Context) (driver.Broker, error) { return pulsar.New(url), nil },
 				NewRaw: func(context.Context) (brokerbench.Raw, error) {
-					return pulsar.NewBenchRaw(url, 2*f.cfg.Batch)
+					return pulsarbench.NewRaw(url, 2*f.cfg.Batch)
 				},
 			}, cleanup, nil
 		},
 		"nats": func(ctx context.Context) (brokerbench.Adapter, func(), error) {
-			return natsbroker.BenchAdapter(ctx, f.url, 2*f.cfg.Batch)
+			return natsbench.Adapter(ctx, f.url, 2*f.cfg.Batch)
 		},
 	}
 }

@@ -445,6 +445,16 @@ func TestServeProduction(t *testing.T) {
 		return err == nil && r.Status == outbox.StatusDead
 	})
 	adm := kadm.NewClient(mustClient(t, seeds))
+	// The sample configuration declares the SIS state topic compacted.
+	rcs, err := adm.DescribeTopicConfigs(ctx, "sis.schd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc, err := rcs.On("sis.schd", nil); err != nil || rc.Err != nil {
+		t.Errorf("sis.schd was not created: %v %v", err, rc.Err)
+	} else if policy := configValue(rc.Configs, "cleanup.policy"); policy != "compact" {
+		t.Errorf("sis.schd cleanup.policy = %q, want compact", policy)
+	}
 	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "late"); err != nil {
 		t.Fatal(err)
 	}
@@ -578,4 +588,13 @@ func marked(t *testing.T, table string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+func configValue(cs []kadm.Config, key string) string {
+	for _, c := range cs {
+		if c.Key == key && c.Value != nil {
+			return *c.Value
+		}
+	}
+	return ""
 }

@@ -50,15 +50,12 @@ func newKafkaEnv(t *testing.T) *kafkaEnv {
 	}
 	t.Cleanup(cl.Close)
 	e.adm = kadm.NewClient(cl)
-	compact := "compact"
-	for topic, configs := range map[string]map[string]*string{e.msgTopic: nil, e.schd: {"cleanup.policy": &compact}} {
-		res, err := e.adm.CreateTopic(ctx, 4, 1, configs, topic)
-		if err != nil || res.Err != nil {
-			t.Fatalf("create topic %s: %v %v", topic, err, res.Err)
-		}
-	}
 	e.cfg = sis.Config{MsgTopic: e.msgTopic, SchdTopic: e.schd, SchdFlushPeriod: 100 * time.Millisecond}
-	e.broker = broker.New("kafka", kafka.New(kafka.SeedBrokers(e.addrs...), kafka.WithLogger(quiet)), broker.WithLogger(quiet))
+	e.broker = broker.New("kafka", kafka.New(kafka.SeedBrokers(e.addrs...), kafka.WithLogger(quiet),
+		// The schd topic is created compacted, as the service does it
+		// (brokers.NAME.compacted-topics).
+		kafka.WithTopic(e.msgTopic, 4, nil),
+		kafka.WithTopic(e.schd, 4, map[string]string{"cleanup.policy": "compact"})), broker.WithLogger(quiet))
 	if err := e.broker.Start(ctx); err != nil {
 		t.Fatalf("kafka broker: %v", err)
 	}

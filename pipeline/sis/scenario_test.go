@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,14 +18,6 @@ import (
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
-
-// mysqlDSN is the test MariaDB/MySQL server (the shared mailbox).
-func mysqlDSN() string {
-	if d := os.Getenv("MSGX_TEST_MYSQL"); d != "" {
-		return d
-	}
-	return "root@tcp(127.0.0.1:3306)/test?parseTime=true&loc=UTC"
-}
 
 // pipe is the production shape: the mailbox table on MariaDB (uniquely
 // named per test, dropped afterwards), the inbox, flight state and outbox in
@@ -51,13 +42,13 @@ func newPipe(t *testing.T, cfg sis.Config) *pipe {
 func newPipeWith(t *testing.T, cfg sis.Config, prepare func(raw *sql.DB, table string)) *pipe {
 	t.Helper()
 	ctx := context.Background()
-	raw, err := sql.Open("mysql", mysqlDSN())
+	raw, err := sql.Open("mysql", storetest.MySQLDSN())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = raw.Close() })
 	if err := raw.PingContext(ctx); err != nil {
-		t.Fatalf("mariadb at %s: %v", mysqlDSN(), err)
+		t.Fatalf("mariadb at %s: %v", storetest.MySQLDSN(), err)
 	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])

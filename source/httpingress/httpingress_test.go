@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -244,11 +243,7 @@ func TestClientRetryIsADuplicate(t *testing.T) {
 // server, dropped at the end of the test, with its connection.
 func mariaDBMailbox(t *testing.T) (*mailbox.Table, *sql.DB) {
 	t.Helper()
-	dsn := os.Getenv("MSGX_TEST_MYSQL")
-	if dsn == "" {
-		dsn = "root@tcp(127.0.0.1:3306)/test?parseTime=true&loc=UTC"
-	}
-	raw, err := sql.Open("mysql", dsn)
+	raw, err := sql.Open("mysql", storetest.MySQLDSN())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 func TestAutoIncrementStepAboveOneIsAnErrorOnMariaDB(t *testing.T) {
 	ctx := context.Background()
 	// Writers of this mailbox get ids two apart (as under Galera).
-	raw, err := sql.Open("mysql", mysqlDSN()+"&auto_increment_increment=2")
+	raw, err := sql.Open("mysql", storetest.MySQLDSN()+"&auto_increment_increment=2")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"io"
 	"log/slog"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,14 +23,6 @@ var (
 	t0    = time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
 	quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 )
-
-// mysqlDSN is the test MariaDB/MySQL server.
-func mysqlDSN() string {
-	if d := os.Getenv("MSGX_TEST_MYSQL"); d != "" {
-		return d
-	}
-	return "root@tcp(127.0.0.1:3306)/test?parseTime=true&loc=UTC"
-}
 
 // env is one mailbox backend with the store the inbox lives in.
 type env struct {
@@ -81,13 +72,13 @@ func newStoreEnv(t *testing.T, name string, db *store.DB) *env {
 func newMariaDBEnv(t *testing.T) *env {
 	t.Helper()
 	ctx := context.Background()
-	raw, err := sql.Open("mysql", mysqlDSN())
+	raw, err := sql.Open("mysql", storetest.MySQLDSN())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = raw.Close() })
 	if err := raw.PingContext(ctx); err != nil {
-		t.Fatalf("mariadb at %s: %v", mysqlDSN(), err)
+		t.Fatalf("mariadb at %s: %v", storetest.MySQLDSN(), err)
 	}
 	tbl, err := mailbox.NewMySQL(raw, mailbox.WithTable(tableName()), mailbox.WithProcessedValue("DONE"))
 	if err != nil {

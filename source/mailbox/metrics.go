@@ -3,8 +3,10 @@ package mailbox
 import "github.com/prometheus/client_golang/prometheus"
 
 // pollerMetrics are the poller's metrics; the Poller is their Collector.
+// How long a gap has been open is not among them: the service reports it
+// from the gap's database record (msgx_mailbox_gap_open_seconds), so that it
+// is on the database's clock and visible from every instance.
 type pollerMetrics struct {
-	gapWaiting    prometheus.Gauge
 	gapsPermanent prometheus.Counter
 	idsSkipped    prometheus.Counter
 	gapsWatched   prometheus.Gauge
@@ -17,10 +19,6 @@ type pollerMetrics struct {
 func newPollerMetrics(stream string) *pollerMetrics {
 	labels := prometheus.Labels{"stream": stream}
 	return &pollerMetrics{
-		gapWaiting: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "msgx_mailbox_gap_open_seconds", ConstLabels: labels,
-			Help: "How long the poller has been waiting for the missing id at the watermark (0: no gap open).",
-		}),
 		gapsPermanent: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "msgx_mailbox_gaps_permanent_total", ConstLabels: labels,
 			Help: "Gaps declared permanent after the max commit delay.",
@@ -54,7 +52,7 @@ func newPollerMetrics(stream string) *pollerMetrics {
 }
 
 func (m *pollerMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.gapWaiting, m.gapsPermanent, m.idsSkipped, m.gapsWatched, m.late, m.scanErrors, m.rowsPerScan, m.anomalies}
+	return []prometheus.Collector{m.gapsPermanent, m.idsSkipped, m.gapsWatched, m.late, m.scanErrors, m.rowsPerScan, m.anomalies}
 }
 
 // Describe implements prometheus.Collector.

@@ -295,11 +295,6 @@ func (p *Poller) Poll(ctx context.Context) (PollResult, error) {
 	res := PollResult{Watermark: next.Watermark, GapFrom: next.GapFrom, Skipped: skipped,
 		Advanced: next.Watermark > cur.Watermark,
 		More:     full && next.Watermark > cur.Watermark, Late: late}
-	if next.GapFrom != 0 {
-		p.m.gapWaiting.Set(now.Sub(next.GapSeenAt).Seconds())
-	} else {
-		p.m.gapWaiting.Set(0)
-	}
 	if next == cur {
 		return res, nil
 	}

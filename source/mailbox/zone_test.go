@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/msgx/msgx/source/mailbox"
+	"github.com/msgx/msgx/store/storetest"
 )
 
 // airportWallTime reads a DATETIME the driver parsed as UTC as the airport
@@ -43,7 +44,7 @@ func TestMailboxDatesAreAirportTimeOnMariaDB(t *testing.T) {
 		t.Fatalf("DATETIMEs %s %s %s, want Shanghai wall time", r, s, p)
 	}
 	// Another zone by configuration, whatever the connection's loc.
-	raw, err := sql.Open("mysql", mysqlDSN())
+	raw, err := sql.Open("mysql", storetest.MySQLDSN())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,16 @@ func PostgresURL() string {
 	return "postgres://root@127.0.0.1:5432/test?sslmode=disable"
 }
 
+// MySQLDSN is the MariaDB/MySQL server the mailbox tests use (go-sql-driver
+// form): MSGX_TEST_MYSQL, or the local server's root user and test database.
+// Tests create their mailbox tables under unique names in it.
+func MySQLDSN() string {
+	if d := os.Getenv("MSGX_TEST_MYSQL"); d != "" {
+		return d
+	}
+	return "root@tcp(127.0.0.1:3306)/test?parseTime=true&loc=UTC"
+}
+
 // NewSchema creates an empty schema on the test server and returns its name
 // and a DSN whose sessions use it. The schema is dropped at cleanup.
 func NewSchema(t testing.TB) (schema, dsn string) {

@@ -102,6 +102,15 @@ func render(reports []brokertest.Report) []byte {
 	b.WriteString("and fails when this file is out of date). A case is skipped only when the adapter\n")
 	b.WriteString("does not declare the capability it needs.\n\n")
 	header(&b, reports, "#", "case")
+	b.WriteString("| | run against |")
+	for _, r := range reports {
+		t := r.Target
+		if t == "" {
+			t = "?"
+		}
+		fmt.Fprintf(&b, " %s |", t)
+	}
+	b.WriteString("\n")
 	for _, c := range brokertest.Cases() {
 		fmt.Fprintf(&b, "| %d | %s |", c.Num, c.Name)
 		for _, r := range reports {
@@ -122,8 +131,8 @@ func render(reports []brokertest.Report) []byte {
 		{"LoadBalance", func(r brokertest.Report) bool { return r.Capabilities.LoadBalance }},
 		{"Broadcast", func(r brokertest.Report) bool { return r.Capabilities.Broadcast }},
 		{"NativeDelay", func(r brokertest.Report) bool { return r.Capabilities.NativeDelay }},
-		{"NativeDeadLetter", func(r brokertest.Report) bool { return r.Capabilities.NativeDeadLetter }},
 		{"SubscriptionExpiry", func(r brokertest.Report) bool { return r.Capabilities.SubscriptionExpiry }},
+		{"CountsRedeliveries", func(r brokertest.Report) bool { return r.Capabilities.CountsRedeliveries }},
 		{"NativeKey", func(r brokertest.Report) bool { return r.Capabilities.NativeKey }},
 	}
 	for _, c := range caps {

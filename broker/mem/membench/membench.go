@@ -1,20 +1,23 @@
-package mem
+// Package membench is the raw side of `msgx bench broker --adapter mem`: the
+// in-process Server driven without the port.
+package membench
 
 import (
 	"context"
 
 	"github.com/msgx/msgx/broker/driver"
+	"github.com/msgx/msgx/broker/mem"
 )
 
-// BenchRaw drives a Server without the port, as the baseline of `msgx bench
+// Raw drives a Server without the port, as the baseline of `msgx bench
 // broker --adapter mem`.
-type BenchRaw struct{ d *Driver }
+type Raw struct{ d *mem.Driver }
 
-// NewBenchRaw returns the raw side for s.
-func NewBenchRaw(s *Server) *BenchRaw { return &BenchRaw{d: New(s)} }
+// NewRaw returns the raw side for s.
+func NewRaw(s *mem.Server) *Raw { return &Raw{d: mem.New(s)} }
 
 // Publish sends n messages in batches.
-func (r *BenchRaw) Publish(ctx context.Context, topic string, payload []byte, n, batch int) error {
+func (r *Raw) Publish(ctx context.Context, topic string, payload []byte, n, batch int) error {
 	msgs := make([]*driver.Message, 0, batch)
 	for sent := 0; sent < n; sent += batch {
 		msgs = msgs[:0]
@@ -29,7 +32,7 @@ func (r *BenchRaw) Publish(ctx context.Context, topic string, payload []byte, n,
 }
 
 // Consume receives and acks n messages.
-func (r *BenchRaw) Consume(ctx context.Context, topic, group string, n int) error {
+func (r *Raw) Consume(ctx context.Context, topic, group string, n int) error {
 	sub, err := r.d.Subscribe(ctx, driver.SubscriptionSpec{Topic: topic, Group: group, Prefetch: 256})
 	if err != nil {
 		return err
@@ -51,4 +54,4 @@ func (r *BenchRaw) Consume(ctx context.Context, topic, group string, n int) erro
 }
 
 // Close releases the client.
-func (r *BenchRaw) Close() error { return r.d.Close(context.Background()) }
+func (r *Raw) Close() error { return r.d.Close(context.Background()) }

@@ -1,4 +1,6 @@
-package pulsar
+// Package pulsarbench is the raw side of `msgx bench broker --adapter
+// pulsar`: pulsar-client-go doing the benchmark's work without the port.
+package pulsarbench
 
 import (
 	"context"
@@ -6,38 +8,39 @@ import (
 	"log/slog"
 
 	"github.com/apache/pulsar-client-go/pulsar"
-	plog "github.com/apache/pulsar-client-go/pulsar/log"
 	"github.com/prometheus/client_golang/prometheus"
+
+	msgxpulsar "github.com/msgx/msgx/broker/pulsar"
 )
 
-// BenchRaw drives pulsar-client-go directly, configured as the adapter
+// Raw drives pulsar-client-go directly, configured as the adapter
 // configures it (no producer batching, Shared subscription from the earliest
 // message, grouped acknowledgements), as the baseline of `msgx bench broker
 // --adapter pulsar`.
-type BenchRaw struct {
+type Raw struct {
 	client    pulsar.Client
 	namespace string
 	queue     int
 }
 
-// NewBenchRaw connects to serviceURL; receiverQueue is the consumer's prefetch.
-func NewBenchRaw(serviceURL string, receiverQueue int) (*BenchRaw, error) {
+// NewRaw connects to serviceURL; receiverQueue is the consumer's prefetch.
+func NewRaw(serviceURL string, receiverQueue int) (*Raw, error) {
 	c, err := pulsar.NewClient(pulsar.ClientOptions{
 		URL:               serviceURL,
-		Logger:            plog.NewLoggerWithSlog(slog.New(minLevel{h: slog.Default().Handler(), min: slog.LevelWarn})),
+		Logger:            msgxpulsar.ClientLogger(slog.Default()),
 		MetricsRegisterer: prometheus.NewRegistry(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pulsar: client for %s: %w", serviceURL, err)
 	}
-	return &BenchRaw{client: c, namespace: "public/default", queue: max(receiverQueue, 1)}, nil
+	return &Raw{client: c, namespace: "public/default", queue: max(receiverQueue, 1)}, nil
 }
 
-func (r *BenchRaw) topic(name string) string { return "persistent://" + r.namespace + "/" + name }
+func (r *Raw) topic(name string) string { return "persistent://" + r.namespace + "/" + name }
 
 // Publish sends n messages in batches of batch, waiting for every receipt of a
 // batch before the next.
-func (r *BenchRaw) Publish(ctx context.Context, topic string, payload []byte, n, batch int) error {
+func (r *Raw) Publish(ctx context.Context, topic string, payload []byte, n, batch int) error {
 	p, err := r.client.CreateProducer(pulsar.ProducerOptions{Topic: r.topic(topic), DisableBatching: true})
 	if err != nil {
 		return err
@@ -61,7 +64,7 @@ func (r *BenchRaw) Publish(ctx context.Context, topic string, payload []byte, n,
 }
 
 // Consume receives n messages and acknowledges each one.
-func (r *BenchRaw) Consume(ctx context.Context, topic, group string, n int) error {
+func (r *Raw) Consume(ctx context.Context, topic, group string, n int) error {
 	c, err := r.client.Subscribe(pulsar.ConsumerOptions{
 		Topic: r.topic(topic), SubscriptionName: group, Type: pulsar.Shared,
 		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest, ReceiverQueueSize: r.queue,
@@ -83,7 +86,7 @@ func (r *BenchRaw) Consume(ctx context.Context, topic, group string, n int) erro
 }
 
 // Close releases the client.
-func (r *BenchRaw) Close() error {
+func (r *Raw) Close() error {
 	r.client.Close()
 	return nil
 }

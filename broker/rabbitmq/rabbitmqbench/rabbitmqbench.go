@@ -1,37 +1,42 @@
-package rabbitmq
+// Package rabbitmqbench is the raw side of `msgx bench broker --adapter
+// rabbitmq`: plain amqp091 doing the benchmark's work, and the topology the
+// benchmark declares and removes.
+package rabbitmqbench
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"sync"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/msgx/msgx/broker/driver"
+	"github.com/msgx/msgx/broker/rabbitmq"
 )
 
-// BenchRaw is plain amqp091 doing the benchmark's work without the port, as
+// Raw is plain amqp091 doing the benchmark's work without the port, as
 // the baseline of `msgx bench broker --adapter rabbitmq`: confirmed, mandatory,
 // persistent publishes awaited batch by batch, and a manual-ack consumer with
 // the same prefetch as the port's listener acking every message.
-type BenchRaw struct {
+type Raw struct {
 	conn     *amqp.Connection
 	prefetch int
 }
 
-// NewBenchRaw connects to url.
-func NewBenchRaw(ctx context.Context, url string, prefetch int) (*BenchRaw, error) {
-	d := New(WithURL(url))
-	conn, err := d.dial(ctx, "bench")
+// NewRaw connects to url.
+func NewRaw(ctx context.Context, url string, prefetch int) (*Raw, error) {
+	conn, err := dial(ctx, url)
 	if err != nil {
 		return nil, err
 	}
-	return &BenchRaw{conn: conn, prefetch: prefetch}, nil
+	return &Raw{conn: conn, prefetch: prefetch}, nil
 }
 
 // Publish sends n messages in batches of batch, waiting for every confirm of a
 // batch before the next.
-func (r *BenchRaw) Publish(ctx context.Context, topic string, payload []byte, n, batch int) error {
+func (r *Raw) Publish(ctx context.Context, topic string, payload []byte, n, batch int) error {
 	ch, err := r.conn.Channel()
 	if err != nil {
 		return err
@@ -58,12 +63,12 @@ func (r *BenchRaw) Publish(ctx context.Context, topic string, payload []byte, n,
 				return err
 			}
 			if !ok {
-				return ErrNacked
+				return rabbitmq.ErrNacked
 			}
 		}
 		select {
 		case ret := <-returns:
-			return fmt.Errorf("%w: %s", ErrReturned, ret.ReplyText)
+			return fmt.Errorf("%w: %s", rabbitmq.ErrReturned, ret.ReplyText)
 		default:
 		}
 	}
@@ -71,7 +76,7 @@ func (r *BenchRaw) Publish(ctx context.Context, topic string, payload []byte, n,
 }
 
 // Consume receives and acks n messages from the group's queue.
-func (r *BenchRaw) Consume(ctx context.Context, topic, group string, n int) error {
+func (r *Raw) Consume(ctx context.Context, topic, group string, n int) error {
 	ch, err := r.conn.Channel()
 	if err != nil {
 		return err
@@ -80,7 +85,7 @@ func (r *BenchRaw) Consume(ctx context.Context, topic, group string, n int) erro
 	if err := ch.Qos(r.prefetch, 0, false); err != nil {
 		return err
 	}
-	deliveries, err := ch.Consume(QueueName(topic, group), "", false, false, false, false, nil)
+	deliveries, err := ch.Consume(rabbitmq.QueueName(topic, group), "", false, false, false, false, nil)
 	if err != nil {
 		return err
 	}
@@ -101,25 +106,25 @@ func (r *BenchRaw) Consume(ctx context.Context, topic, group string, n int) erro
 }
 
 // Close releases the connection.
-func (r *BenchRaw) Close() error { return r.conn.Close() }
+func (r *Raw) Close() error { return r.conn.Close() }
 
-// BenchTopology declares the benchmark's exchanges and queues the way the
+// Topology declares the benchmark's exchanges and queues the way the
 // driver does and removes them afterwards.
-type BenchTopology struct {
+type Topology struct {
 	url    string
 	mu     sync.Mutex
 	topics map[string][]string // topic -> groups
 }
 
-// NewBenchTopology works against the broker at url.
-func NewBenchTopology(url string) *BenchTopology {
-	return &BenchTopology{url: url, topics: map[string][]string{}}
+// NewTopology works against the broker at url.
+func NewTopology(url string) *Topology {
+	return &Topology{url: url, topics: map[string][]string{}}
 }
 
 // Setup declares topic's exchange and the group's queue, with the dead-letter
 // topic the port would use, so publishes are routable before consumers run.
-func (b *BenchTopology) Setup(ctx context.Context, topic, group string) error {
-	d := New(WithURL(b.url))
+func (b *Topology) Setup(ctx context.Context, topic, group string) error {
+	d := rabbitmq.New(rabbitmq.WithURL(b.url))
 	if err := d.Start(ctx); err != nil {
 		return err
 	}
@@ -132,9 +137,8 @@ func (b *BenchTopology) Setup(ctx context.Context, topic, group string) error {
 
 // Cleanup deletes what Setup declared, including the dead-letter exchanges
 // and queues. Errors are ignored: it is best effort after a benchmark.
-func (b *BenchTopology) Cleanup() {
-	d := New(WithURL(b.url))
-	conn, err := d.dial(context.Background(), "bench cleanup")
+func (b *Topology) Cleanup() {
+	conn, err := dial(context.Background(), b.url)
 	if err != nil {
 		return
 	}
@@ -143,17 +147,39 @@ func (b *BenchTopology) Cleanup() {
 	defer b.mu.Unlock()
 	for topic, groups := range b.topics {
 		for _, g := range groups {
-			_ = onChannel(conn, func(ch *amqp.Channel) error {
-				_, err := ch.QueueDelete(QueueName(topic, g), false, false, false)
-				return err
-			})
+			for _, q := range []string{rabbitmq.QueueName(topic, g), rabbitmq.QueueName(topic, g) + "/retry"} {
+				_ = onChannel(conn, func(ch *amqp.Channel) error {
+					_, err := ch.QueueDelete(q, false, false, false)
+					return err
+				})
+			}
 		}
 		for _, name := range []string{topic, topic + ".dlq"} {
 			_ = onChannel(conn, func(ch *amqp.Channel) error {
-				_, err := ch.QueueDelete(name, false, false, false)
+				_, err := ch.QueueDelete(rabbitmq.QueueName(name, driver.DeadLetterGroup), false, false, false)
 				return err
 			})
 			_ = onChannel(conn, func(ch *amqp.Channel) error { return ch.ExchangeDelete(name, false, false) })
 		}
 	}
+}
+
+// dial opens a plain AMQP connection.
+func dial(ctx context.Context, url string) (*amqp.Connection, error) {
+	return amqp.DialConfig(url, amqp.Config{Dial: func(network, addr string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}})
+}
+
+func onChannel(conn *amqp.Connection, f func(*amqp.Channel) error) error {
+	ch, err := conn.Channel()
+	if err != nil {
+		return err
+	}
+	err = f(ch)
+	if cerr := ch.Close(); err == nil && cerr != nil && !errors.Is(cerr, amqp.ErrClosed) {
+		err = cerr
+	}
+	return err
 }

@@ -1,4 +1,6 @@
-package nats
+// Package natsbench is both sides of `msgx bench broker --adapter nats`: the
+// port over a Driver and the raw jetstream client doing the same work.
+package natsbench
 
 import (
 	"context"
@@ -11,47 +13,54 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgx/msgx/broker/driver"
+	natsbroker "github.com/msgx/msgx/broker/nats"
 	"github.com/msgx/msgx/internal/bench/brokerbench"
 )
 
-// BenchAdapter returns both sides of `msgx bench broker --adapter nats` against
+// Adapter returns both sides of `msgx bench broker --adapter nats` against
 // the server at url (the local default when empty): the port over a Driver and
 // the raw jetstream client doing the same work. Streams live under a subject
 // prefix of their own and are deleted by the returned cleanup.
-func BenchAdapter(ctx context.Context, url string, prefetch int) (brokerbench.Adapter, func(), error) {
+func Adapter(ctx context.Context, url string, prefetch int) (brokerbench.Adapter, func(), error) {
 	if url == "" {
 		url = natsio.DefaultURL
 	}
-	opts := []Option{WithURL(url), WithSubjectPrefix("msgxbench." + strconv.FormatInt(time.Now().UnixNano(), 36))}
-	admin := New(opts...)
+	prefix := "msgxbench." + strconv.FormatInt(time.Now().UnixNano(), 36)
+	opts := []natsbroker.Option{natsbroker.WithURL(url), natsbroker.WithSubjectPrefix(prefix)}
+	admin := natsbroker.New(opts...)
 	if err := admin.Start(ctx); err != nil {
 		return brokerbench.Adapter{}, nil, err
 	}
 	cleanup := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		_ = admin.deleteStreams(ctx)
+		_ = deleteStreams(ctx, url, prefix)
 		_ = admin.Close(ctx)
 	}
 	return brokerbench.Adapter{
 		Name: "nats",
-		// Interest streams keep messages only for groups that exist: create
-		// the group before the publish phase.
+		// Create the group before the publish phase, so that it also holds
+		// under interest retention.
 		Setup:     admin.EnsureGroup,
-		NewDriver: func(context.Context) (driver.Broker, error) { return New(opts...), nil },
+		NewDriver: func(context.Context) (driver.Broker, error) { return natsbroker.New(opts...), nil },
 		NewRaw: func(context.Context) (brokerbench.Raw, error) {
 			return newBenchRaw(url, admin, prefetch)
 		},
 	}, cleanup, nil
 }
 
-// deleteStreams removes every stream under the driver's subject prefix.
-func (d *Driver) deleteStreams(ctx context.Context) error {
-	js, err := d.client()
+// deleteStreams removes every stream under the benchmark's subject prefix.
+func deleteStreams(ctx context.Context, url, prefix string) error {
+	nc, err := natsio.Connect(url)
 	if err != nil {
 		return err
 	}
-	names := js.StreamNames(ctx, jetstream.WithStreamListSubject(d.o.subjectPrefix+".>"))
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	names := js.StreamNames(ctx, jetstream.WithStreamListSubject(prefix+".>"))
 	var all []string
 	for n := range names.Name() {
 		all = append(all, n)
@@ -69,11 +78,11 @@ func (d *Driver) deleteStreams(ctx context.Context) error {
 type benchRaw struct {
 	nc       *natsio.Conn
 	js       jetstream.JetStream
-	names    *Driver
+	names    *natsbroker.Driver
 	prefetch int
 }
 
-func newBenchRaw(url string, names *Driver, prefetch int) (*benchRaw, error) {
+func newBenchRaw(url string, names *natsbroker.Driver, prefetch int) (*benchRaw, error) {
 	nc, err := natsio.Connect(url)
 	if err != nil {
 		return nil, err
@@ -97,7 +106,7 @@ func (r *benchRaw) Publish(ctx context.Context, topic string, payload []byte, n,
 		for i := 0; i < min(batch, n-sent); i++ {
 			// The same bytes as the port's message: the bench's port messages
 			// carry a key, which travels in this one header.
-			h := natsio.Header{partitionKeyHeader: []string{strconv.Itoa((sent + i) % 1000)}}
+			h := natsio.Header{driver.HeaderPartitionKey: []string{strconv.Itoa((sent + i) % 1000)}}
 			f, err := r.js.PublishMsgAsync(&natsio.Msg{Subject: subj, Data: payload, Header: h})
 			if err != nil {
 				return err
@@ -122,7 +131,7 @@ func (r *benchRaw) Consume(ctx context.Context, topic, group string, n int) erro
 	if err != nil {
 		return err
 	}
-	cons, err := r.js.Consumer(ctx, stream, ConsumerName(group))
+	cons, err := r.js.Consumer(ctx, stream, natsbroker.ConsumerName(group))
 	if err != nil {
 		return err
 	}

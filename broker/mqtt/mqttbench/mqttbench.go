@@ -1,4 +1,7 @@
-package mqtt
+// Package mqttbench is both sides of `msgx bench broker --adapter mqtt`: the
+// port over a Driver beside a raw paho client doing the same work, and a
+// private Mosquitto to run them against.
+package mqttbench
 
 import (
 	"context"
@@ -13,13 +16,14 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/msgx/msgx/broker/driver"
+	"github.com/msgx/msgx/broker/mqtt"
 	"github.com/msgx/msgx/internal/bench/brokerbench"
 )
 
 // benchSessionExpiry keeps benchmark sessions on the broker only briefly.
 const benchSessionExpiry = 10 * time.Minute
 
-// BenchAdapter is the `msgx bench broker --adapter mqtt` side of this adapter:
+// Adapter is the `msgx bench broker --adapter mqtt` side of this adapter:
 // the port over a Driver beside a raw paho client doing the same work. Both
 // consume as slot 0 of one instance id, so the group sessions Setup creates
 // before anything is published are the ones the consumers resume.
@@ -27,7 +31,7 @@ const benchSessionExpiry = 10 * time.Minute
 // The backlog is published before anyone consumes: Mosquitto keeps at most
 // max_queued_messages (default 1000) QoS 1 messages per absent session and
 // drops the rest, so n must stay within the broker's setting.
-func BenchAdapter(server string, prefetch int) brokerbench.Adapter {
+func Adapter(server string, prefetch int) brokerbench.Adapter {
 	instance := fmt.Sprintf("msgx-bench-%x", time.Now().UnixNano())
 	if !strings.Contains(server, "://") {
 		server = "mqtt://" + server
@@ -35,7 +39,7 @@ func BenchAdapter(server string, prefetch int) brokerbench.Adapter {
 	return brokerbench.Adapter{
 		Name: "mqtt",
 		Setup: func(ctx context.Context, topic, group string) error {
-			c, err := rawConnect(ctx, server, ClientID(instance, topic, group, 0), true, 0, false)
+			c, err := rawConnect(ctx, server, mqtt.ClientID(instance, topic, group, 0), true, 0, false)
 			if err != nil {
 				return err
 			}
@@ -43,16 +47,16 @@ func BenchAdapter(server string, prefetch int) brokerbench.Adapter {
 			return rawSubscribe(ctx, c, topic, group)
 		},
 		NewDriver: func(context.Context) (driver.Broker, error) {
-			return New(server, WithInstanceID(instance), WithSessionExpiry(benchSessionExpiry))
+			return mqtt.New(server, mqtt.WithInstanceID(instance), mqtt.WithSessionExpiry(benchSessionExpiry), mqtt.WithDeadLetterExpiry(benchSessionExpiry))
 		},
 		NewRaw: func(context.Context) (brokerbench.Raw, error) {
-			return &BenchRaw{server: server, instance: instance, prefetch: prefetch}, nil
+			return &Raw{server: server, instance: instance, prefetch: prefetch}, nil
 		},
 	}
 }
 
-// BenchRaw is the raw paho client side of the benchmark.
-type BenchRaw struct {
+// Raw is the raw paho client side of the benchmark.
+type Raw struct {
 	server   string
 	instance string
 	prefetch int
@@ -103,7 +107,7 @@ func rawSubscribe(ctx context.Context, c *paho.Client, topic, group string) erro
 
 // Publish sends n keyed messages in batches: each batch is published
 // concurrently and waited for until every PUBACK arrived.
-func (r *BenchRaw) Publish(ctx context.Context, topic string, payload []byte, n, batch int) error {
+func (r *Raw) Publish(ctx context.Context, topic string, payload []byte, n, batch int) error {
 	r.mu.Lock()
 	if r.pub == nil {
 		c, err := rawConnect(ctx, r.server, fmt.Sprintf("%s-rawpub", r.instance), true, 0, false)
@@ -127,7 +131,7 @@ func (r *BenchRaw) Publish(ctx context.Context, topic string, payload []byte, n,
 			go func() {
 				defer wg.Done()
 				_, errs[i] = c.Publish(ctx, &paho.Publish{Topic: topic, QoS: 1, Payload: payload,
-					Properties: &paho.PublishProperties{User: paho.UserProperties{{Key: KeyProperty, Value: key}}}})
+					Properties: &paho.PublishProperties{User: paho.UserProperties{{Key: mqtt.KeyProperty, Value: key}}}})
 			}()
 		}
 		wg.Wait()
@@ -140,9 +144,9 @@ func (r *BenchRaw) Publish(ctx context.Context, topic string, payload []byte, n,
 
 // Consume resumes the group session Setup created and acknowledges n messages
 // one by one (paho's manual acknowledgement).
-func (r *BenchRaw) Consume(ctx context.Context, topic, group string, n int) error {
+func (r *Raw) Consume(ctx context.Context, topic, group string, n int) error {
 	got := make(chan *paho.Publish, n)
-	c, err := rawConnect(ctx, r.server, ClientID(r.instance, topic, group, 0), false, uint16(min(max(r.prefetch, 1), 65535)), true,
+	c, err := rawConnect(ctx, r.server, mqtt.ClientID(r.instance, topic, group, 0), false, uint16(min(max(r.prefetch, 1), 65535)), true,
 		func(pr paho.PublishReceived) (bool, error) {
 			got <- pr.Packet
 			return true, nil
@@ -175,7 +179,7 @@ func (r *BenchRaw) Consume(ctx context.Context, topic, group string, n int) erro
 }
 
 // Close releases the publisher.
-func (r *BenchRaw) Close() error {
+func (r *Raw) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.pub != nil {

@@ -1,4 +1,4 @@
-package mqtt
+package mqttbench
 
 import (
 	"context"
@@ -10,12 +10,12 @@ import (
 	"time"
 )
 
-// StartBenchBroker runs a private Mosquitto on a free loopback port for the
+// StartMosquitto runs a private Mosquitto on a free loopback port for the
 // broker benchmark, configured so that a backlog of any size is kept
 // (max_queued_messages 0: the stock limit of 1000 per session silently drops
 // the rest) and without Nagle delays. It needs the mosquitto binary on PATH
 // or in /usr/sbin; stop ends the process and removes its files.
-func StartBenchBroker(ctx context.Context) (addr string, stop func(), err error) {
+func StartMosquitto(ctx context.Context) (addr string, stop func(), err error) {
 	bin, err := exec.LookPath("mosquitto")
 	if err != nil {
 		if _, statErr := os.Stat("/usr/sbin/mosquitto"); statErr != nil {
