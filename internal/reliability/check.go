@@ -173,6 +173,7 @@ func check(ctx context.Context, pg *pgx.Conn, rows []mailboxRow, hostileIDs map[
 		in, ok := inbox[r.id]
 		if kind, bad := hostileIDs[r.id]; bad {
 			f.BadInputTried++
+			f.BadInputOutcomes = append(f.BadInputOutcomes, fmt.Sprintf("%s: %s %s %.100s", kind, in.status, in.class, in.reason))
 			if !ok || (in.status != "DEAD" && in.status != "SKIPPED") || in.reason == "" {
 				v.BadInputFates = append(v.BadInputFates, fmt.Sprintf("row %d (%s): %q %q", r.id, kind, in.status, in.reason))
 			}

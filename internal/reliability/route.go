@@ -136,6 +136,7 @@ func checkRoutes(recs []produced, w *wire, f *Figures, v *Violations) {
 		pos := fmt.Sprintf("%d/%d", p.partition, p.offset)
 		if p.hostile != "" {
 			f.BadInputTried++
+			f.BadInputOutcomes = append(f.BadInputOutcomes, fmt.Sprintf("kafka %s: dead letter, class %s", p.hostile, dlq[p.value]))
 			if dlq[p.value] == "" {
 				v.BadInputFates = append(v.BadInputFates, fmt.Sprintf("route record %s (%s) not on the dead-letter topic", pos, p.hostile))
 			}

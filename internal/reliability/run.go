@@ -20,6 +20,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -69,6 +70,7 @@ type Figures struct {
 	MailboxRows, MailboxDuplicates, IngressPosts     int
 	IngressRetries                                   int
 	BadInputTried, BadInputRefused                   int // refused: at the door (HTTP 4xx, the mailbox's own column check)
+	BadInputOutcomes                                 []string
 	EventsExpected, EventsSeen, WireDuplicates       int
 	RouteRecords                                     int       // valid route-passport records produced
 	Goroutines, RSS                                  []float64 // scraped during the run
@@ -94,6 +96,10 @@ func (f *Figures) String() string {
 			f.Goroutines[0], maxOf(f.Goroutines), f.Goroutines[n-1], f.RSS[0]/(1<<20), maxOf(f.RSS)/(1<<20), f.RSS[n-1]/(1<<20), n)
 	}
 	fmt.Fprintf(&b, "tables %v\n", f.Tables)
+	sort.Strings(f.BadInputOutcomes)
+	for _, o := range f.BadInputOutcomes {
+		fmt.Fprintf(&b, "bad input %s\n", o)
+	}
 	v := f.Violations
 	fmt.Fprintf(&b, "lost %d, doubled %d, order %d, state %d, dead by faults %d, stuck %d, wrong duplicates %d, bad-input fates %d, leaks %d\n",
 		len(v.Lost), len(v.Doubled), len(v.Order), len(v.State), len(v.DeadByFault), len(v.Stuck), len(v.WrongDup), len(v.BadInputFates), len(v.Leak))
