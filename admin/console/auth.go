@@ -94,11 +94,11 @@ func (c *Console) checkCSRF(r *http.Request, s session) bool {
 	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(c.csrf(s))) == 1
 }
 
-// sameOrigin refuses a login posted from another site: a browser sends
-// Origin (or Sec-Fetch-Site) with every POST.
+// sameOrigin refuses a login posted from another site. A browser sends
+// Sec-Fetch-Site with every request (older ones at least Origin).
 func sameOrigin(r *http.Request) bool {
-	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
-		return false
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" {
+		return site == "same-origin" || site == "none"
 	}
 	if o := r.Header.Get("Origin"); o != "" {
 		u, err := url.Parse(o)

@@ -110,7 +110,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// foreign script runs.
 	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
 	c.mux.ServeHTTP(w, r)
 }

@@ -159,6 +159,11 @@ func makeChart(title, unit string, vals []float64, format func(float64) string) 
 		fmt.Fprintf(&b, "%.1f,%.1f ", off+step*float64(i), y)
 	}
 	c.Points = strings.TrimSpace(b.String())
+	if len(vals) == 1 {
+		// One sample: a level line, so that it shows.
+		y := strings.SplitN(c.Points, ",", 2)[1]
+		c.Points = "0," + y + " " + fmt.Sprintf("%.1f", chartW) + "," + y
+	}
 	return c
 }
 

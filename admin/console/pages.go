@@ -107,11 +107,14 @@ func (c *Console) deadList(ctx context.Context, w http.ResponseWriter, r *http.R
 		return (since.IsZero() || !t.Before(since)) && (until.IsZero() || t.Before(until))
 	}
 	var inb []admin.DeadMessage
+	anyReplayable := false
 	for _, m := range dl.Inbox {
 		if in(m.ReceivedAt) {
 			inb = append(inb, m)
+			anyReplayable = anyReplayable || m.Replayable
 		}
 	}
+	data["AnyReplayable"] = anyReplayable
 	var outb []admin.DeadEvent
 	for _, e := range dl.Outbox {
 		if in(e.CreatedAt) {
