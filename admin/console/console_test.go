@@ -51,7 +51,7 @@ type fixture struct {
 
 // setup runs a stream with a MALFORMED dead letter carrying a script (id 2)
 // and an INFRA one (id 3), and the console over its admin server.
-func setup(t *testing.T, db *store.DB) *fixture {
+func setup(t *testing.T, db *store.DB, queries ...map[string]admin.QueryFunc) *fixture {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &proc{}
 	eng, err := inbox.New(db, "s1", p, inbox.WithMaxAttempts(1), inbox.WithPollInterval(10*time.Millisecond),
@@ -62,8 +62,12 @@ func setup(t *testing.T, db *store.DB) *fixture {
 	done := make(chan error, 1)
 	go func() { done <- eng.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	adm, err := admin.New(admin.Config{DB: db, Streams: []admin.Stream{{Name: "s1", Engine: eng}}, Targets: []string{"t1"},
-		ReadToken: readTok, OperatorToken: opTok, Unavailable: map[string]string{"flights": "not available: the SIS pipeline is not enabled"}})
+	cfg := admin.Config{DB: db, Streams: []admin.Stream{{Name: "s1", Engine: eng}}, Targets: []string{"t1"},
+		ReadToken: readTok, OperatorToken: opTok, Unavailable: map[string]string{"flights": "not available: the SIS pipeline is not enabled"}}
+	if len(queries) > 0 {
+		cfg.Queries = queries[0]
+	}
+	adm, err := admin.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,5 +346,30 @@ func TestChart(t *testing.T) {
 	c := makeChart("x", "", []float64{0, 10}, age)
 	if c.Empty || c.Last != "10s" || c.Max != "10s" || strings.Count(c.Points, ",") != 2 {
 		t.Errorf("chart: %+v", c)
+	}
+}
+
+func TestQueryAndGaps(t *testing.T) {
+	db := storetest.NewPostgres(t)
+	flights := func(_ context.Context, p map[string][]string) (any, error) {
+		return []map[string]any{{"flid": p["flight"][0], "status": hostile, "version": 2}}, nil
+	}
+	f := setup(t, db, map[string]admin.QueryFunc{"flights": flights})
+	ctx := context.Background()
+	if _, err := db.Exec(ctx, "INSERT INTO msgx_inbox_gap (stream, from_id, to_id, first_seen_at, declared_at) VALUES ('s1', 5, 7, now(), now())"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, "INSERT INTO msgx_inbox_late (stream, msg_id, gap_id, action, found_at) SELECT 's1', 6, id, 'taken', now() FROM msgx_inbox_gap"); err != nil {
+		t.Fatal(err)
+	}
+	ck := f.login(t, readTok)
+	r := f.do(t, "GET", "/console/flights?flight=SU100", ck, nil)
+	if r.code != 200 || !strings.Contains(r.body, "<td>SU100</td>") || !strings.Contains(r.body, "&lt;script&gt;") || strings.Contains(r.body, "<script>window") {
+		t.Errorf("flights from a registered query: %d\n%s", r.code, r.body)
+	}
+	r = f.do(t, "GET", "/console/gaps", ck, nil)
+	gapRow := regexp.MustCompile(`<td>s1</td><td class="num">5</td><td class="num">7</td><td class="num">3</td>.*<td class="num">1</td></tr>`)
+	if r.code != 200 || !gapRow.MatchString(r.body) {
+		t.Errorf("gaps: %d\n%s", r.code, r.body)
 	}
 }

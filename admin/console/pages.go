@@ -165,9 +165,7 @@ func replayRequest(v url.Values) admin.ReplayRequest {
 	req := admin.ReplayRequest{Source: v.Get("source"), Stream: v.Get("stream"), Class: strings.ToUpper(v.Get("class")),
 		Target: v.Get("target"), Reason: strings.TrimSpace(v.Get("reason")), Limit: replayLimit}
 	for _, f := range v["ids"] {
-		for _, id := range strings.FieldsFunc(f, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' }) {
-			req.IDs = append(req.IDs, id)
-		}
+		req.IDs = append(req.IDs, strings.FieldsFunc(f, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' })...)
 	}
 	if req.Source == "" {
 		req.Source = "inbox"
