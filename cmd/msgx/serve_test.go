@@ -516,21 +516,46 @@ func TestServeProduction(t *testing.T) {
 	}
 }
 
-// buildMsgx builds the binary into a temporary directory.
+// msgxBin is the binary the tests run, built once for all of them.
+var msgxBin struct {
+	once      sync.Once
+	dir, path string
+	err       error
+}
+
+// TestMain removes the binary the tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if msgxBin.dir != "" {
+		_ = os.RemoveAll(msgxBin.dir)
+	}
+	os.Exit(code)
+}
+
+// buildMsgx builds the binary (once per test process) and returns its path.
 func buildMsgx(t *testing.T) string {
 	t.Helper()
-	start := time.Now()
-	bin := filepath.Join(t.TempDir(), "msgx")
-	// No symbol table or DWARF: the link, most of the build's time, is shorter.
-	args := []string{"build", "-ldflags=-s -w", "-o", bin}
-	if raceEnabled {
-		args = append(args, "-race")
+	msgxBin.once.Do(func() {
+		start := time.Now()
+		if msgxBin.dir, msgxBin.err = os.MkdirTemp("", "msgx-test-bin-"); msgxBin.err != nil {
+			return
+		}
+		msgxBin.path = filepath.Join(msgxBin.dir, "msgx")
+		// No symbol table or DWARF: the link, most of the build's time, is shorter.
+		args := []string{"build", "-ldflags=-s -w", "-o", msgxBin.path}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		if out, err := exec.Command("go", append(args, ".")...).CombinedOutput(); err != nil {
+			msgxBin.err = fmt.Errorf("go build: %w\n%s", err, out)
+			return
+		}
+		t.Logf("built the binary in %s", time.Since(start).Round(time.Millisecond))
+	})
+	if msgxBin.err != nil {
+		t.Fatal(msgxBin.err)
 	}
-	if out, err := exec.Command("go", append(args, ".")...).CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	t.Logf("built the binary in %s", time.Since(start).Round(time.Millisecond))
-	return bin
+	return msgxBin.path
 }
 
 // prodDeps is what the sample production configuration runs on: a fresh
