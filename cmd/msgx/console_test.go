@@ -215,5 +215,20 @@ func TestConsoleBrowser(t *testing.T) {
 		}
 		shot(p.path)
 	}
+
+	// The read scope sees the dead letters but no action.
+	run("log out", chromedp.Click(chromedp.CSS("button.link")), chromedp.WaitVisible(chromedp.CSS(`input[name="token"]`)))
+	run("log in with the read token", chromedp.SendKeys(chromedp.CSS(`input[name="token"]`), readTok),
+		chromedp.Submit(chromedp.CSS(`input[name="token"]`)), chromedp.WaitVisible(chromedp.CSS(`[data-refresh]`)),
+		chromedp.Navigate(base+"dead"), chromedp.WaitVisible(chromedp.CSS("main h1")))
+	sctx, scancel = context.WithTimeout(bctx, 20*time.Second)
+	actions, err := chromedp.Run(sctx, chromedp.Evaluate[int](`document.querySelectorAll('input[type=checkbox], button[type=submit]:not(.link)').length - document.querySelectorAll('form.filters button').length`))
+	scancel()
+	if err != nil || actions != 0 {
+		t.Errorf("the read scope sees %d action controls on the dead letters (%v)", actions, err)
+	}
+	if s := text("main"); !strings.Contains(s, "MALFORMED") {
+		t.Errorf("the read scope's dead letters:\n%s", s)
+	}
 	svc.stop(t)
 }
