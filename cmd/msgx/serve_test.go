@@ -267,37 +267,9 @@ func TestServeProduction(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	start := time.Now()
-	bin := filepath.Join(t.TempDir(), "msgx")
-	// No symbol table or DWARF: the link, most of the build's time, is shorter.
-	args := []string{"build", "-ldflags=-s -w", "-o", bin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	if out, err := exec.Command("go", append(args, ".")...).CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-
-	t.Logf("built the binary in %s", time.Since(start).Round(time.Millisecond))
-	_, pgDSN := storetest.NewSchema(t)
-	var rnd [4]byte
-	_, _ = rand.Read(rnd[:])
-	tableName := "cminmsgs_e2e_" + hex.EncodeToString(rnd[:])
-	mb, err := mailbox.OpenMySQL(ctx, mariaDSN, mailbox.WithTable(tableName))
-	if err != nil {
-		t.Fatalf("MariaDB: %v", err)
-	}
-	if err := mb.Create(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = mb.Drop(context.Background()); _ = mb.Close() })
-
-	kf, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "msg"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kf.Close)
-	seeds := kf.ListenAddrs()
+	bin := buildMsgx(t)
+	deps := newProdDeps(t, ctx)
+	mb, tableName, seeds := deps.mb, deps.table, deps.seeds
 
 	otlp := &otlpReceiver{}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -322,25 +294,12 @@ func TestServeProduction(t *testing.T) {
 		before = append(before, id)
 	}
 
-	env := []string{
-		"MSGX_STORE_DSN=" + pgDSN,
-		"MSGX_MAILBOXES_SHARED_DSN=" + mariaDSN,
-		"MSGX_MAILBOXES_SHARED_TABLE=" + tableName,
-		"MSGX_MAILBOXES_SHARED_POLL_INTERVAL=100ms",
-		"MSGX_BROKERS_MAIN_SEEDS=" + strings.Join(seeds, ","),
-		"MSGX_ADMIN_LISTEN=127.0.0.1:0",
-		"MSGX_INGRESS_LISTEN=127.0.0.1:0",
-		"MSGX_ADMIN_READ_TOKEN=" + readTok,
-		"MSGX_ADMIN_OPERATOR_TOKEN=" + opTok,
-		"MSGX_STREAMS_SIS_PROCESSOR=test-only-flop",
-		"MSGX_STREAMS_SIS_POLL_INTERVAL=100ms",
-		"MSGX_RELAY_MAX_ATTEMPTS=1",
-		"MSGX_STORE_MAX_CONNS=8",
+	env := append(deps.env(),
 		"OTEL_TRACES_EXPORTER=otlp",
 		"OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
-		"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + ln.Addr().String(),
+		"OTEL_EXPORTER_OTLP_ENDPOINT=http://"+ln.Addr().String(),
 		"OTEL_BSP_SCHEDULE_DELAY=100",
-	}
+	)
 	svc := startService(t, bin, env)
 	cons := consume(t, ctx, seeds, "msg", "late")
 
@@ -430,7 +389,7 @@ func TestServeProduction(t *testing.T) {
 
 	// An outbox dead letter: an event for a topic that does not exist yet,
 	// written the way a pipeline writes it; one attempt, then DEAD.
-	db, err := store.Open(ctx, pgDSN)
+	db, err := store.Open(ctx, deps.pgDSN)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -564,6 +523,101 @@ func TestServeProduction(t *testing.T) {
 	}
 	if names["msgx.ingest"] < 21 {
 		t.Errorf("ingest spans: %d, want one per request", names["msgx.ingest"])
+	}
+}
+
+// msgxBin is the binary the tests run, built once for all of them.
+var msgxBin struct {
+	once      sync.Once
+	dir, path string
+	err       error
+}
+
+// TestMain removes the binary the tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if msgxBin.dir != "" {
+		_ = os.RemoveAll(msgxBin.dir)
+	}
+	os.Exit(code)
+}
+
+// buildMsgx builds the binary (once per test process) and returns its path.
+func buildMsgx(t *testing.T) string {
+	t.Helper()
+	msgxBin.once.Do(func() {
+		start := time.Now()
+		if msgxBin.dir, msgxBin.err = os.MkdirTemp("", "msgx-test-bin-"); msgxBin.err != nil {
+			return
+		}
+		msgxBin.path = filepath.Join(msgxBin.dir, "msgx")
+		// No symbol table or DWARF: the link, most of the build's time, is shorter.
+		args := []string{"build", "-ldflags=-s -w", "-o", msgxBin.path}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		if out, err := exec.Command("go", append(args, ".")...).CombinedOutput(); err != nil {
+			msgxBin.err = fmt.Errorf("go build: %w\n%s", err, out)
+			return
+		}
+		t.Logf("built the binary in %s", time.Since(start).Round(time.Millisecond))
+	})
+	if msgxBin.err != nil {
+		t.Fatal(msgxBin.err)
+	}
+	return msgxBin.path
+}
+
+// prodDeps is what the sample production configuration runs on: a fresh
+// PostgreSQL schema, a MariaDB mailbox table of the test's own and a Kafka
+// (kfake) with the topic "msg".
+type prodDeps struct {
+	pgDSN, table string
+	mb           *mailbox.Table
+	seeds        []string
+}
+
+func newProdDeps(t *testing.T, ctx context.Context) *prodDeps {
+	t.Helper()
+	d := &prodDeps{}
+	_, d.pgDSN = storetest.NewSchema(t)
+	var rnd [4]byte
+	_, _ = rand.Read(rnd[:])
+	d.table = "cminmsgs_e2e_" + hex.EncodeToString(rnd[:])
+	var err error
+	if d.mb, err = mailbox.OpenMySQL(ctx, mariaDSN, mailbox.WithTable(d.table)); err != nil {
+		t.Fatalf("MariaDB: %v", err)
+	}
+	if err := d.mb.Create(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.mb.Drop(context.Background()); _ = d.mb.Close() })
+	kf, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "msg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kf.Close)
+	d.seeds = kf.ListenAddrs()
+	return d
+}
+
+// env points the sample configuration at them, with both admin tokens, the
+// test processor and one relay attempt (a failed send is dead at once).
+func (d *prodDeps) env() []string {
+	return []string{
+		"MSGX_STORE_DSN=" + d.pgDSN,
+		"MSGX_MAILBOXES_SHARED_DSN=" + mariaDSN,
+		"MSGX_MAILBOXES_SHARED_TABLE=" + d.table,
+		"MSGX_MAILBOXES_SHARED_POLL_INTERVAL=100ms",
+		"MSGX_BROKERS_MAIN_SEEDS=" + strings.Join(d.seeds, ","),
+		"MSGX_ADMIN_LISTEN=127.0.0.1:0",
+		"MSGX_INGRESS_LISTEN=127.0.0.1:0",
+		"MSGX_ADMIN_READ_TOKEN=" + readTok,
+		"MSGX_ADMIN_OPERATOR_TOKEN=" + opTok,
+		"MSGX_STREAMS_SIS_PROCESSOR=test-only-flop",
+		"MSGX_STREAMS_SIS_POLL_INTERVAL=100ms",
+		"MSGX_RELAY_MAX_ATTEMPTS=1",
+		"MSGX_STORE_MAX_CONNS=8",
 	}
 }
 
