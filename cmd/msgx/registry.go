@@ -16,8 +16,8 @@ import (
 // build by the names configurations use (docs/architecture.md, package app).
 func newRegistry() *app.Registry {
 	reg := app.NewRegistry()
-	// The SIS flight exchange: an inbox stream's processor. Its two outbox
-	// targets (sis.TargetMsg, sis.TargetSchd) are mapped to a broker and a
+	// The SIS flight exchange: an inbox stream's processor. Its three outbox
+	// targets (sis.TargetMsg, sis.TargetSchd, sis.TargetRef) are mapped to a broker and a
 	// lane under relay.targets.
 	reg.Processor("sis", func(_ context.Context, d app.Deps, _ string, settings map[string]string) (inbox.Processor, error) {
 		cfg, err := sis.ConfigFromSettings(settings)

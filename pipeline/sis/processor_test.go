@@ -58,17 +58,13 @@ func TestEveryFixtureIsHandled(t *testing.T) {
 			switch {
 			case typ == "REGN":
 				want = inbox.Skip("ignored:" + strings.Join(strings.Split(strings.TrimSuffix(name, ".xml"), "_")[:2], "/"))
-			case typ == "SCHS":
-				want = inbox.Skip("not-yet-supported:schs")
-			case typ != "FLOP" && typ != "SCHD":
-				want = inbox.Skip("not-yet-supported:reference")
 			}
 			if out != want {
 				t.Errorf("%s: %+v, want %+v", name, out, want)
 			}
 			counts[string(out.Status)]++
 		}
-		if counts["SUCCEEDED"] != 71 || counts["SKIPPED"] != 100 {
+		if counts["SUCCEEDED"] != 166 || counts["SKIPPED"] != 5 {
 			t.Errorf("outcomes %v", counts)
 		}
 		flids := []string{"15", "16", "121112312", "7610151"}
@@ -328,7 +324,7 @@ func TestRequestGuardAndIgnoreList(t *testing.T) {
 		if out := guarded.ok(resp); out != inbox.Skip("no-match:no-open-request") {
 			t.Fatalf("guarded RESP: %+v", out)
 		}
-		if out := guarded.ok(fixture(t, "REGN_ADD_1.xml")); out != inbox.Skip("not-yet-supported:reference") {
+		if out := guarded.ok(fixture(t, "REGN_ADD_1.xml")); out != inbox.Done() {
 			t.Fatalf("REGN with a list without it: %+v", out)
 		}
 		h := newHarness(t, db, sis.Config{})

@@ -19,6 +19,7 @@ import (
 //	request-guard  true|false (default false)
 //	msg-topic      topic of the msg events (default sis.msg)
 //	schd-topic     topic of the schd events (default sis.schd)
+//	ref-topic      topic of the reference events (default sis.ref)
 //	max-bytes      largest payload accepted
 //
 // Unknown keys are an error, so that a misspelt setting is not ignored.
@@ -54,6 +55,8 @@ func ConfigFromSettings(settings map[string]string) (Config, error) {
 			cfg.MsgTopic = v
 		case "schd-topic":
 			cfg.SchdTopic = v
+		case "ref-topic":
+			cfg.RefTopic = v
 		case "max-bytes":
 			n, err := strconv.Atoi(v)
 			if err != nil || n <= 0 {
@@ -61,7 +64,7 @@ func ConfigFromSettings(settings map[string]string) (Config, error) {
 			}
 			cfg.MaxBytes = n
 		default:
-			errs = append(errs, fmt.Errorf("%s: unknown setting (known: timezone, ignore, request-guard, msg-topic, schd-topic, max-bytes)", k))
+			errs = append(errs, fmt.Errorf("%s: unknown setting (known: timezone, ignore, request-guard, msg-topic, schd-topic, ref-topic, max-bytes)", k))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

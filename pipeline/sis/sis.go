@@ -40,18 +40,23 @@ const (
 	// TargetSchd carries the newest full state of a flight, keyed by FLID
 	// (a tombstone when it is deleted); relay it in a compacted lane.
 	TargetSchd = "kafka:schd"
+	// TargetRef carries one event per reference record added, changed or
+	// deleted, keyed by RTYPE:RKEY; relay it in a per-key lane.
+	TargetRef = "kafka:ref"
 )
 
 // Event schemas, the "schema" field of every event payload.
 const (
 	SchemaMsg  = "msgx.sis.msg/v1"
 	SchemaSchd = "msgx.sis.schd/v1"
+	SchemaRef  = "msgx.sis.ref/v1"
 )
 
 // Defaults.
 const (
 	DefaultMsgTopic    = "sis.msg"
 	DefaultSchdTopic   = "sis.schd"
+	DefaultRefTopic    = "sis.ref"
 	DefaultFlushPeriod = 3 * time.Second
 	DefaultFlushLimit  = 500
 )
@@ -60,9 +65,9 @@ const (
 // SKIPPED with reason ignored:<kind>.
 var DefaultIgnore = []string{"LDM", "REGN", "RSTA", "EROR"}
 
-// ReferenceTypes are the reference-data message types. Their processing
-// (REF_MASTER) comes with the request coordinator; until then they are
-// SKIPPED with reason not-yet-supported:reference.
+// ReferenceTypes are the reference-data message types, kept in
+// sis_ref_master (RTYPE, RKEY). REGN is one of them but is on the default
+// ignore list, which wins.
 var ReferenceTypes = []string{"ABDG", "ABNR", "AIRC", "AIRL", "ARPT", "BLST", "CHLT", "CITY", "CLST",
 	"COUL", "DLYL", "FLTL", "GLST", "HLTR", "ORGN", "PLST", "REGL", "REGN", "SLST", "STTS", "TLST", "VIPL", "VIPS"}
 
@@ -80,9 +85,9 @@ type Config struct {
 	// RESP is SKIPPED (no-match:no-open-request). Off (the default, and the
 	// behaviour of the system msgx replaces), a RESP is a snapshot like DNLD.
 	RequestGuard bool
-	// MsgTopic and SchdTopic are the broker topics of the two targets
-	// (defaults sis.msg and sis.schd).
-	MsgTopic, SchdTopic string
+	// MsgTopic, SchdTopic and RefTopic are the broker topics of the three
+	// targets (defaults sis.msg, sis.schd and sis.ref).
+	MsgTopic, SchdTopic, RefTopic string
 	// SchdFlushPeriod and SchdFlushLimit shape the compacted schd lane
 	// (schd.flush-period, schd.flush-limit; defaults 3 s and 500).
 	SchdFlushPeriod time.Duration
@@ -104,6 +109,9 @@ func (c *Config) defaults() {
 	if c.SchdTopic == "" {
 		c.SchdTopic = DefaultSchdTopic
 	}
+	if c.RefTopic == "" {
+		c.RefTopic = DefaultRefTopic
+	}
 	if c.SchdFlushPeriod <= 0 {
 		c.SchdFlushPeriod = DefaultFlushPeriod
 	}
@@ -112,15 +120,17 @@ func (c *Config) defaults() {
 	}
 }
 
-// RelayTargets returns the relay options of the two targets, publishing
-// through pub (a *broker.Broker): the msg target in a per-key lane, the schd
-// target in a compacted lane with the configured flush period and limit.
+// RelayTargets returns the relay options of the three targets, publishing
+// through pub (a *broker.Broker): the msg and ref targets in per-key lanes,
+// the schd target in a compacted lane with the configured flush period and
+// limit.
 func RelayTargets(pub outbox.Publisher, cfg Config) []outbox.Option {
 	cfg.defaults()
 	return []outbox.Option{
 		outbox.Target(TargetMsg, pub, outbox.PerKey),
 		outbox.Target(TargetSchd, pub, outbox.Compacted,
 			outbox.FlushPeriod(cfg.SchdFlushPeriod), outbox.FlushLimit(cfg.SchdFlushLimit)),
+		outbox.Target(TargetRef, pub, outbox.PerKey),
 	}
 }
 
@@ -268,9 +278,12 @@ func (p *Processor) dispatch(ctx context.Context, tx store.Tx, msg *inbox.Messag
 		}
 		return p.flop(ctx, tx, msg, m)
 	case p.ref[typ] && slices.Contains([]string{"DNLD", "RESP", "ADD", "UPD", "DEL"}, styp):
-		return inbox.Skip("not-yet-supported:reference"), false, nil
+		if styp == "RESP" && p.cfg.RequestGuard {
+			return inbox.Skip("no-match:no-open-request"), false, nil
+		}
+		return p.reference(ctx, tx, msg, m)
 	case typ == "SCHS" && (styp == "DNLD" || styp == "RESP"):
-		return inbox.Skip("not-yet-supported:schs"), false, nil
+		return p.season(ctx, tx, msg, m)
 	}
 	return inbox.Outcome{}, false, inbox.Failf(inbox.Unsupported, "sis: no processor for %s", kind)
 }
