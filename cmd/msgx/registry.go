@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/msgx/msgx/admin"
 	"github.com/msgx/msgx/app"
 	"github.com/msgx/msgx/inbox"
 	"github.com/msgx/msgx/internal/testproc"
@@ -26,6 +27,13 @@ func newRegistry() *app.Registry {
 		}
 		return sis.NewProcessor(cfg, sis.WithLogger(d.Logger), sis.WithRegisterer(d.Registerer))
 	})
+	// SIS requests: the coordinator that sends RQFD/RQRD through the
+	// outbound mailbox (COUTMSGS) and expires them; POST /v1/requests sends
+	// one, GET /v1/requests (msgx requests) lists them.
+	reg.Pipeline("sisrequests", func(ctx context.Context, d app.Deps, spec app.PipelineSpec) (*app.Pipeline, error) {
+		return sisRequests(ctx, d, spec.Options)
+	})
+	reg.Query("requests", func(d app.Deps) admin.QueryFunc { return sis.RequestsQuery(d.DB) })
 	// Route passports: a broker consumer with its own relay of the two
 	// output topics.
 	reg.Pipeline("routepassport", func(_ context.Context, d app.Deps, spec app.PipelineSpec) (*app.Pipeline, error) {

@@ -17,6 +17,7 @@ import (
 //	ignore         comma-separated kinds to skip as ignored ("" ignores nothing;
 //	               absent: LDM,REGN,RSTA,EROR)
 //	request-guard  true|false (default false)
+//	request-skew   clock-skew tolerance of the request guard (duration; default 0)
 //	msg-topic      topic of the msg events (default sis.msg)
 //	schd-topic     topic of the schd events (default sis.schd)
 //	ref-topic      topic of the reference events (default sis.ref)
@@ -51,6 +52,12 @@ func ConfigFromSettings(settings map[string]string) (Config, error) {
 				errs = append(errs, fmt.Errorf("request-guard: %q is not true or false", v))
 			}
 			cfg.RequestGuard = on
+		case "request-skew":
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 0 {
+				errs = append(errs, fmt.Errorf("request-skew: %q is not a duration", v))
+			}
+			cfg.RequestSkew = d
 		case "msg-topic":
 			cfg.MsgTopic = v
 		case "schd-topic":
@@ -64,7 +71,7 @@ func ConfigFromSettings(settings map[string]string) (Config, error) {
 			}
 			cfg.MaxBytes = n
 		default:
-			errs = append(errs, fmt.Errorf("%s: unknown setting (known: timezone, ignore, request-guard, msg-topic, schd-topic, ref-topic, max-bytes)", k))
+			errs = append(errs, fmt.Errorf("%s: unknown setting (known: timezone, ignore, request-guard, request-skew, msg-topic, schd-topic, ref-topic, max-bytes)", k))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

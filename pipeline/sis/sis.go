@@ -80,11 +80,15 @@ type Config struct {
 	// TYPE/STYP ("REGN/UPD"). Nil means DefaultIgnore; an empty non-nil
 	// list ignores nothing.
 	Ignore []string
-	// RequestGuard, when true, accepts a SCHD RESP only as the answer to an
-	// open request. Requests are not tracked yet, so with the guard on every
-	// RESP is SKIPPED (no-match:no-open-request). Off (the default, and the
+	// RequestGuard, when true, accepts a RESP (SCHD or reference data)
+	// only as the answer to an open request of its type (see Coordinator):
+	// otherwise it is SKIPPED no-match:…. Off (the default, and the
 	// behaviour of the system msgx replaces), a RESP is a snapshot like DNLD.
 	RequestGuard bool
+	// RequestSkew tolerates a RESP whose DTTM is up to this much before its
+	// request was sent (clock skew between the AODB and msgx); such a match
+	// is logged and noted on the request. Default 0: none.
+	RequestSkew time.Duration
 	// MsgTopic, SchdTopic and RefTopic are the broker topics of the three
 	// targets (defaults sis.msg, sis.schd and sis.ref).
 	MsgTopic, SchdTopic, RefTopic string
@@ -265,7 +269,7 @@ func (p *Processor) dispatch(ctx context.Context, tx store.Tx, msg *inbox.Messag
 	switch {
 	case typ == "SCHD" && (styp == "DNLD" || styp == "RESP"):
 		if styp == "RESP" && p.cfg.RequestGuard {
-			return inbox.Skip("no-match:no-open-request"), false, nil
+			return p.guarded(ctx, tx, msg, m, func() (inbox.Outcome, bool, error) { return p.schedule(ctx, tx, msg, m, true) })
 		}
 		return p.schedule(ctx, tx, msg, m, true)
 	case typ == "SCHD" && styp == "ADFT":
@@ -279,7 +283,7 @@ func (p *Processor) dispatch(ctx context.Context, tx store.Tx, msg *inbox.Messag
 		return p.flop(ctx, tx, msg, m)
 	case p.ref[typ] && slices.Contains([]string{"DNLD", "RESP", "ADD", "UPD", "DEL"}, styp):
 		if styp == "RESP" && p.cfg.RequestGuard {
-			return inbox.Skip("no-match:no-open-request"), false, nil
+			return p.guarded(ctx, tx, msg, m, func() (inbox.Outcome, bool, error) { return p.reference(ctx, tx, msg, m) })
 		}
 		return p.reference(ctx, tx, msg, m)
 	case typ == "SCHS" && (styp == "DNLD" || styp == "RESP"):

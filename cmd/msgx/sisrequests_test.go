@@ -1,0 +1,24 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/msgx/msgx/app"
+	"github.com/msgx/msgx/store/storetest"
+)
+
+func TestSISRequestsSettings(t *testing.T) {
+	db := storetest.NewSQLite(t)
+	d := app.Deps{DB: db}
+	if _, err := sisRequests(context.Background(), d, map[string]string{"sendr": "X", "timeout": "soon"}); err == nil ||
+		!strings.Contains(err.Error(), "sendr: unknown setting") || !strings.Contains(err.Error(), "timeout") || !strings.Contains(err.Error(), "outbound-dsn is required") {
+		t.Fatalf("bad settings: %v", err)
+	}
+	d.Shadow = true
+	p, err := sisRequests(context.Background(), d, map[string]string{"sender": "MSGX", "timeout": "2m"})
+	if err != nil || p.Handlers["POST /v1/requests"] == nil {
+		t.Fatalf("shadow: %v", err)
+	}
+}
