@@ -34,6 +34,8 @@ func newRegistry() *app.Registry {
 		return sisRequests(ctx, d, spec.Options)
 	})
 	reg.Query("requests", func(d app.Deps) admin.QueryFunc { return sis.RequestsQuery(d.DB) })
+	// GET /v1/flights (msgx flights): the flight query, from the flight state.
+	reg.Query("flights", func(d app.Deps) admin.QueryFunc { return sis.FlightsQuery(d.DB) })
 	// Route passports: a broker consumer with its own relay of the two
 	// output topics.
 	reg.Pipeline("routepassport", func(_ context.Context, d app.Deps, spec app.PipelineSpec) (*app.Pipeline, error) {

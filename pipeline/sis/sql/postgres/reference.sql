@@ -23,3 +23,10 @@ INSERT INTO sis_season_schedule (snam, apcd, sdat, edat, recs, body, version, la
 VALUES ($1, $2, $3, $4, $5, $6::json, $7, $8, $9)
 ON CONFLICT (snam, apcd) DO UPDATE SET sdat = EXCLUDED.sdat, edat = EXCLUDED.edat, recs = EXCLUDED.recs,
     body = EXCLUDED.body, version = EXCLUDED.version, last_msg_id = EXCLUDED.last_msg_id, updated_at = EXCLUDED.updated_at
+
+-- name: FlightPage
+-- The FLIDs of a page of the flight query, in FLID order after the cursor.
+SELECT flid FROM flight_schd
+WHERE ($1::text = '' OR operation_day = $1::date) AND ($2::text = '' OR status = $2::text)
+  AND (cardinality($3::text[]) = 0 OR flid = ANY($3::text[])) AND flid > $4::text
+ORDER BY flid LIMIT $5

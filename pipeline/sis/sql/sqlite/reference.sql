@@ -21,3 +21,9 @@ INSERT INTO sis_season_schedule (snam, apcd, sdat, edat, recs, body, version, la
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
 ON CONFLICT (snam, apcd) DO UPDATE SET sdat = excluded.sdat, edat = excluded.edat, recs = excluded.recs,
     body = excluded.body, version = excluded.version, last_msg_id = excluded.last_msg_id, updated_at = excluded.updated_at
+
+-- name: FlightPage
+SELECT flid FROM flight_schd
+WHERE (?1 = '' OR operation_day = ?1) AND (?2 = '' OR status = ?2)
+  AND (json_array_length(?3) = 0 OR flid IN (SELECT value FROM json_each(?3))) AND flid > ?4
+ORDER BY flid LIMIT ?5
