@@ -496,3 +496,35 @@ func TestGBKBytes(t *testing.T) {
 		}
 	})
 }
+
+// TestIdentityDayBoundary: with identity.include-day-boundary the DTTM date
+// joins the identity, so the same SEQN on another day is another message;
+// without it, it is the same identity.
+func TestIdentityDayBoundary(t *testing.T) {
+	msg := fixture(t, "FLOP_GTDT_1.xml")
+	dttm := regexp.MustCompile(`<DTTM>(\d{8})`).FindSubmatch(msg)
+	if dttm == nil {
+		t.Fatal("no DTTM")
+	}
+	nextDay := replace(t, msg, "<DTTM>"+string(dttm[1]), "<DTTM>"+"20991231")
+	for _, on := range []bool{false, true} {
+		p, err := sis.NewProcessor(sis.Config{IncludeDayBoundary: on})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := p.Decode(msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := p.Decode(nextDay)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (a.Identity != b.Identity) != on {
+			t.Errorf("include-day-boundary %v: identities %q and %q", on, a.Identity, b.Identity)
+		}
+		if on && !strings.HasSuffix(a.Identity, "|"+string(dttm[1])) {
+			t.Errorf("identity %q lacks the date %s", a.Identity, dttm[1])
+		}
+	}
+}

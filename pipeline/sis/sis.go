@@ -98,6 +98,10 @@ type Config struct {
 	SchdFlushLimit  int
 	// MaxBytes bounds a payload (default: the codec's).
 	MaxBytes int
+	// IncludeDayBoundary adds the DTTM date (yyyyMMdd) to the identity
+	// (identity.include-day-boundary): for senders whose SEQN restarts
+	// every day, so that today's SEQN 1 is not a duplicate of yesterday's.
+	IncludeDayBoundary bool
 }
 
 func (c *Config) defaults() {
@@ -198,7 +202,8 @@ func (p *Processor) Config() Config { return p.cfg }
 
 // Decode implements inbox.Processor: the codec's classification carries
 // over (MALFORMED goes DEAD, CODEC_ERROR is retried). Identity is
-// SNDR|TYPE|STYP|SEQN, kind TYPE/STYP.
+// SNDR|TYPE|STYP|SEQN (|yyyyMMdd of DTTM with IncludeDayBoundary), kind
+// TYPE/STYP.
 func (p *Processor) Decode(payload []byte) (inbox.Decoded, error) {
 	// A payload read from a text column (the mailbox's CLOB) or received as
 	// text is UTF-8 whatever its declaration says: the transport transcoded
@@ -217,8 +222,13 @@ func (p *Processor) Decode(payload []byte) (inbox.Decoded, error) {
 	p.cache.note(m)
 	p.mu.Unlock()
 	meta := m.Meta
+	identity := meta.Sender + "|" + meta.Type + "|" + meta.Subtype + "|" + strconv.FormatInt(meta.Seq, 10)
+	if p.cfg.IncludeDayBoundary {
+		// The date as the sender wrote it (its own day), not converted.
+		identity += "|" + meta.SentRaw[:8]
+	}
 	return inbox.Decoded{
-		Identity: meta.Sender + "|" + meta.Type + "|" + meta.Subtype + "|" + strconv.FormatInt(meta.Seq, 10),
+		Identity: identity,
 		Kind:     meta.Kind(),
 		Value:    m,
 	}, nil
