@@ -33,6 +33,10 @@ func newRegistry() *app.Registry {
 	reg.Pipeline("sisrequests", func(ctx context.Context, d app.Deps, spec app.PipelineSpec) (*app.Pipeline, error) {
 		return sisRequests(ctx, d, spec.Options)
 	})
+	// The daily history sweep of the SIS flight state.
+	reg.Pipeline("sishistory", func(_ context.Context, d app.Deps, spec app.PipelineSpec) (*app.Pipeline, error) {
+		return sisHistory(d, spec.Options)
+	})
 	reg.Query("requests", func(d app.Deps) admin.QueryFunc { return sis.RequestsQuery(d.DB) })
 	// GET /v1/flights (msgx flights): the flight query, from the flight state.
 	reg.Query("flights", func(d app.Deps) admin.QueryFunc { return sis.FlightsQuery(d.DB) })

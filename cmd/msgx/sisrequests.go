@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -108,4 +109,61 @@ func sisRequests(ctx context.Context, d app.Deps, o map[string]string) (*app.Pip
 		},
 		Handlers: map[string]http.Handler{"POST /v1/requests": c.Handler()},
 	}, nil
+}
+
+// sisHistory builds the daily history sweep of the SIS flight state from
+// pipelines.sishistory.options:
+//
+//	retention       a flight past its operation day or quiet this long moves to history (default 336h)
+//	snap-retention  the snapshot log's retention (default 2160h, 90 days)
+//	at              HH:MM airport time of the daily sweep (default 03:30)
+//	batch           flights per transaction (default 500)
+//	timezone        airport time zone (default Asia/Shanghai)
+//	schd-topic      topic of the tombstones (default sis.schd; the sis stream's)
+func sisHistory(d app.Deps, o map[string]string) (*app.Pipeline, error) {
+	known := []string{"retention", "snap-retention", "at", "batch", "timezone", "schd-topic"}
+	var errs []error
+	for _, k := range slices.Sorted(maps.Keys(o)) {
+		if !slices.Contains(known, k) {
+			errs = append(errs, fmt.Errorf("%s: unknown setting (known: %s)", k, strings.Join(known, ", ")))
+		}
+	}
+	opts := []sis.HistoryOption{sis.WithHistoryLogger(d.Logger)}
+	for key, set := range map[string]func(time.Duration) sis.HistoryOption{"retention": sis.WithRetention, "snap-retention": sis.WithSnapLogRetention} {
+		if v := o[key]; v != "" {
+			dur, err := time.ParseDuration(v)
+			if err != nil || dur <= 0 {
+				errs = append(errs, fmt.Errorf("%s: %q is not a positive duration", key, v))
+				continue
+			}
+			opts = append(opts, set(dur))
+		}
+	}
+	if v := o["batch"]; v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			errs = append(errs, fmt.Errorf("batch: %q is not a positive number", v))
+		}
+		opts = append(opts, sis.WithHistoryBatch(n))
+	}
+	if v := o["at"]; v != "" {
+		opts = append(opts, sis.WithHistoryAt(v))
+	}
+	cfg := sis.Config{SchdTopic: o["schd-topic"]}
+	if v := o["timezone"]; v != "" {
+		loc, err := time.LoadLocation(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("timezone: %w", err))
+		}
+		cfg.Location = loc
+	}
+	opts = append(opts, sis.WithHistoryConfig(cfg))
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("sishistory: %w", err)
+	}
+	h, err := sis.NewHistory(d.DB, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &app.Pipeline{Run: h.Run}, nil
 }

@@ -22,3 +22,18 @@ func TestSISRequestsSettings(t *testing.T) {
 		t.Fatalf("shadow: %v", err)
 	}
 }
+
+func TestSISHistorySettings(t *testing.T) {
+	d := app.Deps{DB: storetest.NewSQLite(t)}
+	if _, err := sisHistory(d, map[string]string{"retention": "-1h", "at": "25:00", "keep": "x"}); err == nil ||
+		!strings.Contains(err.Error(), "retention") || !strings.Contains(err.Error(), "keep: unknown setting") {
+		t.Fatalf("bad settings: %v", err)
+	}
+	if _, err := sisHistory(d, map[string]string{"at": "25:00"}); err == nil {
+		t.Fatal("at 25:00 accepted")
+	}
+	p, err := sisHistory(d, map[string]string{"retention": "72h", "at": "04:15", "batch": "100", "timezone": "Asia/Shanghai"})
+	if err != nil || p.Run == nil {
+		t.Fatalf("good settings: %v", err)
+	}
+}
