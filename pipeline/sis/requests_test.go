@@ -303,3 +303,56 @@ func TestRequestsAPI(t *testing.T) {
 		}
 	})
 }
+
+// TestScenarioRequestsThroughTheMailboxes: end to end with the real engine,
+// the MariaDB inbound mailbox (CMINMSGS) and outbound mailbox (COUTMSGS),
+// PostgreSQL state: a RESP nobody asked for is skipped; an RQFD goes out,
+// its RESP comes in and is applied, the request DONE; the same for an RQRD.
+func TestScenarioRequestsThroughTheMailboxes(t *testing.T) {
+	p := newPipe(t, sis.Config{RequestGuard: true})
+	out, raw := outboundTable(t)
+	c, err := sis.NewCoordinator(p.db, out, sis.WithRequestLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	rows := p.settle(p.put(resp(t, 801, time.Now()))...)
+	if got := outcomes(rows)[0]; got.Status != inbox.Skipped || got.Reason != "no-match:no-open-request" {
+		t.Fatalf("unasked RESP: %+v", got)
+	}
+	if p.harness().flight("16") != nil {
+		t.Fatal("an unasked RESP was applied")
+	}
+
+	day := time.Date(2021, 1, 23, 0, 0, 0, 0, sisxml.DefaultLocation())
+	q, err := c.Request(ctx, sis.RQFD, sis.RequestParams{From: day, To: day.Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := raw.QueryRow("SELECT count(*) FROM "+out.Name()+" WHERE COUTMSGS_CLOB_MSG LIKE '%<RQFD>%'").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("COUTMSGS rows %d (%v)", n, err)
+	}
+	ids := p.put(resp(t, 802, time.Now()))
+	if got := outcomes(p.settle(ids...))[0]; got != succeeded {
+		t.Fatalf("RESP to the RQFD: %+v", got)
+	}
+	if p.harness().flight("16") == nil {
+		t.Fatal("the RESP was not applied")
+	}
+	l, err := sis.ListRequests(ctx, p.db, sis.ReqDone, 0, 10)
+	if err != nil || len(l) != 1 || l[0].ID != q.ID || *l[0].AnswerMsgID != ids[0] {
+		t.Fatalf("done requests %+v (%v)", l, err)
+	}
+
+	if _, err := c.Request(ctx, sis.RQRD, sis.RequestParams{RefType: "GLST"}); err != nil {
+		t.Fatal(err)
+	}
+	glst := replace(t, fixture(t, "GLST_RESP_1.xml"), "<DTTM>20021010090311</DTTM>", "<DTTM>"+time.Now().In(sisxml.DefaultLocation()).Format("20060102150405")+"</DTTM>")
+	if got := outcomes(p.settle(p.put(withSeq(glst, 803))...))[0]; got != succeeded {
+		t.Fatalf("RESP to the RQRD: %+v", got)
+	}
+	if l, _ := sis.ListRequests(ctx, p.db, sis.ReqDone, 0, 10); len(l) != 2 || l[0].AnswerType != "GLST" {
+		t.Fatalf("done requests %+v", l)
+	}
+}
