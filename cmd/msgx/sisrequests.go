@@ -38,16 +38,8 @@ func sisRequests(ctx context.Context, d app.Deps, o map[string]string) (*app.Pip
 	if v := o["sender"]; v != "" {
 		opts = append(opts, sis.WithSenderCode(v))
 	}
-	for key, set := range map[string]func(time.Duration) sis.CoordinatorOption{"timeout": sis.WithRequestTimeout, "check": sis.WithRequestCheck} {
-		if v := o[key]; v != "" {
-			dur, err := time.ParseDuration(v)
-			if err != nil || dur <= 0 {
-				errs = append(errs, fmt.Errorf("%s: %q is not a positive duration", key, v))
-				continue
-			}
-			opts = append(opts, set(dur))
-		}
-	}
+	opts = append(opts, durationOptions(o, map[string]func(time.Duration) sis.CoordinatorOption{
+		"timeout": sis.WithRequestTimeout, "check": sis.WithRequestCheck}, &errs)...)
 	outOpts := []mailbox.OutboundOption{}
 	if v := o["timezone"]; v != "" {
 		loc, err := time.LoadLocation(v)
@@ -129,16 +121,8 @@ func sisHistory(d app.Deps, o map[string]string) (*app.Pipeline, error) {
 		}
 	}
 	opts := []sis.HistoryOption{sis.WithHistoryLogger(d.Logger)}
-	for key, set := range map[string]func(time.Duration) sis.HistoryOption{"retention": sis.WithRetention, "snap-retention": sis.WithSnapLogRetention} {
-		if v := o[key]; v != "" {
-			dur, err := time.ParseDuration(v)
-			if err != nil || dur <= 0 {
-				errs = append(errs, fmt.Errorf("%s: %q is not a positive duration", key, v))
-				continue
-			}
-			opts = append(opts, set(dur))
-		}
-	}
+	opts = append(opts, durationOptions(o, map[string]func(time.Duration) sis.HistoryOption{
+		"retention": sis.WithRetention, "snap-retention": sis.WithSnapLogRetention}, &errs)...)
 	if v := o["batch"]; v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n <= 0 {
@@ -166,4 +150,23 @@ func sisHistory(d app.Deps, o map[string]string) (*app.Pipeline, error) {
 		return nil, err
 	}
 	return &app.Pipeline{Run: h.Run}, nil
+}
+
+// durationOptions reads the positive durations of settings into options,
+// noting the bad ones in errs.
+func durationOptions[O any](settings map[string]string, setters map[string]func(time.Duration) O, errs *[]error) []O {
+	var out []O
+	for _, key := range slices.Sorted(maps.Keys(setters)) {
+		v := settings[key]
+		if v == "" {
+			continue
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			*errs = append(*errs, fmt.Errorf("%s: %q is not a positive duration", key, v))
+			continue
+		}
+		out = append(out, setters[key](d))
+	}
+	return out
 }

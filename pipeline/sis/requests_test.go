@@ -330,7 +330,7 @@ func TestScenarioRequestsThroughTheMailboxes(t *testing.T) {
 		t.Fatal(err)
 	}
 	var n int
-	if err := raw.QueryRow("SELECT count(*) FROM "+out.Name()+" WHERE COUTMSGS_CLOB_MSG LIKE '%<RQFD>%'").Scan(&n); err != nil || n != 1 {
+	if err := raw.QueryRow("SELECT count(*) FROM " + out.Name() + " WHERE COUTMSGS_CLOB_MSG LIKE '%<RQFD>%'").Scan(&n); err != nil || n != 1 {
 		t.Fatalf("COUTMSGS rows %d (%v)", n, err)
 	}
 	ids := p.put(resp(t, 802, time.Now()))
