@@ -24,7 +24,7 @@ import (
 // the test MariaDB.
 func outboundTable(t *testing.T) (*mailbox.Outbound, *sql.DB) {
 	t.Helper()
-	raw, err := sql.Open("mysql", mysqlDSN())
+	raw, err := sql.Open("mysql", storetest.MySQLDSN())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +36,7 @@ func outboundTable(t *testing.T) (*mailbox.Outbound, *sql.DB) {
 		t.Fatal(err)
 	}
 	if err := out.Create(context.Background()); err != nil {
-		t.Fatalf("mariadb at %s: %v", mysqlDSN(), err)
+		t.Fatalf("mariadb at %s: %v", storetest.MySQLDSN(), err)
 	}
 	t.Cleanup(func() { _ = out.Drop(context.Background()) })
 	return out, raw
