@@ -1,6 +1,7 @@
 package sis
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/internal/tracing"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/pipeline/sis/sisxml"
 	"github.com/msgx/msgx/store"
@@ -138,10 +140,17 @@ func msgBody(m *sisxml.Message, record *sisxml.Element) map[string]any {
 }
 
 // eventStatements returns the outbox statements of a message's events, in
-// one call so that the per-key locks are taken in one order.
-func (p *Processor) eventStatements(d store.Dialect, msg *inbox.Message, pairs []eventPair) ([]store.Stmt, error) {
+// one call so that the per-key locks are taken in one order. The events
+// carry the trace context of ctx, when it has one, so that the relay's send
+// continues the processing's trace.
+func (p *Processor) eventStatements(ctx context.Context, d store.Dialect, msg *inbox.Message, pairs []eventPair) ([]store.Stmt, error) {
+	headers := tracing.Inject(ctx, nil)
+	if len(headers) == 0 {
+		headers = nil
+	}
 	evs := make([]outbox.Event, 0, 2*len(pairs))
 	for _, e := range pairs {
+		e.msg.Headers, e.schd.Headers = headers, headers
 		evs = append(evs, e.msg, e.schd)
 	}
 	return outbox.Statements(d, msg.Now, evs...)

@@ -162,7 +162,7 @@ func (p *Processor) write(ctx context.Context, tx store.Tx, msg *inbox.Message, 
 		}
 		events = append(events, ev)
 	}
-	evStmts, err := p.eventStatements(tx.Dialect(), msg, events)
+	evStmts, err := p.eventStatements(ctx, tx.Dialect(), msg, events)
 	if err != nil {
 		return err
 	}
