@@ -8,7 +8,6 @@ import (
 	"github.com/msgx/msgx/admin"
 	"github.com/msgx/msgx/app"
 	"github.com/msgx/msgx/inbox"
-	"github.com/msgx/msgx/internal/testproc"
 	"github.com/msgx/msgx/pipeline/routepassport"
 	"github.com/msgx/msgx/pipeline/sis"
 )
@@ -61,10 +60,6 @@ func newRegistry() *app.Registry {
 			},
 			Handlers: map[string]http.Handler{"POST /v1/routepassport/test": p.TestController()},
 		}, nil
-	})
-	// For the service's own end-to-end tests only; not a product pipeline.
-	reg.Processor(testproc.Name, func(_ context.Context, _ app.Deps, _ string, opts map[string]string) (inbox.Processor, error) {
-		return testproc.New(opts), nil
 	})
 	return reg
 }
