@@ -211,11 +211,17 @@ func (s *Server) route(pattern string, need Scope, h handler) {
 
 // scope compares the bearer token with both tokens in constant time.
 func (s *Server) scope(r *http.Request) Scope {
-	if s.cfg.ReadToken == "" && s.cfg.OperatorToken == "" {
+	tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return s.TokenScope(tok)
+}
+
+// TokenScope is the scope of a token, compared with both tokens in constant
+// time; with no token configured every caller is an operator.
+func (s *Server) TokenScope(tok string) Scope {
+	if s.OpenAccess() {
 		return Operator
 	}
-	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || tok == "" {
+	if tok == "" {
 		return Anonymous
 	}
 	op := s.cfg.OperatorToken != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.OperatorToken)) == 1
@@ -255,6 +261,12 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, map[string]any{"ready": ok, "checks": res})
 }
 
+// OpenAccess tells whether no token is configured (every caller acts).
+func (s *Server) OpenAccess() bool { return s.cfg.ReadToken == "" && s.cfg.OperatorToken == "" }
+
+// Ready runs the readiness checks.
+func (s *Server) Ready(ctx context.Context) ([]CheckResult, bool) { return s.runChecks(ctx) }
+
 func (s *Server) runChecks(ctx context.Context) ([]CheckResult, bool) {
 	all := append([]Check{{Name: "database", Check: s.cfg.DB.Ping}}, s.cfg.Checks...)
 	res := make([]CheckResult, len(all))
@@ -271,16 +283,32 @@ func (s *Server) runChecks(ctx context.Context) ([]CheckResult, bool) {
 
 func (s *Server) query(name string) handler {
 	return func(ctx context.Context, r *http.Request, _ string) (any, error) {
-		f := s.cfg.Queries[name]
-		if f == nil {
-			why := s.cfg.Unavailable[name]
-			if why == "" {
-				why = "not available in this build"
-			}
-			return nil, errorf(http.StatusNotImplemented, "%s", why)
-		}
-		return f(ctx, r.URL.Query())
+		return s.Query(ctx, name, r.URL.Query())
 	}
+}
+
+// Query answers a registered query; a missing one is an error whose
+// ErrorStatus is 501 (Not Implemented) and whose text says why.
+func (s *Server) Query(ctx context.Context, name string, params map[string][]string) (any, error) {
+	f := s.cfg.Queries[name]
+	if f == nil {
+		why := s.cfg.Unavailable[name]
+		if why == "" {
+			why = "not available in this build"
+		}
+		return nil, errorf(http.StatusNotImplemented, "%s", why)
+	}
+	return f(ctx, params)
+}
+
+// ErrorStatus is the HTTP status the API answers an error with: the status
+// of a refusal (400, 404, 409, 501...) or 500.
+func ErrorStatus(err error) int {
+	var he *httpError
+	if errors.As(err, &he) {
+		return he.status
+	}
+	return http.StatusInternalServerError
 }
 
 // RequireOperator guards a handler (a pipeline's) with the operator scope.

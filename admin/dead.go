@@ -75,12 +75,16 @@ func intParam(r *http.Request, name string, def, max int64) (int64, error) {
 	return n, nil
 }
 
+// DeadFilter selects dead letters: of one source ("": both), stream, class
+// (inbox), target (outbox); ids after After, at most Limit per stream or target.
+type DeadFilter struct {
+	Source, Stream, Class, Target string
+	After                         int64
+	Limit                         int
+}
+
 func (s *Server) deadList(ctx context.Context, r *http.Request, _ string) (any, error) {
 	qp := r.URL.Query()
-	source := qp.Get("source")
-	if source != "" && source != "inbox" && source != "outbox" {
-		return nil, errorf(http.StatusBadRequest, "source: %q is neither inbox nor outbox", source)
-	}
 	limit, err := intParam(r, "limit", 100, 1000)
 	if err != nil {
 		return nil, err
@@ -89,42 +93,54 @@ func (s *Server) deadList(ctx context.Context, r *http.Request, _ string) (any, 
 	if err != nil {
 		return nil, err
 	}
+	return s.DeadLetters(ctx, DeadFilter{Source: qp.Get("source"), Stream: qp.Get("stream"), Class: qp.Get("class"),
+		Target: qp.Get("target"), After: after, Limit: int(limit)})
+}
+
+// DeadLetters lists the FAILED and DEAD inbox messages and the DEAD outbox
+// events a filter selects.
+func (s *Server) DeadLetters(ctx context.Context, f DeadFilter) (DeadList, error) {
 	out := DeadList{Inbox: []DeadMessage{}, Outbox: []DeadEvent{}}
-	if source != "outbox" {
-		streams, err := s.pickStreams(qp.Get("stream"))
+	if f.Source != "" && f.Source != "inbox" && f.Source != "outbox" {
+		return out, errorf(http.StatusBadRequest, "source: %q is neither inbox nor outbox", f.Source)
+	}
+	if f.Limit <= 0 || f.Limit > 1000 {
+		f.Limit = 100
+	}
+	if f.Source != "outbox" {
+		streams, err := s.pickStreams(f.Stream)
 		if err != nil {
-			return nil, err
+			return out, err
 		}
-		class := qp.Get("class")
 		for _, st := range streams {
-			rows, err := s.cfg.DB.Query(ctx, s.q.Get("DeadList"), st, class, after, limit)
+			rows, err := s.cfg.DB.Query(ctx, s.q.Get("DeadList"), st, f.Class, f.After, f.Limit)
 			if err != nil {
-				return nil, fmt.Errorf("admin: dead letters of %s: %w", st, err)
+				return out, fmt.Errorf("admin: dead letters of %s: %w", st, err)
 			}
 			for rows.Next() {
 				d := DeadMessage{Stream: st}
 				if err := rows.Scan(&d.ID, &d.Status, &d.Class, &d.Reason, &d.Kind, &d.Attempts, &d.ReceivedAt, &d.FinishedAt); err != nil {
 					rows.Close()
-					return nil, fmt.Errorf("admin: dead letters of %s: %w", st, err)
+					return out, fmt.Errorf("admin: dead letters of %s: %w", st, err)
 				}
 				d.Replayable = inbox.Class(d.Class).Replayable()
 				out.Inbox = append(out.Inbox, d)
 			}
 			rows.Close()
 			if err := rows.Err(); err != nil {
-				return nil, fmt.Errorf("admin: dead letters of %s: %w", st, err)
+				return out, fmt.Errorf("admin: dead letters of %s: %w", st, err)
 			}
 		}
 	}
-	if source != "inbox" {
+	if f.Source != "inbox" {
 		targets := s.cfg.Targets
-		if t := qp.Get("target"); t != "" {
-			targets = []string{t}
+		if f.Target != "" {
+			targets = []string{f.Target}
 		}
 		for _, t := range targets {
-			recs, err := outbox.ListDead(ctx, s.cfg.DB, t, after, int(limit))
+			recs, err := outbox.ListDead(ctx, s.cfg.DB, t, f.After, f.Limit)
 			if err != nil {
-				return nil, err
+				return out, err
 			}
 			for _, r := range recs {
 				out.Outbox = append(out.Outbox, deadEvent(r))
@@ -154,20 +170,24 @@ func (s *Server) pickStreams(name string) ([]string, error) {
 }
 
 func (s *Server) deadInbox(ctx context.Context, r *http.Request, _ string) (any, error) {
-	stream := r.PathValue("stream")
-	if _, err := s.pickStreams(stream); err != nil {
-		return nil, err
-	}
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil {
 		return nil, errorf(http.StatusBadRequest, "%q is not a message id", r.PathValue("id"))
 	}
+	return s.DeadInbox(ctx, r.PathValue("stream"), id)
+}
+
+// DeadInbox reads one inbox message with its history of failures.
+func (s *Server) DeadInbox(ctx context.Context, stream string, id int64) (DeadDetail, error) {
+	if _, err := s.pickStreams(stream); err != nil {
+		return DeadDetail{}, err
+	}
 	row, err := inbox.Get(ctx, s.cfg.DB, stream, id)
 	if errors.Is(err, inbox.ErrNotFound) {
-		return nil, errorf(http.StatusNotFound, "no message %d in stream %s", id, stream)
+		return DeadDetail{}, errorf(http.StatusNotFound, "no message %d in stream %s", id, stream)
 	}
 	if err != nil {
-		return nil, err
+		return DeadDetail{}, err
 	}
 	d := DeadDetail{
 		DeadMessage: DeadMessage{Stream: stream, ID: row.ID, Status: string(row.Status), Class: string(row.ErrorClass),
@@ -177,13 +197,13 @@ func (s *Server) deadInbox(ctx context.Context, r *http.Request, _ string) (any,
 	}
 	rows, err := s.cfg.DB.Query(ctx, s.q.Get("ErrorHistory"), stream, id)
 	if err != nil {
-		return nil, fmt.Errorf("admin: history of %d: %w", id, err)
+		return d, fmt.Errorf("admin: history of %d: %w", id, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var h HistoryEntry
 		if err := rows.Scan(&h.Attempt, &h.Class, &h.Reason, &h.At); err != nil {
-			return nil, fmt.Errorf("admin: history of %d: %w", id, err)
+			return d, fmt.Errorf("admin: history of %d: %w", id, err)
 		}
 		d.History = append(d.History, h)
 	}
@@ -191,12 +211,17 @@ func (s *Server) deadInbox(ctx context.Context, r *http.Request, _ string) (any,
 }
 
 func (s *Server) deadOutbox(ctx context.Context, r *http.Request, _ string) (any, error) {
-	rec, err := outbox.Get(ctx, s.cfg.DB, r.PathValue("event"))
+	return s.DeadOutbox(ctx, r.PathValue("event"))
+}
+
+// DeadOutbox reads one outbox event.
+func (s *Server) DeadOutbox(ctx context.Context, eventID string) (DeadEvent, error) {
+	rec, err := outbox.Get(ctx, s.cfg.DB, eventID)
 	if errors.Is(err, outbox.ErrNotFound) {
-		return nil, errorf(http.StatusNotFound, "no outbox event %q", r.PathValue("event"))
+		return DeadEvent{}, errorf(http.StatusNotFound, "no outbox event %q", eventID)
 	}
 	if err != nil {
-		return nil, err
+		return DeadEvent{}, err
 	}
 	return deadEvent(rec), nil
 }

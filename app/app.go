@@ -1,8 +1,9 @@
 // Package app wires the msgx service from its configuration: the store, the
 // brokers, the mailboxes and their pollers, the inbox streams with the
 // processors a Registry names, the pipelines, the outbox relay, the HTTP
-// ingress and the admin listener (admin API, /metrics, /healthz, /readyz);
-// and it stops them in order: intake first, then the work in flight.
+// ingress and the admin listener (admin API, web console, /metrics,
+// /healthz, /readyz); and it stops them in order: intake first, then the
+// work in flight.
 package app
 
 import (
@@ -27,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/msgx/msgx/admin"
+	"github.com/msgx/msgx/admin/console"
 	"github.com/msgx/msgx/app/config"
 	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/inbox"
@@ -59,6 +61,7 @@ type App struct {
 	relay     *outbox.Relay
 	pipelines []namedPipeline
 	admin     *admin.Server
+	console   *console.Console
 
 	adminLn, ingressLn net.Listener
 	adminSrv, ingSrv   *http.Server
@@ -408,8 +411,13 @@ func (a *App) buildAdmin(reg *Registry, deps Deps) error {
 	if a.cfg.Admin.Listen == "" {
 		return nil
 	}
+	if a.console, err = console.New(srv, console.WithLogger(a.log), console.WithGatherer(a.metrics)); err != nil {
+		return err
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/", srv)
+	mux.Handle(console.Prefix, a.console)
+	mux.Handle("GET /{$}", http.RedirectHandler(console.Prefix, http.StatusSeeOther))
 	for _, p := range a.pipelines {
 		for pattern, h := range p.p.Handlers {
 			mux.Handle(pattern, srv.RequireOperator(h))
@@ -484,6 +492,9 @@ func (a *App) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for _, h := range a.health {
 		wg.Go(func() { h.follow(workCtx) })
+	}
+	if a.console != nil {
+		wg.Go(func() { a.console.Sample(workCtx) })
 	}
 	for _, s := range a.streams {
 		wg.Go(func() { fail("stream "+s.name, s.engine.Run(workCtx)) })

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/msgx/msgx/admin"
 	"github.com/msgx/msgx/app"
 	"github.com/msgx/msgx/inbox"
-	"github.com/msgx/msgx/internal/testproc"
 	"github.com/msgx/msgx/pipeline/routepassport"
 	"github.com/msgx/msgx/pipeline/sis"
 )
@@ -16,8 +16,8 @@ import (
 // build by the names configurations use (docs/architecture.md, package app).
 func newRegistry() *app.Registry {
 	reg := app.NewRegistry()
-	// The SIS flight exchange: an inbox stream's processor. Its two outbox
-	// targets (sis.TargetMsg, sis.TargetSchd) are mapped to a broker and a
+	// The SIS flight exchange: an inbox stream's processor. Its three outbox
+	// targets (sis.TargetMsg, sis.TargetSchd, sis.TargetRef) are mapped to a broker and a
 	// lane under relay.targets.
 	reg.Processor("sis", func(_ context.Context, d app.Deps, _ string, settings map[string]string) (inbox.Processor, error) {
 		cfg, err := sis.ConfigFromSettings(settings)
@@ -26,6 +26,19 @@ func newRegistry() *app.Registry {
 		}
 		return sis.NewProcessor(cfg, sis.WithLogger(d.Logger), sis.WithRegisterer(d.Registerer))
 	})
+	// SIS requests: the coordinator that sends RQFD/RQRD through the
+	// outbound mailbox (COUTMSGS) and expires them; POST /v1/requests sends
+	// one, GET /v1/requests (msgx requests) lists them.
+	reg.Pipeline("sisrequests", func(ctx context.Context, d app.Deps, spec app.PipelineSpec) (*app.Pipeline, error) {
+		return sisRequests(ctx, d, spec.Options)
+	})
+	// The daily history sweep of the SIS flight state.
+	reg.Pipeline("sishistory", func(_ context.Context, d app.Deps, spec app.PipelineSpec) (*app.Pipeline, error) {
+		return sisHistory(d, spec.Options)
+	})
+	reg.Query("requests", func(d app.Deps) admin.QueryFunc { return sis.RequestsQuery(d.DB) })
+	// GET /v1/flights (msgx flights): the flight query, from the flight state.
+	reg.Query("flights", func(d app.Deps) admin.QueryFunc { return sis.FlightsQuery(d.DB) })
 	// Route passports: a broker consumer with its own relay of the two
 	// output topics.
 	reg.Pipeline("routepassport", func(_ context.Context, d app.Deps, spec app.PipelineSpec) (*app.Pipeline, error) {
@@ -47,10 +60,6 @@ func newRegistry() *app.Registry {
 			},
 			Handlers: map[string]http.Handler{"POST /v1/routepassport/test": p.TestController()},
 		}, nil
-	})
-	// For the service's own end-to-end tests only; not a product pipeline.
-	reg.Processor(testproc.Name, func(_ context.Context, _ app.Deps, _ string, opts map[string]string) (inbox.Processor, error) {
-		return testproc.New(opts), nil
 	})
 	return reg
 }

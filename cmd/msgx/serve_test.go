@@ -9,14 +9,18 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,8 +35,11 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/msgx/msgx/admin"
-	"github.com/msgx/msgx/internal/bench/inboxbench"
+	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/internal/demo"
 	"github.com/msgx/msgx/outbox"
+	"github.com/msgx/msgx/pipeline/sis"
+	"github.com/msgx/msgx/pipeline/sis/traffic"
 	"github.com/msgx/msgx/source/mailbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -200,24 +207,46 @@ func waitUntil(t *testing.T, what string, limit time.Duration, cond func() bool)
 	}
 }
 
-// consumer reads the event topics from kfake.
-type consumer struct {
-	mu     sync.Mutex
-	byID   map[string]*kgo.Record
-	order  map[string][]int64 // FLID -> mailbox ids in arrival order
-	topics map[string]int
+// record is what the consumer keeps of a Kafka record.
+type record struct {
+	topic, key, id string
+	value          []byte
+	headers        []kgo.RecordHeader
 }
 
-func (c *consumer) count(topic string) int {
+// consumer reads the event topics from kfake: every record in arrival
+// order, and the first one of each event id.
+type consumer struct {
+	mu    sync.Mutex
+	all   []record
+	first map[string]*record
+	dups  []string // event ids seen again with a different key or value
+}
+
+// snapshot returns the records received so far, in arrival order.
+func (c *consumer) snapshot() []record {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.topics[topic]
+	return slices.Clone(c.all)
 }
 
 func (c *consumer) has(id string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.byID[id] != nil
+	return c.first[id] != nil
+}
+
+// distinct returns the event ids seen on a topic.
+func (c *consumer) distinct(topic string) map[string]bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]bool{}
+	for id, r := range c.first {
+		if r.topic == topic {
+			out[id] = true
+		}
+	}
+	return out
 }
 
 func consume(t *testing.T, ctx context.Context, seeds []string, topics ...string) *consumer {
@@ -227,33 +256,59 @@ func consume(t *testing.T, ctx context.Context, seeds []string, topics ...string
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &consumer{byID: map[string]*kgo.Record{}, order: map[string][]int64{}, topics: map[string]int{}}
+	c := &consumer{first: map[string]*record{}}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for ctx.Err() == nil {
 			fs := cl.PollFetches(ctx)
 			fs.EachRecord(func(r *kgo.Record) {
-				var id string
+				rec := record{topic: r.Topic, key: string(r.Key), value: r.Value, headers: r.Headers}
 				for _, h := range r.Headers {
 					if h.Key == "msgx-event-id" {
-						id = string(h.Value)
+						rec.id = string(h.Value)
 					}
 				}
 				c.mu.Lock()
-				if c.byID[id] == nil {
-					c.topics[r.Topic]++
+				defer c.mu.Unlock()
+				c.all = append(c.all, rec)
+				if prev := c.first[rec.id]; prev == nil {
+					c.first[rec.id] = &rec
+				} else if prev.topic != rec.topic || prev.key != rec.key || !bytes.Equal(prev.value, rec.value) {
+					c.dups = append(c.dups, rec.id)
 				}
-				c.byID[id] = r
-				if n, err := strconv.ParseInt(strings.TrimPrefix(id, "sis:"), 10, 64); err == nil {
-					c.order[string(r.Key)] = append(c.order[string(r.Key)], n)
-				}
-				c.mu.Unlock()
 			})
 		}
 	}()
 	t.Cleanup(func() { <-done; cl.Close() })
 	return c
+}
+
+// eventMsgID is the message id in a SIS event id, sis:<id>:msg|schd:<FLID>.
+func eventMsgID(id string) int64 {
+	parts := strings.Split(id, ":")
+	if len(parts) != 4 || parts[0] != "sis" {
+		return 0
+	}
+	n, _ := strconv.ParseInt(parts[1], 10, 64)
+	return n
+}
+
+var typeRE = regexp.MustCompile(`<TYPE>([^<]*)</TYPE>\s*<STYP>([^<]*)</STYP>`)
+
+// expectedOutcome is how the SIS processor with its default settings ends a
+// message of the bundled traffic (docs/sis.md): REGN is ignored, everything
+// else (schedules, FLOPs on known flights, the seasonal schedule and the
+// reference data) succeeds.
+func expectedOutcome(t *testing.T, msg []byte) (inbox.Status, string) {
+	m := typeRE.FindSubmatch(msg)
+	if m == nil {
+		t.Fatalf("no TYPE/STYP in %.200s", msg)
+	}
+	if typ, styp := string(m[1]), string(m[2]); typ == "REGN" {
+		return inbox.Skipped, "ignored:REGN/" + styp
+	}
+	return inbox.Succeeded, ""
 }
 
 // TestServeProduction runs the real binary with the sample production
@@ -267,37 +322,10 @@ func TestServeProduction(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	start := time.Now()
-	bin := filepath.Join(t.TempDir(), "msgx")
-	// No symbol table or DWARF: the link, most of the build's time, is shorter.
-	args := []string{"build", "-ldflags=-s -w", "-o", bin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	if out, err := exec.Command("go", append(args, ".")...).CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-
-	t.Logf("built the binary in %s", time.Since(start).Round(time.Millisecond))
-	_, pgDSN := storetest.NewSchema(t)
-	var rnd [4]byte
-	_, _ = rand.Read(rnd[:])
-	tableName := "cminmsgs_e2e_" + hex.EncodeToString(rnd[:])
-	mb, err := mailbox.OpenMySQL(ctx, mariaDSN, mailbox.WithTable(tableName))
-	if err != nil {
-		t.Fatalf("MariaDB: %v", err)
-	}
-	if err := mb.Create(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = mb.Drop(context.Background()); _ = mb.Close() })
-
-	kf, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "msg"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kf.Close)
-	seeds := kf.ListenAddrs()
+	bin := buildMsgx(t)
+	deps := newProdDeps(t, ctx)
+	mb, tableName, seeds := deps.mb, deps.table, deps.seeds
+	pgDSN := deps.pgDSN
 
 	otlp := &otlpReceiver{}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -307,14 +335,22 @@ func TestServeProduction(t *testing.T) {
 	go func() { _ = http.Serve(ln, otlp) }()
 	t.Cleanup(func() { _ = ln.Close() })
 
-	msgs, err := inboxbench.Messages(120, 7, time.Now().UnixNano()%1_000_000_000)
+	// Real SIS traffic: the bundled messages the way the demo feeds them
+	// (the schedule first, the composed ADFT, then the rest), each with a
+	// fresh SEQN.
+	base := time.Now().UnixNano() % 1_000_000_000
+	msgs, err := demo.Traffic(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	older, err := demo.Traffic(base + 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Rows the legacy system handled before msgx first started: the sample
 	// configuration's start position (from-now) skips them.
 	var before []int64
-	for _, m := range msgs[:2] {
+	for _, m := range older[:2] {
 		id, err := mb.Insert(ctx, m, time.Now(), mailbox.Meta{})
 		if err != nil {
 			t.Fatal(err)
@@ -322,37 +358,37 @@ func TestServeProduction(t *testing.T) {
 		before = append(before, id)
 	}
 
-	env := []string{
-		"MSGX_STORE_DSN=" + pgDSN,
-		"MSGX_MAILBOXES_SHARED_DSN=" + mariaDSN,
-		"MSGX_MAILBOXES_SHARED_TABLE=" + tableName,
-		"MSGX_MAILBOXES_SHARED_POLL_INTERVAL=100ms",
-		"MSGX_BROKERS_MAIN_SEEDS=" + strings.Join(seeds, ","),
-		"MSGX_ADMIN_LISTEN=127.0.0.1:0",
-		"MSGX_INGRESS_LISTEN=127.0.0.1:0",
-		"MSGX_ADMIN_READ_TOKEN=" + readTok,
-		"MSGX_ADMIN_OPERATOR_TOKEN=" + opTok,
-		"MSGX_STREAMS_SIS_PROCESSOR=test-only-flop",
-		"MSGX_STREAMS_SIS_POLL_INTERVAL=100ms",
-		"MSGX_RELAY_MAX_ATTEMPTS=1",
-		"MSGX_STORE_MAX_CONNS=8",
+	env := append(deps.env(),
 		"OTEL_TRACES_EXPORTER=otlp",
 		"OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
-		"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + ln.Addr().String(),
+		"OTEL_EXPORTER_OTLP_ENDPOINT=http://"+ln.Addr().String(),
 		"OTEL_BSP_SCHEDULE_DELAY=100",
-	}
+	)
 	svc := startService(t, bin, env)
-	cons := consume(t, ctx, seeds, "msg", "late")
+	cons := consume(t, ctx, seeds, "sis.msg", "sis.schd", "late")
+	db, err := store.Open(ctx, pgDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
 
-	// Traffic: 40 rows written to the mailbox, 20 messages and one malformed
-	// body posted to the ingress.
-	var want []string
-	for _, m := range msgs[2:42] {
+	// outcome is what each message sent must end as.
+	type outcome struct {
+		status inbox.Status
+		reason string
+	}
+	expect := map[int64]outcome{}
+	// Traffic: rows written to the mailbox, then messages posted to the
+	// ingress, a FLOP on a flight nobody knows and a malformed body.
+	var first []int64
+	for _, m := range msgs[:60] {
 		id, err := mb.Insert(ctx, m, time.Now(), mailbox.Meta{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		want = append(want, "sis:"+strconv.FormatInt(id, 10))
+		st, reason := expectedOutcome(t, m)
+		expect[id] = outcome{st, reason}
+		first = append(first, id)
 	}
 	post := func(body []byte) (int, string) {
 		resp, err := http.Post("http://"+svc.ingest+"/cminmsgs/send", "application/xml", bytes.NewReader(body))
@@ -363,26 +399,97 @@ func TestServeProduction(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	for _, m := range msgs[42:62] {
-		code, id := post(m)
-		if code != 200 {
+	postOK := func(body []byte) int64 {
+		code, id := post(body)
+		n, err := strconv.ParseInt(id, 10, 64)
+		if code != 200 || err != nil {
 			t.Fatalf("ingress: %d %s", code, id)
 		}
-		want = append(want, "sis:"+id)
+		return n
 	}
+	for _, m := range msgs[60:100] {
+		id := postOK(m)
+		st, reason := expectedOutcome(t, m)
+		expect[id] = outcome{st, reason}
+		first = append(first, id)
+	}
+	flop, err := traffic.Read("FLOP_ACFT_1.xml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unknown := strconv.FormatInt(900_000_000+base, 10)
+	flop = regexp.MustCompile(`<FLID>[^<]*</FLID>`).ReplaceAll(flop, []byte("<FLID>"+unknown+"</FLID>"))
+	flop = regexp.MustCompile(`<SEQN>[^<]*</SEQN>`).ReplaceAll(flop, []byte("<SEQN>"+strconv.FormatInt(base+500, 10)+"</SEQN>"))
+	noMatch := postOK(flop)
+	expect[noMatch] = outcome{inbox.Skipped, "no-match:unknown FLID " + unknown}
+	first = append(first, noMatch)
 	code, badID := post([]byte("<MSG><not closed"))
 	if code != 200 {
 		t.Fatalf("ingress of the malformed message: %d", code)
 	}
-	waitUntil(t, "60 events on Kafka", 90*time.Second, func() bool { return cons.count("msg") >= 60 })
-	for _, id := range want {
-		if !cons.has(id) {
-			t.Errorf("event %s never reached Kafka", id)
+	// settled waits until every message is terminal, then wants the
+	// outcome expected of each.
+	settled := func(what string, ids []int64) {
+		t.Helper()
+		rows := map[int64]inbox.Row{}
+		waitUntil(t, what, 90*time.Second, func() bool {
+			for _, id := range ids {
+				if rows[id].Status.Terminal() {
+					continue
+				}
+				r, err := inbox.Get(ctx, db, "sis", id)
+				if err != nil && !errors.Is(err, inbox.ErrNotFound) {
+					t.Fatal(err)
+				}
+				if !r.Status.Terminal() {
+					return false
+				}
+				rows[id] = r
+			}
+			return true
+		})
+		for _, id := range ids {
+			if r, want := rows[id], expect[id]; r.Status != want.status || r.Reason != want.reason {
+				t.Errorf("message %d (%s): %s %q, want %s %q", id, r.Kind, r.Status, r.Reason, want.status, want.reason)
+			}
 		}
 	}
+	settled("the first messages to be processed", first)
+	succeeded := 0
+	for _, id := range first {
+		if expect[id].status == inbox.Succeeded {
+			succeeded++
+		}
+	}
+	// Every msg event of the outbox reaches Kafka.
+	msgEvents := func() map[string]bool {
+		rows, err := db.Query(ctx, "SELECT event_id FROM msgx_outbox_sent WHERE topic = 'sis.msg' UNION ALL SELECT event_id FROM msgx_outbox WHERE topic = 'sis.msg'")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		out := map[string]bool{}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			out[id] = true
+		}
+		return out
+	}
+	waitUntil(t, "the msg events on Kafka", 90*time.Second, func() bool {
+		want := msgEvents()
+		for id := range want {
+			if !cons.has(id) {
+				return false
+			}
+		}
+		return len(want) > 0
+	})
 	for _, id := range before {
-		if cons.has("sis:" + strconv.FormatInt(id, 10)) {
-			t.Errorf("mailbox row %d, older than the start position, was processed", id)
+		if _, err := inbox.Get(ctx, db, "sis", id); !errors.Is(err, inbox.ErrNotFound) {
+			t.Errorf("mailbox row %d, older than the start position, was taken in: %v", id, err)
 		}
 	}
 
@@ -430,11 +537,6 @@ func TestServeProduction(t *testing.T) {
 
 	// An outbox dead letter: an event for a topic that does not exist yet,
 	// written the way a pipeline writes it; one attempt, then DEAD.
-	db, err := store.Open(ctx, pgDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
 	if err := db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
 		return outbox.Enqueue(ctx, tx, time.Now(), outbox.Event{ID: "late-1", Target: "kafka:msg", Topic: "late", Key: "k", Payload: []byte(`{}`)})
 	}); err != nil {
@@ -474,7 +576,7 @@ func TestServeProduction(t *testing.T) {
 	if err := db.QueryRow(ctx, "SELECT COUNT(*) FROM msgx_admin_audit WHERE source = 'outbox' AND NOT dry_run AND count = 1").Scan(&audits); err != nil || audits != 1 {
 		t.Errorf("audit of the replay: %d rows, %v", audits, err)
 	}
-	if out, err := cli(readTok, "flights"); err == nil || !strings.Contains(out, "not available: the SIS pipeline is not enabled") {
+	if out, err := cli(readTok, "flights", "--json"); err != nil || !strings.Contains(out, `"flights"`) {
 		t.Errorf("flights: %v %s", err, out)
 	}
 
@@ -482,7 +584,7 @@ func TestServeProduction(t *testing.T) {
 	waitUntil(t, "the processed marks", 60*time.Second, func() bool {
 		out, err := cli(readTok, "backfill", "status", "--json")
 		var bs []admin.BackfillStatus
-		return err == nil && json.Unmarshal([]byte(out), &bs) == nil && len(bs) == 1 && bs[0].Pending == 0 && marked(t, tableName) == 61
+		return err == nil && json.Unmarshal([]byte(out), &bs) == nil && len(bs) == 1 && bs[0].Pending == 0 && marked(t, tableName) == len(first)+1
 	})
 
 	// Metrics and readiness.
@@ -490,8 +592,10 @@ func TestServeProduction(t *testing.T) {
 		t.Errorf("readyz: %d %s", code, body)
 	}
 	_, metrics := svc.get(t, "/metrics", "")
-	for _, m := range []string{`msgx_inbox_settled_total{status="SUCCEEDED",stream="sis"} 60`, `msgx_outbox_published_total{target="kafka:msg"}`,
-		`msgx_broker_published_total{adapter="main",topic="msg"}`, `msgx_stream_dead{stream="sis"} 1`, `msgx_stream_backlog{stream="sis"} 0`} {
+	for _, m := range []string{fmt.Sprintf(`msgx_inbox_settled_total{status="SUCCEEDED",stream="sis"} %d`, succeeded),
+		fmt.Sprintf(`msgx_inbox_settled_total{status="SKIPPED",stream="sis"} %d`, len(first)-succeeded),
+		`msgx_outbox_published_total{target="kafka:msg"}`, `msgx_outbox_published_total{target="kafka:schd"}`,
+		`msgx_broker_published_total{adapter="main",topic="sis.msg"}`, `msgx_stream_dead{stream="sis"} 1`, `msgx_stream_backlog{stream="sis"} 0`} {
 		if !bytes.Contains(metrics, []byte(m)) {
 			t.Errorf("/metrics lacks %s", m)
 		}
@@ -503,21 +607,55 @@ func TestServeProduction(t *testing.T) {
 		}
 	}
 
-	// SIGTERM with work in flight: 40 more rows; whatever the first process
-	// did not finish, the next one does; none is lost.
-	var late []string
-	for _, m := range msgs[62:102] {
+	// SIGTERM with work in flight: the rest of the traffic; whatever the
+	// first process did not finish, the next one does; none is lost.
+	var late []int64
+	for _, m := range msgs[100:] {
 		id, err := mb.Insert(ctx, m, time.Now(), mailbox.Meta{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		late = append(late, "sis:"+strconv.FormatInt(id, 10))
+		st, reason := expectedOutcome(t, m)
+		expect[id] = outcome{st, reason}
+		late = append(late, id)
 	}
 	svc.stop(t)
 	svc = startService(t, bin, env)
-	waitUntil(t, "the rows in flight at SIGTERM on Kafka", 90*time.Second, func() bool {
-		for _, id := range late {
+	settled("the messages in flight at SIGTERM to be processed", append(first, late...))
+
+	// The flights as stored, and the newest sis.schd record of each: the
+	// compacted lane sends within its flush period.
+	flids := map[string]bool{}
+	for _, r := range cons.snapshot() {
+		if r.topic == "sis.msg" {
+			flids[r.key] = true
+		}
+	}
+	flights, err := sis.Read(ctx, db, slices.Collect(maps.Keys(flids)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(flights) != 4 || flights["15"] == nil || flights["15"].Status != sis.StatusDeleted || flights[unknown] != nil {
+		t.Errorf("flights stored: %v", slices.Collect(maps.Keys(flights)))
+	}
+	lastSchd := func() map[string]record {
+		out := map[string]record{}
+		for _, r := range cons.snapshot() {
+			if r.topic == "sis.schd" {
+				out[r.key] = r
+			}
+		}
+		return out
+	}
+	waitUntil(t, "every event on Kafka and the newest state of every flight on sis.schd", 90*time.Second, func() bool {
+		for id := range msgEvents() {
 			if !cons.has(id) {
+				return false
+			}
+		}
+		last := lastSchd()
+		for flid, f := range flights {
+			if r, ok := last[flid]; !ok || r.id != "sis:"+strconv.FormatInt(f.LastMsgID, 10)+":schd:"+flid {
 				return false
 			}
 		}
@@ -525,21 +663,79 @@ func TestServeProduction(t *testing.T) {
 	})
 	svc.stop(t)
 
-	cons.mu.Lock()
-	for flid, ids := range cons.order {
-		for i := 1; i < len(ids); i++ {
-			if ids[i] < ids[i-1] {
-				t.Errorf("flight %s: event of mailbox row %d after %d", flid, ids[i], ids[i-1])
-			}
+	// sis.msg: each event of the outbox once (a redelivery only with the
+	// same id, key and value), per flight in state version order.
+	want := msgEvents()
+	got := cons.distinct("sis.msg")
+	if len(got) != len(want) {
+		t.Errorf("sis.msg: %d distinct events on Kafka, %d msg events in the outbox", len(got), len(want))
+	}
+	for id := range want {
+		if !got[id] {
+			t.Errorf("msg event %s never reached Kafka", id)
 		}
 	}
-	rec := cons.byID[want[0]]
+	cons.mu.Lock()
+	if len(cons.dups) > 0 {
+		t.Errorf("event ids seen again with another key or value: %v", cons.dups)
+	}
 	cons.mu.Unlock()
+	seen := map[string]bool{}
+	version := map[string]int64{}
+	for _, r := range cons.snapshot() {
+		if r.topic != "sis.msg" || seen[r.id] {
+			continue
+		}
+		seen[r.id] = true
+		var ev sis.MsgEvent
+		if err := json.Unmarshal(r.value, &ev); err != nil {
+			t.Fatalf("sis.msg %s: %v", r.id, err)
+		}
+		if ev.FLID != r.key || ev.MsgID != eventMsgID(r.id) {
+			t.Errorf("sis.msg %s: key %s, event of flight %s message %d", r.id, r.key, ev.FLID, ev.MsgID)
+		}
+		if ev.StateVersion <= version[r.key] {
+			t.Errorf("flight %s: state version %d (%s) after %d", r.key, ev.StateVersion, r.id, version[r.key])
+		}
+		version[r.key] = ev.StateVersion
+		if slices.Contains(before, ev.MsgID) {
+			t.Errorf("mailbox row %d, older than the start position, was processed", ev.MsgID)
+		}
+	}
+	// sis.schd: the newest record of each flight is its stored state.
+	last := lastSchd()
+	for flid, f := range flights {
+		r := last[flid]
+		if f.Status == sis.StatusDeleted {
+			if r.value != nil {
+				t.Errorf("flight %s is deleted, its newest sis.schd record is not a tombstone: %s", flid, r.value)
+			}
+			continue
+		}
+		var ev sis.SchdEvent
+		if err := json.Unmarshal(r.value, &ev); err != nil {
+			t.Fatalf("sis.schd %s: %v", r.id, err)
+		}
+		if ev.FLID != flid || ev.OperationDay != f.OperationDay || ev.Status != f.Status || ev.StateVersion != f.Version ||
+			ev.LastMsgID != f.LastMsgID || !maps.Equal(ev.Fields, f.Fields) || !sameJSON(t, ev.Collections, f.Collections) {
+			t.Errorf("flight %s: the newest sis.schd record\n%s\nis not the stored state %+v", flid, r.value, *f)
+		}
+		if version[flid] != f.Version {
+			t.Errorf("flight %s: version %d stored, %d on sis.msg", flid, f.Version, version[flid])
+		}
+	}
 
 	// The trace: ingest and processing spans, and the relay's send continuing
 	// the processing span's trace, whose context the Kafka record carries.
+	var rec record
+	for _, r := range cons.snapshot() {
+		if r.topic == "sis.msg" && eventMsgID(r.id) == first[0] {
+			rec = r
+			break
+		}
+	}
 	var traceparent string
-	for _, h := range rec.Headers {
+	for _, h := range rec.headers {
 		if h.Key == "traceparent" {
 			traceparent = string(h.Value)
 		}
@@ -562,9 +758,122 @@ func TestServeProduction(t *testing.T) {
 	if p, ok := byID[send.parent]; !ok || p.name != "msgx.inbox.process" || p.trace != send.trace {
 		t.Errorf("the send span's parent is not the processing span of its trace: %+v", p)
 	}
-	if names["msgx.ingest"] < 21 {
+	if names["msgx.ingest"] < 42 {
 		t.Errorf("ingest spans: %d, want one per request", names["msgx.ingest"])
 	}
+}
+
+// msgxBin is the binary the tests run, built once for all of them.
+var msgxBin struct {
+	once      sync.Once
+	dir, path string
+	err       error
+}
+
+// TestMain removes the binary the tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if msgxBin.dir != "" {
+		_ = os.RemoveAll(msgxBin.dir)
+	}
+	os.Exit(code)
+}
+
+// buildMsgx builds the binary (once per test process) and returns its path.
+func buildMsgx(t *testing.T) string {
+	t.Helper()
+	msgxBin.once.Do(func() {
+		start := time.Now()
+		if msgxBin.dir, msgxBin.err = os.MkdirTemp("", "msgx-test-bin-"); msgxBin.err != nil {
+			return
+		}
+		msgxBin.path = filepath.Join(msgxBin.dir, "msgx")
+		// No symbol table or DWARF: the link, most of the build's time, is shorter.
+		args := []string{"build", "-ldflags=-s -w", "-o", msgxBin.path}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		if out, err := exec.Command("go", append(args, ".")...).CombinedOutput(); err != nil {
+			msgxBin.err = fmt.Errorf("go build: %w\n%s", err, out)
+			return
+		}
+		t.Logf("built the binary in %s", time.Since(start).Round(time.Millisecond))
+	})
+	if msgxBin.err != nil {
+		t.Fatal(msgxBin.err)
+	}
+	return msgxBin.path
+}
+
+// prodDeps is what the sample production configuration runs on: a fresh
+// PostgreSQL schema, a MariaDB mailbox table of the test's own and a Kafka
+// (kfake) with the topic "sis.msg".
+type prodDeps struct {
+	pgDSN, table string
+	mb           *mailbox.Table
+	seeds        []string
+}
+
+func newProdDeps(t *testing.T, ctx context.Context) *prodDeps {
+	t.Helper()
+	d := &prodDeps{}
+	_, d.pgDSN = storetest.NewSchema(t)
+	var rnd [4]byte
+	_, _ = rand.Read(rnd[:])
+	d.table = "cminmsgs_e2e_" + hex.EncodeToString(rnd[:])
+	var err error
+	if d.mb, err = mailbox.OpenMySQL(ctx, mariaDSN, mailbox.WithTable(d.table)); err != nil {
+		t.Fatalf("MariaDB: %v", err)
+	}
+	if err := d.mb.Create(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.mb.Drop(context.Background()); _ = d.mb.Close() })
+	kf, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "sis.msg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kf.Close)
+	d.seeds = kf.ListenAddrs()
+	return d
+}
+
+// env points the sample configuration at them, with both admin tokens and
+// one relay attempt (a failed send is dead at once).
+func (d *prodDeps) env() []string {
+	return []string{
+		"MSGX_STORE_DSN=" + d.pgDSN,
+		"MSGX_MAILBOXES_SHARED_DSN=" + mariaDSN,
+		"MSGX_MAILBOXES_SHARED_TABLE=" + d.table,
+		"MSGX_MAILBOXES_SHARED_POLL_INTERVAL=100ms",
+		"MSGX_BROKERS_MAIN_SEEDS=" + strings.Join(d.seeds, ","),
+		"MSGX_ADMIN_LISTEN=127.0.0.1:0",
+		"MSGX_INGRESS_LISTEN=127.0.0.1:0",
+		"MSGX_ADMIN_READ_TOKEN=" + readTok,
+		"MSGX_ADMIN_OPERATOR_TOKEN=" + opTok,
+		"MSGX_STREAMS_SIS_POLL_INTERVAL=100ms",
+		"MSGX_RELAY_MAX_ATTEMPTS=1",
+		"MSGX_STORE_MAX_CONNS=8",
+	}
+}
+
+// sameJSON says whether a and b encode to the same JSON value.
+func sameJSON(t *testing.T, a, b any) bool {
+	t.Helper()
+	var va, vb any
+	for _, p := range []struct {
+		in  any
+		out *any
+	}{{a, &va}, {b, &vb}} {
+		raw, err := json.Marshal(p.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(raw, p.out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return reflect.DeepEqual(va, vb)
 }
 
 func mustClient(t *testing.T, seeds []string) *kgo.Client {

@@ -174,7 +174,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	res := Result{Messages: len(msgs), ByStatus: map[inbox.Status]int{}, Reasons: map[string]int{},
 		Consumed: map[string]int{}}
 	var mu sync.Mutex
-	for _, topic := range []string{proc.Config().MsgTopic, proc.Config().SchdTopic} {
+	for _, topic := range []string{proc.Config().MsgTopic, proc.Config().SchdTopic, proc.Config().RefTopic} {
 		if _, err := b.Listen(ctx, broker.Subscription{Topic: topic, Group: "demo-consumer", Concurrency: 4},
 			func(_ context.Context, d *broker.Delivery) error {
 				mu.Lock()
@@ -264,7 +264,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if _, err := relay.Flush(ctx); err != nil {
 		return Result{}, fmt.Errorf("demo: relay: %w", err)
 	}
-	for _, target := range []string{sis.TargetMsg, sis.TargetSchd} {
+	for _, target := range []string{sis.TargetMsg, sis.TargetSchd, sis.TargetRef} {
 		dead, err := outbox.ListDead(ctx, db, target, 0, 100)
 		if err != nil {
 			return Result{}, err

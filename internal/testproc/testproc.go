@@ -2,8 +2,8 @@
 // product pipeline: it reads the head of a SIS FLOP message the way the
 // inbox benchmark does (identity SNDR|TYPE|STYP|SEQN, FLID) and writes one
 // outbox event per message, keyed by FLID and carrying the processing
-// span's trace context. Until the SIS pipeline is part of the build, it lets
-// the service's own tests drive real traffic through every component.
+// span's trace context. The app package's tests register it to exercise the
+// wiring without depending on a business pipeline.
 package testproc
 
 import (

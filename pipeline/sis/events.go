@@ -1,13 +1,17 @@
 package sis
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/internal/tracing"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/pipeline/sis/sisxml"
 	"github.com/msgx/msgx/store"
@@ -64,8 +68,9 @@ type SchdHead struct {
 // eventPair is the events of one changed flight.
 type eventPair struct{ msg, schd outbox.Event }
 
-// events builds the two events of a changed flight.
-func (p *Processor) events(msg *inbox.Message, m *sisxml.Message, c change) (eventPair, error) {
+// events builds the two events of a changed flight; headers (the trace
+// context, or nil) travel with both.
+func (p *Processor) events(msg *inbox.Message, m *sisxml.Message, c change, headers map[string]string) (eventPair, error) {
 	f := c.f
 	me := MsgEvent{
 		Schema: SchemaMsg, MsgID: msg.ID, Identity: msg.Identity, Kind: m.Meta.Kind(),
@@ -80,9 +85,9 @@ func (p *Processor) events(msg *inbox.Message, m *sisxml.Message, c change) (eve
 	}
 	id := msg.Stream + ":" + strconv.FormatInt(msg.ID, 10) + ":"
 	ev := eventPair{
-		msg: outbox.Event{ID: id + "msg:" + f.FLID, Target: TargetMsg, Topic: p.cfg.MsgTopic, Key: f.FLID, Payload: mb},
+		msg: outbox.Event{ID: id + "msg:" + f.FLID, Target: TargetMsg, Topic: p.cfg.MsgTopic, Key: f.FLID, Payload: mb, Headers: headers},
 	}
-	ev.schd = outbox.Event{ID: id + "schd:" + f.FLID, Target: TargetSchd, Topic: p.cfg.SchdTopic, Key: f.FLID}
+	ev.schd = outbox.Event{ID: id + "schd:" + f.FLID, Target: TargetSchd, Topic: p.cfg.SchdTopic, Key: f.FLID, Headers: headers}
 	if c.deleted {
 		ev.schd.Type = outbox.Tombstone
 		return ev, nil
@@ -150,4 +155,14 @@ func (p *Processor) eventStatements(d store.Dialect, msg *inbox.Message, pairs [
 func sortedUnique(s []string) []string {
 	slices.Sort(s)
 	return slices.Compact(s)
+}
+
+// traceHeaders carries the processing span's trace context into the events,
+// so that the relay's send, and the consumers beyond it, continue the trace
+// (W3C traceparent). Without a span there is nothing to carry.
+func traceHeaders(ctx context.Context) map[string]string {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return nil
+	}
+	return tracing.Inject(ctx, nil)
 }

@@ -16,13 +16,14 @@ const eventsDoc = "../../docs/events.md"
 
 // TestEventsDocExamples keeps the examples of docs/events.md true: they are
 // the events the processor writes for real fixtures (the schedule, a GTDT
-// and an FDEL of flight 15). MSGX_UPDATE_DOCS=1 rewrites them.
+// and an FDEL of flight 15, a reference ADD). MSGX_UPDATE_DOCS=1 rewrites them.
 func TestEventsDocExamples(t *testing.T) {
 	h := newHarness(t, storetest.NewSQLite(t), sis.Config{})
 	gtdt := replace(t, fixture(t, "FLOP_GTDT_1.xml"), "<FLID>121112312</FLID>", "<FLID>15</FLID>")
 	h.ok(fixture(t, "SCHD_DNLD_1.xml"))
 	h.ok(gtdt)
 	h.ok(fixture(t, "FLOP_FDEL_1.xml"))
+	h.ok(fixture(t, "ABDG_ADD_1.xml"))
 	evs := h.events()
 	pick := func(id string) event {
 		for _, e := range evs {
@@ -40,6 +41,7 @@ func TestEventsDocExamples(t *testing.T) {
 		{"`" + sis.TargetSchd + "` — flight 15 after it", "sis:2:schd:15"},
 		{"`" + sis.TargetMsg + "` — the schedule (`SCHD_DNLD_1.xml`) as it concerns flight 16, message 1", "sis:1:msg:16"},
 		{"`" + sis.TargetMsg + "` — the FDEL (`FLOP_FDEL_1.xml`), message 3", "sis:3:msg:15"},
+		{"`" + sis.TargetRef + "` — the airbridge added by `ABDG_ADD_1.xml`, message 4", "sis:4:ref:ABDG:213"},
 	} {
 		e := pick(ex.id)
 		var pretty bytes.Buffer

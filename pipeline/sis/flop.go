@@ -140,6 +140,7 @@ func (p *Processor) write(ctx context.Context, tx store.Tx, msg *inbox.Message, 
 	}
 	var stmts []store.Stmt
 	events := make([]eventPair, 0, len(changes))
+	trace := traceHeaders(ctx)
 	for _, c := range changes {
 		c.f.LastMsgID = msg.ID
 		if c.old == nil {
@@ -156,7 +157,7 @@ func (p *Processor) write(ctx context.Context, tx store.Tx, msg *inbox.Message, 
 			}
 			stmts = append(stmts, st...)
 		}
-		ev, err := p.events(msg, m, c)
+		ev, err := p.events(msg, m, c, trace)
 		if err != nil {
 			return fmt.Errorf("sis: events of %s: %w", c.f.FLID, err)
 		}

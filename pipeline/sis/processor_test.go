@@ -58,17 +58,13 @@ func TestEveryFixtureIsHandled(t *testing.T) {
 			switch {
 			case typ == "REGN":
 				want = inbox.Skip("ignored:" + strings.Join(strings.Split(strings.TrimSuffix(name, ".xml"), "_")[:2], "/"))
-			case typ == "SCHS":
-				want = inbox.Skip("not-yet-supported:schs")
-			case typ != "FLOP" && typ != "SCHD":
-				want = inbox.Skip("not-yet-supported:reference")
 			}
 			if out != want {
 				t.Errorf("%s: %+v, want %+v", name, out, want)
 			}
 			counts[string(out.Status)]++
 		}
-		if counts["SUCCEEDED"] != 71 || counts["SKIPPED"] != 100 {
+		if counts["SUCCEEDED"] != 166 || counts["SKIPPED"] != 5 {
 			t.Errorf("outcomes %v", counts)
 		}
 		flids := []string{"15", "16", "121112312", "7610151"}
@@ -328,7 +324,7 @@ func TestRequestGuardAndIgnoreList(t *testing.T) {
 		if out := guarded.ok(resp); out != inbox.Skip("no-match:no-open-request") {
 			t.Fatalf("guarded RESP: %+v", out)
 		}
-		if out := guarded.ok(fixture(t, "REGN_ADD_1.xml")); out != inbox.Skip("not-yet-supported:reference") {
+		if out := guarded.ok(fixture(t, "REGN_ADD_1.xml")); out != inbox.Done() {
 			t.Fatalf("REGN with a list without it: %+v", out)
 		}
 		h := newHarness(t, db, sis.Config{})
@@ -499,4 +495,36 @@ func TestGBKBytes(t *testing.T) {
 			t.Fatalf("services %v", s)
 		}
 	})
+}
+
+// TestIdentityDayBoundary: with identity.include-day-boundary the DTTM date
+// joins the identity, so the same SEQN on another day is another message;
+// without it, it is the same identity.
+func TestIdentityDayBoundary(t *testing.T) {
+	msg := fixture(t, "FLOP_GTDT_1.xml")
+	dttm := regexp.MustCompile(`<DTTM>(\d{8})`).FindSubmatch(msg)
+	if dttm == nil {
+		t.Fatal("no DTTM")
+	}
+	nextDay := replace(t, msg, "<DTTM>"+string(dttm[1]), "<DTTM>"+"20991231")
+	for _, on := range []bool{false, true} {
+		p, err := sis.NewProcessor(sis.Config{IncludeDayBoundary: on})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := p.Decode(msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := p.Decode(nextDay)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (a.Identity != b.Identity) != on {
+			t.Errorf("include-day-boundary %v: identities %q and %q", on, a.Identity, b.Identity)
+		}
+		if on && !strings.HasSuffix(a.Identity, "|"+string(dttm[1])) {
+			t.Errorf("identity %q lacks the date %s", a.Identity, dttm[1])
+		}
+	}
 }

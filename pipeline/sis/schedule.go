@@ -2,6 +2,7 @@ package sis
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -72,10 +73,27 @@ func (p *Processor) schedule(ctx context.Context, tx store.Tx, msg *inbox.Messag
 		}
 		changes = append(changes, change{f: f, old: old, record: r.elem, touched: touched})
 	}
+	if snapshot {
+		if err := logSnapshot(ctx, tx, msg, m, recs, len(changes)); err != nil {
+			return inbox.Outcome{}, false, err
+		}
+	}
 	if len(changes) == 0 {
 		return inbox.Done(), false, nil
 	}
 	return inbox.Done(), true, p.write(ctx, tx, msg, m, changes)
+}
+
+// logSnapshot notes an applied snapshot in sis_snap_log (SCHD_SNAP_LOG).
+func logSnapshot(ctx context.Context, tx store.Tx, msg *inbox.Message, m *sisxml.Message, recs []record, changed int) error {
+	q, err := queries.For(tx.Dialect())
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, q.Get("LogSnapshot"), msg.ID, m.Meta.Kind(), recs[0].day, len(recs), changed, msg.Now); err != nil {
+		return fmt.Errorf("sis: snapshot log: %w", err)
+	}
+	return nil
 }
 
 // records validates the packet and returns its flight records.

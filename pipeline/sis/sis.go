@@ -40,18 +40,23 @@ const (
 	// TargetSchd carries the newest full state of a flight, keyed by FLID
 	// (a tombstone when it is deleted); relay it in a compacted lane.
 	TargetSchd = "kafka:schd"
+	// TargetRef carries one event per reference record added, changed or
+	// deleted, keyed by RTYPE:RKEY; relay it in a per-key lane.
+	TargetRef = "kafka:ref"
 )
 
 // Event schemas, the "schema" field of every event payload.
 const (
 	SchemaMsg  = "msgx.sis.msg/v1"
 	SchemaSchd = "msgx.sis.schd/v1"
+	SchemaRef  = "msgx.sis.ref/v1"
 )
 
 // Defaults.
 const (
 	DefaultMsgTopic    = "sis.msg"
 	DefaultSchdTopic   = "sis.schd"
+	DefaultRefTopic    = "sis.ref"
 	DefaultFlushPeriod = 3 * time.Second
 	DefaultFlushLimit  = 500
 )
@@ -60,9 +65,9 @@ const (
 // SKIPPED with reason ignored:<kind>.
 var DefaultIgnore = []string{"LDM", "REGN", "RSTA", "EROR"}
 
-// ReferenceTypes are the reference-data message types. Their processing
-// (REF_MASTER) comes with the request coordinator; until then they are
-// SKIPPED with reason not-yet-supported:reference.
+// ReferenceTypes are the reference-data message types, kept in
+// sis_ref_master (RTYPE, RKEY). REGN is one of them but is on the default
+// ignore list, which wins.
 var ReferenceTypes = []string{"ABDG", "ABNR", "AIRC", "AIRL", "ARPT", "BLST", "CHLT", "CITY", "CLST",
 	"COUL", "DLYL", "FLTL", "GLST", "HLTR", "ORGN", "PLST", "REGL", "REGN", "SLST", "STTS", "TLST", "VIPL", "VIPS"}
 
@@ -75,20 +80,28 @@ type Config struct {
 	// TYPE/STYP ("REGN/UPD"). Nil means DefaultIgnore; an empty non-nil
 	// list ignores nothing.
 	Ignore []string
-	// RequestGuard, when true, accepts a SCHD RESP only as the answer to an
-	// open request. Requests are not tracked yet, so with the guard on every
-	// RESP is SKIPPED (no-match:no-open-request). Off (the default, and the
+	// RequestGuard, when true, accepts a RESP (SCHD or reference data)
+	// only as the answer to an open request of its type (see Coordinator):
+	// otherwise it is SKIPPED no-match:…. Off (the default, and the
 	// behaviour of the system msgx replaces), a RESP is a snapshot like DNLD.
 	RequestGuard bool
-	// MsgTopic and SchdTopic are the broker topics of the two targets
-	// (defaults sis.msg and sis.schd).
-	MsgTopic, SchdTopic string
+	// RequestSkew tolerates a RESP whose DTTM is up to this much before its
+	// request was sent (clock skew between the AODB and msgx); such a match
+	// is logged and noted on the request. Default 0: none.
+	RequestSkew time.Duration
+	// MsgTopic, SchdTopic and RefTopic are the broker topics of the three
+	// targets (defaults sis.msg, sis.schd and sis.ref).
+	MsgTopic, SchdTopic, RefTopic string
 	// SchdFlushPeriod and SchdFlushLimit shape the compacted schd lane
 	// (schd.flush-period, schd.flush-limit; defaults 3 s and 500).
 	SchdFlushPeriod time.Duration
 	SchdFlushLimit  int
 	// MaxBytes bounds a payload (default: the codec's).
 	MaxBytes int
+	// IncludeDayBoundary adds the DTTM date (yyyyMMdd) to the identity
+	// (identity.include-day-boundary): for senders whose SEQN restarts
+	// every day, so that today's SEQN 1 is not a duplicate of yesterday's.
+	IncludeDayBoundary bool
 }
 
 func (c *Config) defaults() {
@@ -104,6 +117,9 @@ func (c *Config) defaults() {
 	if c.SchdTopic == "" {
 		c.SchdTopic = DefaultSchdTopic
 	}
+	if c.RefTopic == "" {
+		c.RefTopic = DefaultRefTopic
+	}
 	if c.SchdFlushPeriod <= 0 {
 		c.SchdFlushPeriod = DefaultFlushPeriod
 	}
@@ -112,15 +128,17 @@ func (c *Config) defaults() {
 	}
 }
 
-// RelayTargets returns the relay options of the two targets, publishing
-// through pub (a *broker.Broker): the msg target in a per-key lane, the schd
-// target in a compacted lane with the configured flush period and limit.
+// RelayTargets returns the relay options of the three targets, publishing
+// through pub (a *broker.Broker): the msg and ref targets in per-key lanes,
+// the schd target in a compacted lane with the configured flush period and
+// limit.
 func RelayTargets(pub outbox.Publisher, cfg Config) []outbox.Option {
 	cfg.defaults()
 	return []outbox.Option{
 		outbox.Target(TargetMsg, pub, outbox.PerKey),
 		outbox.Target(TargetSchd, pub, outbox.Compacted,
 			outbox.FlushPeriod(cfg.SchdFlushPeriod), outbox.FlushLimit(cfg.SchdFlushLimit)),
+		outbox.Target(TargetRef, pub, outbox.PerKey),
 	}
 }
 
@@ -184,7 +202,8 @@ func (p *Processor) Config() Config { return p.cfg }
 
 // Decode implements inbox.Processor: the codec's classification carries
 // over (MALFORMED goes DEAD, CODEC_ERROR is retried). Identity is
-// SNDR|TYPE|STYP|SEQN, kind TYPE/STYP.
+// SNDR|TYPE|STYP|SEQN (|yyyyMMdd of DTTM with IncludeDayBoundary), kind
+// TYPE/STYP.
 func (p *Processor) Decode(payload []byte) (inbox.Decoded, error) {
 	// A payload read from a text column (the mailbox's CLOB) or received as
 	// text is UTF-8 whatever its declaration says: the transport transcoded
@@ -203,8 +222,13 @@ func (p *Processor) Decode(payload []byte) (inbox.Decoded, error) {
 	p.cache.note(m)
 	p.mu.Unlock()
 	meta := m.Meta
+	identity := meta.Sender + "|" + meta.Type + "|" + meta.Subtype + "|" + strconv.FormatInt(meta.Seq, 10)
+	if p.cfg.IncludeDayBoundary {
+		// The date as the sender wrote it (its own day), not converted.
+		identity += "|" + meta.SentRaw[:8]
+	}
 	return inbox.Decoded{
-		Identity: meta.Sender + "|" + meta.Type + "|" + meta.Subtype + "|" + strconv.FormatInt(meta.Seq, 10),
+		Identity: identity,
 		Kind:     meta.Kind(),
 		Value:    m,
 	}, nil
@@ -255,7 +279,7 @@ func (p *Processor) dispatch(ctx context.Context, tx store.Tx, msg *inbox.Messag
 	switch {
 	case typ == "SCHD" && (styp == "DNLD" || styp == "RESP"):
 		if styp == "RESP" && p.cfg.RequestGuard {
-			return inbox.Skip("no-match:no-open-request"), false, nil
+			return p.guarded(ctx, tx, msg, m, func() (inbox.Outcome, bool, error) { return p.schedule(ctx, tx, msg, m, true) })
 		}
 		return p.schedule(ctx, tx, msg, m, true)
 	case typ == "SCHD" && styp == "ADFT":
@@ -268,9 +292,12 @@ func (p *Processor) dispatch(ctx context.Context, tx store.Tx, msg *inbox.Messag
 		}
 		return p.flop(ctx, tx, msg, m)
 	case p.ref[typ] && slices.Contains([]string{"DNLD", "RESP", "ADD", "UPD", "DEL"}, styp):
-		return inbox.Skip("not-yet-supported:reference"), false, nil
+		if styp == "RESP" && p.cfg.RequestGuard {
+			return p.guarded(ctx, tx, msg, m, func() (inbox.Outcome, bool, error) { return p.reference(ctx, tx, msg, m) })
+		}
+		return p.reference(ctx, tx, msg, m)
 	case typ == "SCHS" && (styp == "DNLD" || styp == "RESP"):
-		return inbox.Skip("not-yet-supported:schs"), false, nil
+		return p.season(ctx, tx, msg, m)
 	}
 	return inbox.Outcome{}, false, inbox.Failf(inbox.Unsupported, "sis: no processor for %s", kind)
 }

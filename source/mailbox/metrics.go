@@ -1,6 +1,16 @@
 package mailbox
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/msgx/msgx/inbox"
+)
+
+// Kinds of msgx_mailbox_anomalies_total.
+const (
+	anomalyIncrement = "auto_increment_increment"
+	anomalyBackwards = "ids_backwards"
+)
 
 // pollerMetrics are the poller's metrics; the Poller is their Collector.
 // How long a gap has been open is not among them: the service reports it
@@ -18,7 +28,7 @@ type pollerMetrics struct {
 
 func newPollerMetrics(stream string) *pollerMetrics {
 	labels := prometheus.Labels{"stream": stream}
-	return &pollerMetrics{
+	m := &pollerMetrics{
 		gapsPermanent: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "msgx_mailbox_gaps_permanent_total", ConstLabels: labels,
 			Help: "Gaps declared permanent after the max commit delay.",
@@ -49,6 +59,15 @@ func newPollerMetrics(stream string) *pollerMetrics {
 			Help: "Mailbox misconfigurations and rewinds detected, by kind (alert on any).",
 		}, []string{"kind"}),
 	}
+	// Every label value exists from the start, at zero, so that alert rules
+	// on increase() see the first occurrence.
+	for _, a := range []inbox.LateAction{inbox.LateTaken, inbox.LateRefused} {
+		m.late.WithLabelValues(string(a))
+	}
+	for _, kind := range []string{anomalyIncrement, anomalyBackwards} {
+		m.anomalies.WithLabelValues(kind)
+	}
+	return m
 }
 
 func (m *pollerMetrics) collectors() []prometheus.Collector {

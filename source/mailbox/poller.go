@@ -333,7 +333,7 @@ func (p *Poller) checkStep(ctx context.Context) error {
 		return err
 	}
 	if step > 1 {
-		p.m.anomalies.WithLabelValues("auto_increment_increment").Inc()
+		p.m.anomalies.WithLabelValues(anomalyIncrement).Inc()
 		return fmt.Errorf("%w (it is %d)", ErrAutoIncrementStep, step)
 	}
 	return nil
@@ -348,7 +348,7 @@ func (p *Poller) checkRewound(ctx context.Context, watermark int64) error {
 		return err
 	}
 	if max < watermark {
-		p.m.anomalies.WithLabelValues("ids_backwards").Inc()
+		p.m.anomalies.WithLabelValues(anomalyBackwards).Inc()
 		return fmt.Errorf("%w: newest id %d, watermark %d", ErrRewound, max, watermark)
 	}
 	return nil

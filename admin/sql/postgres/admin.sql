@@ -44,3 +44,14 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 -- name: Now
 -- Ages are measured against the database's clock, which every instance shares.
 SELECT statement_timestamp()
+
+-- name: Payload
+-- The first $3 bytes of a message's payload, and its full length.
+SELECT substring(payload from 1 for $3), COALESCE(length(payload), 0) FROM msgx_inbox WHERE stream = $1 AND msg_id = $2
+
+-- name: GapList
+-- Permanent gaps the poller declared, newest first, with the late rows that
+-- showed up in them afterwards.
+SELECT g.id, g.stream, g.from_id, g.to_id, g.first_seen_at, g.declared_at,
+       (SELECT COUNT(*) FROM msgx_inbox_late l WHERE l.stream = g.stream AND l.gap_id = g.id)
+FROM msgx_inbox_gap g WHERE g.stream = $1 ORDER BY g.declared_at DESC, g.id DESC LIMIT $2

@@ -1,0 +1,281 @@
+package console
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/msgx/msgx/admin"
+)
+
+// payloadLimit bounds the payload a dead letter's page shows.
+const payloadLimit = 64 << 10
+
+// replayLimit bounds what one replay from the console selects.
+const replayLimit = 1000
+
+// fail renders an admin error: a refusal with its own status (501 for a
+// query no pipeline provides), else 500.
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, s session, err error) {
+	status := admin.ErrorStatus(err)
+	if status >= 500 && status != http.StatusNotImplemented {
+		c.log.Error("console: request failed", "path", r.URL.Path, "err", err)
+	}
+	c.render(w, r, status, "error", s, map[string]any{"Title": http.StatusText(status), "Error": err.Error()})
+}
+
+func (c *Console) overviewData(ctx context.Context) (map[string]any, error) {
+	st, err := c.adm.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	checks, ready := c.adm.Ready(ctx)
+	var brokers, others []admin.CheckResult
+	for _, ch := range checks {
+		if name, ok := strings.CutPrefix(ch.Name, "broker "); ok {
+			ch.Name = name
+			brokers = append(brokers, ch)
+		} else {
+			others = append(others, ch)
+		}
+	}
+	return map[string]any{"Status": st, "Brokers": brokers, "Checks": others, "Ready": ready, "Charts": c.charts()}, nil
+}
+
+func (c *Console) overview(ctx context.Context, w http.ResponseWriter, r *http.Request, s session) {
+	d, err := c.overviewData(ctx)
+	if err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "overview", s, d)
+}
+
+func (c *Console) overviewFragment(ctx context.Context, w http.ResponseWriter, r *http.Request, s session) {
+	d, err := c.overviewData(ctx)
+	if err != nil {
+		http.Error(w, err.Error(), admin.ErrorStatus(err))
+		return
+	}
+	c.fragment(w, http.StatusOK, "overview", "body", s, d)
+}
+
+// parseTime reads a filter's time: RFC 3339 or the form's local-time
+// input, taken as UTC.
+func parseTime(v string) (time.Time, bool) {
+	for _, layout := range []string{time.RFC3339, "2006-01-02T15:04", "2006-01-02T15:04:05", "2006-01-02"} {
+		if t, err := time.Parse(layout, v); err == nil {
+			return t, true
+		}
+	}
+	return time.Time{}, false
+}
+
+func (c *Console) deadList(ctx context.Context, w http.ResponseWriter, r *http.Request, s session) {
+	q := r.URL.Query()
+	f := admin.DeadFilter{Source: q.Get("source"), Stream: q.Get("stream"), Class: strings.ToUpper(q.Get("class")), Target: q.Get("target"), Limit: 1000}
+	data := map[string]any{"F": q, "Streams": c.adm.StreamNames(), "Targets": c.adm.TargetNames(),
+		"Classes": []string{"CODEC_ERROR", "UNSUPPORTED", "INFRA", "EXHAUSTED", "MALFORMED", "BUSINESS"}}
+	var since, until time.Time
+	for name, dst := range map[string]*time.Time{"since": &since, "until": &until} {
+		if v := q.Get(name); v != "" {
+			t, ok := parseTime(v)
+			if !ok {
+				c.render(w, r, http.StatusBadRequest, "error", s, map[string]any{"Title": "Bad filter", "Error": name + ": " + strconv.Quote(v) + " is not a time (2026-12-01T03:00)"})
+				return
+			}
+			*dst = t
+		}
+	}
+	// A class filters the inbox only, a target the outbox only.
+	if f.Class != "" && f.Source == "" {
+		f.Source = "inbox"
+	}
+	if f.Target != "" && f.Source == "" {
+		f.Source = "outbox"
+	}
+	dl, err := c.adm.DeadLetters(ctx, f)
+	if err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	in := func(t time.Time) bool {
+		return (since.IsZero() || !t.Before(since)) && (until.IsZero() || t.Before(until))
+	}
+	var inb []admin.DeadMessage
+	anyReplayable := false
+	for _, m := range dl.Inbox {
+		if in(m.ReceivedAt) {
+			inb = append(inb, m)
+			anyReplayable = anyReplayable || m.Replayable
+		}
+	}
+	data["AnyReplayable"] = anyReplayable
+	var outb []admin.DeadEvent
+	for _, e := range dl.Outbox {
+		if in(e.CreatedAt) {
+			outb = append(outb, e)
+		}
+	}
+	data["Inbox"], data["Outbox"] = inb, outb
+	c.render(w, r, http.StatusOK, "dead", s, data)
+}
+
+func (c *Console) deadInbox(ctx context.Context, w http.ResponseWriter, r *http.Request, s session) {
+	stream := r.PathValue("stream")
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil {
+		c.refuse(w, r, http.StatusBadRequest, "not a message id")
+		return
+	}
+	d, err := c.adm.DeadInbox(ctx, stream, id)
+	if err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	b, size, err := c.adm.Payload(ctx, stream, id, payloadLimit)
+	if err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	text := string(b)
+	binary := !utf8.Valid(b)
+	if binary {
+		text = strings.ToValidUTF8(text, "\uFFFD")
+	}
+	c.render(w, r, http.StatusOK, "deadinbox", s, map[string]any{"D": d, "Payload": text, "Size": size, "Shown": len(b),
+		"Cut": len(b) < size, "NotUTF8": binary})
+}
+
+func (c *Console) deadOutbox(ctx context.Context, w http.ResponseWriter, r *http.Request, s session) {
+	e, err := c.adm.DeadOutbox(ctx, r.PathValue("event"))
+	if err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "deadoutbox", s, map[string]any{"E": e})
+}
+
+// replayRequest reads a replay's selection from a query or form.
+func replayRequest(v url.Values) admin.ReplayRequest {
+	req := admin.ReplayRequest{Source: v.Get("source"), Stream: v.Get("stream"), Class: strings.ToUpper(v.Get("class")),
+		Target: v.Get("target"), Reason: strings.TrimSpace(v.Get("reason")), Limit: replayLimit}
+	for _, f := range v["ids"] {
+		req.IDs = append(req.IDs, strings.FieldsFunc(f, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' })...)
+	}
+	if req.Source == "" {
+		req.Source = "inbox"
+	}
+	return req
+}
+
+func (c *Console) replayForm(_ context.Context, w http.ResponseWriter, r *http.Request, s session) {
+	req := replayRequest(r.URL.Query())
+	c.render(w, r, http.StatusOK, "replay", s, map[string]any{"R": req, "IDs": strings.Join(req.IDs, ","),
+		"Streams": c.adm.StreamNames(), "Targets": c.adm.TargetNames()})
+}
+
+func (c *Console) replayPreview(w http.ResponseWriter, r *http.Request, s session) {
+	req := replayRequest(r.PostForm)
+	req.DryRun = true
+	ctx, cancel := context.WithTimeout(r.Context(), c.timeout)
+	defer cancel()
+	res, err := c.adm.Replay(ctx, s.actor(), req)
+	if err != nil {
+		status := admin.ErrorStatus(err)
+		c.render(w, r, status, "replay", s, map[string]any{"R": req, "IDs": strings.Join(req.IDs, ","), "Error": err.Error(),
+			"Streams": c.adm.StreamNames(), "Targets": c.adm.TargetNames()})
+		return
+	}
+	c.render(w, r, http.StatusOK, "replayresult", s, map[string]any{"R": req, "Res": res, "IDs": strings.Join(res.Replayed, ",")})
+}
+
+func (c *Console) replayRun(w http.ResponseWriter, r *http.Request, s session) {
+	req := replayRequest(r.PostForm)
+	// The confirmation replays exactly the ids the dry run showed.
+	req.Class, req.Target = "", ""
+	if len(req.IDs) == 0 {
+		c.refuse(w, r, http.StatusBadRequest, "nothing selected to replay: run the dry run first")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), c.timeout)
+	defer cancel()
+	res, err := c.adm.Replay(ctx, s.actor(), req)
+	if err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "replayresult", s, map[string]any{"R": req, "Res": res, "Done": true, "IDs": strings.Join(res.Replayed, ",")})
+}
+
+// terminal tells whether a replayed message or event is settled.
+func terminal(status string) bool {
+	switch status {
+	case "PENDING", "FAILED":
+		return false
+	}
+	return true
+}
+
+func (c *Console) progress(ctx context.Context, w http.ResponseWriter, r *http.Request, s session) {
+	q := r.URL.Query()
+	ids := strings.FieldsFunc(q.Get("ids"), func(r rune) bool { return r == ',' })
+	if len(ids) > replayLimit {
+		ids = ids[:replayLimit]
+	}
+	st, err := c.adm.Progress(ctx, q.Get("source"), q.Get("stream"), ids)
+	if err != nil {
+		http.Error(w, err.Error(), admin.ErrorStatus(err))
+		return
+	}
+	counts := map[string]int{}
+	done := true
+	for _, v := range st {
+		counts[v]++
+		done = done && terminal(v)
+	}
+	if done {
+		w.Header().Set("X-Console-Done", "1")
+	}
+	c.fragment(w, http.StatusOK, "replayresult", "progress", s, map[string]any{"Counts": counts, "Total": len(ids), "Settled": done, "Statuses": st})
+}
+
+func (c *Console) query(name string) pageFunc {
+	return func(ctx context.Context, w http.ResponseWriter, r *http.Request, s session) {
+		q := r.URL.Query()
+		data := map[string]any{"Name": name, "Q": q}
+		v, err := c.adm.Query(ctx, name, q)
+		status := http.StatusOK
+		switch {
+		case err != nil && admin.ErrorStatus(err) == http.StatusNotImplemented:
+			data["Unavailable"] = err.Error()
+		case err != nil:
+			status = admin.ErrorStatus(err)
+			if status >= 500 {
+				c.log.Error("console: query failed", "query", name, "err", err)
+			}
+			data["Error"] = err.Error()
+		default:
+			data["Table"] = asTable(v)
+		}
+		c.render(w, r, status, "query", s, data)
+	}
+}
+
+func (c *Console) gaps(ctx context.Context, w http.ResponseWriter, r *http.Request, s session) {
+	gs, err := c.adm.Gaps(ctx, 200)
+	if err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	st, err := c.adm.Status(ctx)
+	if err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "gaps", s, map[string]any{"Gaps": gs, "Streams": st.Streams})
+}

@@ -1,0 +1,52 @@
+-- name: HistoryCandidates
+-- Flights past retention: their operation day is before the cutoff day, or
+-- nothing changed them since the cutoff time (quiet). Rows a message
+-- transaction holds are skipped this round.
+SELECT flid, status, state_version FROM flight_schd
+WHERE operation_day < $1::date OR updated_at < $2
+ORDER BY flid LIMIT $3 FOR UPDATE SKIP LOCKED
+
+-- name: CopyToHistory
+INSERT INTO flight_schd_hst (flid, operation_day, status, state_version, last_msg_id, updated_at, state, tombstoned, archived_at)
+SELECT flid, operation_day, status, state_version, last_msg_id, updated_at, state, status <> 'DELETED', $2
+FROM flight_schd WHERE flid = ANY($1::text[])
+
+-- name: DeleteFlights
+DELETE FROM flight_schd WHERE flid = ANY($1::text[])
+
+-- name: LogSnapshot
+INSERT INTO sis_snap_log (msg_id, kind, operation_day, flights, changed, applied_at)
+VALUES ($1, $2, $3::date, $4, $5, $6)
+
+-- name: PurgeSnapLog
+DELETE FROM sis_snap_log WHERE id IN (SELECT id FROM sis_snap_log WHERE applied_at < $1 ORDER BY id LIMIT $2)
+
+-- name: PurgeDetailsRoute
+DELETE FROM flight_route WHERE flid = ANY($1::text[])
+
+-- name: PurgeDetailsGate
+DELETE FROM flight_gate WHERE flid = ANY($1::text[])
+
+-- name: PurgeDetailsStand
+DELETE FROM flight_stand WHERE flid = ANY($1::text[])
+
+-- name: PurgeDetailsCheckin
+DELETE FROM flight_checkin WHERE flid = ANY($1::text[])
+
+-- name: PurgeDetailsCarousel
+DELETE FROM flight_carousel WHERE flid = ANY($1::text[])
+
+-- name: PurgeDetailsChute
+DELETE FROM flight_chute WHERE flid = ANY($1::text[])
+
+-- name: PurgeDetailsAirbridge
+DELETE FROM flight_airbridge WHERE flid = ANY($1::text[])
+
+-- name: PurgeDetailsChocks
+DELETE FROM flight_chocks WHERE flid = ANY($1::text[])
+
+-- name: PurgeDetailsDelay
+DELETE FROM flight_delay WHERE flid = ANY($1::text[])
+
+-- name: PurgeDetailsDetail
+DELETE FROM flight_detail WHERE flid = ANY($1::text[])
