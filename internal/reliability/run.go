@@ -159,7 +159,13 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 		return nil, err
 	}
 	if cfg.Routes > 0 {
-		base = append(base, "pipelines:\n  routepassport:\n    broker: main\n"...)
+		const entry = "  routepassport:\n    broker: main\n"
+		if i := bytes.Index(base, []byte("\npipelines:\n")); i >= 0 {
+			i += len("\npipelines:\n")
+			base = append(base[:i:i], append([]byte(entry), base[i:]...)...)
+		} else {
+			base = append(base, "pipelines:\n"+entry...)
+		}
 	}
 	c.config = filepath.Join(cfg.Workdir, "msgx.yaml")
 	if err := os.WriteFile(c.config, base, 0o644); err != nil {
