@@ -1,0 +1,64 @@
+// Command msgx-reliability runs the fault campaign on the real msgx binary
+// (package internal/reliability) and prints its figures; it exits 1 when
+// the checker finds a violation. Run it from the module's root:
+//
+//	go run ./cmd/msgx-reliability --duration 10m --kills 100 --crash-loop 1m --outage 30s --second
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/msgx/msgx/internal/reliability"
+)
+
+func main() {
+	var cfg reliability.Config
+	flag.StringVar(&cfg.Root, "root", ".", "the module's root: the binary is built from it")
+	flag.StringVar(&cfg.Workdir, "workdir", filepath.Join(os.TempDir(), "msgx-reliability"), "where the binary and msgx.log go")
+	flag.StringVar(&cfg.PostgresURL, "postgres", envOr("MSGX_TEST_POSTGRES", "postgres://root@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL URL (a fresh schema is created and dropped)")
+	flag.StringVar(&cfg.MariaDSN, "mariadb", envOr("MSGX_TEST_MYSQL", "root@tcp(127.0.0.1:3306)/test"), "MariaDB DSN (a uniquely named mailbox table is created and dropped)")
+	flag.BoolVar(&cfg.Race, "race", false, "build msgx with the race detector")
+	flag.DurationVar(&cfg.Duration, "duration", 10*time.Minute, "traffic and faults")
+	flag.IntVar(&cfg.Kills, "kills", 100, "kill -9 at random moments")
+	flag.DurationVar(&cfg.CrashLoop, "crash-loop", time.Minute, "length of the crash loop (a kill every 1-2 s); 0: none")
+	flag.IntVar(&cfg.Cuts, "cuts", 5, "cuts of every database connection")
+	flag.DurationVar(&cfg.Outage, "outage", 30*time.Second, "one PostgreSQL outage and one MariaDB black hole of this length; 0: none")
+	flag.BoolVar(&cfg.Second, "second", true, "run two instances at once")
+	flag.BoolVar(&cfg.BadInput, "bad-input", true, "send the hostile bodies")
+	flag.DurationVar(&cfg.Soak, "soak", 5*time.Minute, "steady traffic without faults after them, memory and goroutines watched")
+	flag.IntVar(&cfg.Writers, "writers", 4, "concurrent mailbox writers")
+	flag.IntVar(&cfg.Clients, "clients", 2, "concurrent HTTP ingress clients")
+	flag.IntVar(&cfg.Flights, "flights", 20, "flights announced by the DNLD")
+	flag.IntVar(&cfg.Routes, "routes", 10, "routes of the route-passport records on Kafka; 0: no route-passport pipeline")
+	flag.DurationVar(&cfg.Pace, "pace", 100*time.Millisecond, "pause between two messages of a writer or client")
+	flag.Float64Var(&cfg.DupRate, "dup-rate", 0.05, "share of mailbox inserts sent twice (a lost acknowledgement)")
+	flag.Parse()
+	cfg.Progress = os.Stderr
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	start := time.Now()
+	f, err := reliability.Run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "msgx-reliability:", err)
+		os.Exit(2)
+	}
+	fmt.Printf("campaign of %s (wall %s):\n%s", cfg.Duration, time.Since(start).Round(time.Second), f)
+	if f.Violations.Count() > 0 {
+		os.Exit(1)
+	}
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}

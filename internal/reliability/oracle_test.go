@@ -1,0 +1,141 @@
+package reliability
+
+import (
+	"io"
+	"math/rand/v2"
+	"net"
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestReplay: the oracle processes the first copy of an identity, counts
+// the others as duplicates, and expects an event only from a message that
+// changes its flight.
+func TestReplay(t *testing.T) {
+	g := newGen(2, 100)
+	stnd := func(flid, v string) string {
+		return meta(g.seq.Add(1), "FLOP", "STND") + "<FLOP><FLID>" + flid + "</FLID><STND>" + v + "</STND></FLOP></MSG>"
+	}
+	a := stnd("900000", "S1")
+	rows := []mailboxRow{
+		{id: 1, body: string(g.dnld())},
+		{id: 2, body: a},
+		{id: 3, body: a},                    // the same message inserted again
+		{id: 4, body: stnd("900000", "S1")}, // no change
+		{id: 5, body: stnd("900000", "S2")},
+		{id: 6, body: meta(g.seq.Add(1), "FLOP", "GTDT") + `<FLOP><FLID>900001</FLID><GTDT GTNO="1"><GATE>G1</GATE></GTDT></FLOP></MSG>`},
+		{id: 7, body: "<MSG><not closed"},
+	}
+	o := replay(rows)
+	if o.dups != 1 || o.accepted[3] != "SKIPPED" || o.accepted[4] != "SUCCEEDED" {
+		t.Fatalf("dups %d, accepted %v", o.dups, o.accepted)
+	}
+	var ids []string
+	for id := range o.events {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	want := []string{"sis:1:msg:900000", "sis:1:msg:900001", "sis:2:msg:900000", "sis:5:msg:900000", "sis:6:msg:900001"}
+	if !slices.Equal(ids, want) {
+		t.Fatalf("events %v, want %v", ids, want)
+	}
+	if f := o.flights["900000"]; f.version != 3 || f.stnd != "S2" {
+		t.Errorf("flight 900000: %+v", f)
+	}
+	if f := o.flights["900001"]; f.version != 2 || !slices.Equal(f.gates, []string{"G1"}) {
+		t.Errorf("flight 900001: %+v", f)
+	}
+}
+
+// TestGeneratedParse: every generated message reads back as generated.
+func TestGeneratedParse(t *testing.T) {
+	g := newGen(3, 0)
+	r := rand.New(rand.NewPCG(1, 2))
+	if p, ok := parse(string(g.dnld())); !ok || len(p.flids) != 3 || p.styp != "DNLD" {
+		t.Fatalf("dnld: %+v %v", p, ok)
+	}
+	for range 100 {
+		if p, ok := parse(string(g.flop(r))); !ok || len(p.flids) != 1 {
+			t.Fatalf("flop: %+v %v", p, ok)
+		}
+	}
+	// The hostile bodies name no announced flight: they change nothing in
+	// the oracle.
+	rows := []mailboxRow{{id: 1, body: string(g.dnld())}}
+	for _, body := range hostile(g) {
+		rows = append(rows, mailboxRow{id: int64(len(rows) + 1), body: string(body)})
+	}
+	if o := replay(rows); len(o.flights) != 3 || len(o.events) != 3 {
+		t.Errorf("hostile bodies changed the oracle: %d flights, %d events", len(o.flights), len(o.events))
+	}
+}
+
+// TestProxyBlackHole: a black-holed connection stays open and answers
+// nothing; Cut closes it; after the black hole new connections pass.
+func TestProxyBlackHole(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(c, c); _ = c.Close() }()
+		}
+	}()
+	p, err := NewProxy(ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	echo := func(c net.Conn) error {
+		if _, err := c.Write([]byte("ping")); err != nil {
+			return err
+		}
+		_ = c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+		_, err := io.ReadFull(c, make([]byte, 4))
+		return err
+	}
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := echo(c); err != nil {
+		t.Fatalf("through the proxy: %v", err)
+	}
+	p.BlackHole(true)
+	if err := echo(c); err == nil {
+		t.Fatal("a black-holed connection answered")
+	} else if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+		t.Fatalf("a black-holed connection must time out, not close: %v", err)
+	}
+	p.BlackHole(false)
+	c2, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if err := echo(c2); err != nil {
+		t.Fatalf("a new connection after the black hole: %v", err)
+	}
+	if p.Cut() != 2 {
+		t.Error("Cut does not close both connections")
+	}
+	if err := echo(c2); err == nil {
+		t.Error("a cut connection still answers")
+	}
+	p.Refuse(true)
+	c3, err := net.Dial("tcp", p.Addr())
+	if err == nil {
+		defer c3.Close()
+		if err := echo(c3); err == nil {
+			t.Error("a refused connection answered")
+		}
+	}
+}
