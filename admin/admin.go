@@ -152,6 +152,8 @@ func New(cfg Config) (*Server, error) {
 	s.route("GET /v1/backfill", Read, s.backfill)
 	s.route("GET /v1/requests", Read, s.query("requests"))
 	s.route("GET /v1/flights", Read, s.query("flights"))
+	// The path the SIS integrators know from the system msgx replaces.
+	s.route("GET /all/flights", Read, s.query("flights"))
 	return s, nil
 }
 

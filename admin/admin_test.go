@@ -187,8 +187,13 @@ func TestAdminAPI(t *testing.T) {
 			t.Errorf("audit rows: %d, %v", audits, err)
 		}
 
-		if code := f.do(t, "GET", "/v1/flights", readTok, "", nil); code != 501 {
-			t.Errorf("flights: %d", code)
+		for _, path := range []string{"/v1/flights", "/all/flights"} {
+			if code := f.do(t, "GET", path, readTok, "", nil); code != 501 {
+				t.Errorf("%s: %d", path, code)
+			}
+			if code := f.do(t, "GET", path, "", "", nil); code != 401 {
+				t.Errorf("%s without a token: %d", path, code)
+			}
 		}
 		var bf []BackfillStatus
 		if code := f.do(t, "GET", "/v1/backfill", readTok, "", &bf); code != 200 || len(bf) != 1 {
