@@ -2,9 +2,7 @@ package sis_test
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"net/http/httptest"
 	"strings"
@@ -24,19 +22,13 @@ import (
 // the test MariaDB.
 func outboundTable(t *testing.T) (*mailbox.Outbound, *sql.DB) {
 	t.Helper()
-	raw, err := sql.Open("mysql", storetest.MySQLDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = raw.Close() })
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	out, err := mailbox.NewOutbound(raw, mailbox.WithOutboundTable("t_sis_coutmsgs_"+hex.EncodeToString(b[:])))
+	raw := storetest.OpenMySQL(t)
+	out, err := mailbox.NewOutbound(raw, mailbox.WithOutboundTable(storetest.UniqueName("t_sis_coutmsgs_")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := out.Create(context.Background()); err != nil {
-		t.Fatalf("mariadb at %s: %v", storetest.MySQLDSN(), err)
+		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = out.Drop(context.Background()) })
 	return out, raw

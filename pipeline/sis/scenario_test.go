@@ -2,9 +2,7 @@ package sis_test
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"slices"
 	"strconv"
@@ -42,17 +40,8 @@ func newPipe(t *testing.T, cfg sis.Config) *pipe {
 func newPipeWith(t *testing.T, cfg sis.Config, prepare func(raw *sql.DB, table string)) *pipe {
 	t.Helper()
 	ctx := context.Background()
-	raw, err := sql.Open("mysql", storetest.MySQLDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = raw.Close() })
-	if err := raw.PingContext(ctx); err != nil {
-		t.Fatalf("mariadb at %s: %v", storetest.MySQLDSN(), err)
-	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	table, err := mailbox.NewMySQL(raw, mailbox.WithTable("t_sis_cminmsgs_"+hex.EncodeToString(b[:])), mailbox.WithProcessedValue("DONE"))
+	raw := storetest.OpenMySQL(t)
+	table, err := mailbox.NewMySQL(raw, mailbox.WithTable(storetest.UniqueName("t_sis_cminmsgs_")), mailbox.WithProcessedValue("DONE"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,9 +2,7 @@ package httpingress_test
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"io"
 	"log/slog"
@@ -243,14 +241,8 @@ func TestClientRetryIsADuplicate(t *testing.T) {
 // server, dropped at the end of the test, with its connection.
 func mariaDBMailbox(t *testing.T) (*mailbox.Table, *sql.DB) {
 	t.Helper()
-	raw, err := sql.Open("mysql", storetest.MySQLDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = raw.Close() })
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	table, err := mailbox.NewMySQL(raw, mailbox.WithTable("t_cminmsgs_http_"+hex.EncodeToString(b[:])))
+	raw := storetest.OpenMySQL(t)
+	table, err := mailbox.NewMySQL(raw, mailbox.WithTable(storetest.UniqueName("t_cminmsgs_http_")))
 	if err != nil {
 		t.Fatal(err)
 	}

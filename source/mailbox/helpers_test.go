@@ -72,14 +72,7 @@ func newStoreEnv(t *testing.T, name string, db *store.DB) *env {
 func newMariaDBEnv(t *testing.T) *env {
 	t.Helper()
 	ctx := context.Background()
-	raw, err := sql.Open("mysql", storetest.MySQLDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = raw.Close() })
-	if err := raw.PingContext(ctx); err != nil {
-		t.Fatalf("mariadb at %s: %v", storetest.MySQLDSN(), err)
-	}
+	raw := storetest.OpenMySQL(t)
 	tbl, err := mailbox.NewMySQL(raw, mailbox.WithTable(tableName()), mailbox.WithProcessedValue("DONE"))
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ package storetest
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	_ "github.com/go-sql-driver/mysql" // OpenMySQL's driver
 	"github.com/jackc/pgx/v5"
 
 	"github.com/msgx/msgx/store"
@@ -35,6 +37,31 @@ func MySQLDSN() string {
 		return d
 	}
 	return "root@tcp(127.0.0.1:3306)/test?parseTime=true&loc=UTC"
+}
+
+// OpenMySQL connects to MySQLDSN, checks the server answers and closes the
+// connection at cleanup.
+func OpenMySQL(t testing.TB) *sql.DB {
+	t.Helper()
+	raw, err := sql.Open("mysql", MySQLDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = raw.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := raw.PingContext(ctx); err != nil {
+		t.Fatalf("mariadb at %s: %v", MySQLDSN(), err)
+	}
+	return raw
+}
+
+// UniqueName is prefix followed by random hex: a table, topic or stream name
+// no other test (or concurrent run) uses.
+func UniqueName(prefix string) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
 }
 
 // NewSchema creates an empty schema on the test server and returns its name
