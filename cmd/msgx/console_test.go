@@ -44,9 +44,6 @@ func browserPath(t *testing.T) string {
 // sent. With MSGX_CONSOLE_SCREENSHOTS=DIR it saves a PNG of each page there
 // (docs/console holds them).
 func TestConsoleBrowser(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary and a browser")
-	}
 	chromium := browserPath(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -317,9 +317,6 @@ func expectedOutcome(t *testing.T, msg []byte) (inbox.Status, string) {
 // and its scopes, an inbox and an outbox dead letter, a replay, an exported
 // trace, and SIGTERM with messages in flight, none of them lost.
 func TestServeProduction(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	bin := buildMsgx(t)

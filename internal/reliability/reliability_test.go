@@ -19,9 +19,6 @@ import (
 // its records wait out the Kafka consumer session (45 s) before another
 // member gets them, which alone would double this test's time.
 func TestShortCampaign(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
