@@ -20,7 +20,10 @@ import (
 // event once, the floor moves past them all, and then the broker comes back.
 // The retries lie below the floor; they must all be sent as soon as they are
 // due, batch after batch, without the clock moving on (a claim from the start
-// used to reach one batch a second).
+// used to reach one batch a second). The retry delay is far longer than the
+// clock can move while the test waits for the floor (each step is 25 ms, the
+// wait at most 30 s of real time), so no retry comes due, and fails again,
+// before the broker is back.
 func TestRecoveryBelowTheFloor(t *testing.T) {
 	db := storetest.NewPostgres(t)
 	clk := clock.NewFake(t0)
@@ -32,7 +35,7 @@ func TestRecoveryBelowTheFloor(t *testing.T) {
 		}
 		return true, nil
 	}}
-	retry := backoff.Policy{MaxAttempts: 5, Initial: 5 * time.Second, Max: 10 * time.Second}
+	retry := backoff.Policy{MaxAttempts: 5, Initial: time.Hour, Max: 2 * time.Hour}
 	r := newRelay(t, db, clk, outbox.WithRetry(retry), outbox.WithPollInterval(20*time.Millisecond),
 		outbox.WithLagInterval(time.Hour), outbox.WithCleanupInterval(time.Hour),
 		outbox.Target("u", s, outbox.Unordered, outbox.Batch(10), outbox.Workers(1)))
@@ -59,7 +62,7 @@ func TestRecoveryBelowTheFloor(t *testing.T) {
 	}
 	// Every event fails once; the watermark (sampled each 20 ms of the
 	// clock, and held back by every transaction on the server) lets the
-	// floor pass them all. The retries are due 5 s after t0.
+	// floor pass them all. The retries are due an hour after t0.
 	waitFor(t, "every event to fail once", 10*time.Second, func() bool {
 		var k int
 		if err := db.QueryRow(ctx, "SELECT COUNT(*) FROM msgx_outbox WHERE attempts = 1 AND locked_until IS NULL").Scan(&k); err != nil {
@@ -79,6 +82,9 @@ func TestRecoveryBelowTheFloor(t *testing.T) {
 		clk.Advance(25 * time.Millisecond)
 	}
 	parked()
+	if due := t0.Add(retry.Initial); !clk.Now().Before(due) {
+		t.Fatalf("the clock reached %v, past the retries' due time %v, before the broker came back", clk.Now(), due)
+	}
 	down.Store(false)
 	clk.Set(t0.Add(retry.Initial + 10*time.Millisecond))
 	waitFor(t, "every retry sent without the clock moving on", 10*time.Second, func() bool { return s.count() == n })
