@@ -35,6 +35,7 @@ import (
 	"github.com/msgx/msgx/internal/backoff"
 	"github.com/msgx/msgx/internal/tracing"
 	"github.com/msgx/msgx/outbox"
+	"github.com/msgx/msgx/source/brokersource"
 	"github.com/msgx/msgx/source/httpingress"
 	"github.com/msgx/msgx/source/mailbox"
 	"github.com/msgx/msgx/store"
@@ -312,12 +313,32 @@ func (a *App) buildStreams(ctx context.Context, reg *Registry, deps Deps) error 
 					backoff.Policy{Initial: 30 * time.Second, Max: 15 * time.Minute, Multiplier: 2}, c.OverdueBackfill.D(), c.BackfillBatch))
 			}
 		}
+		for _, sn := range slices.Sorted(maps.Keys(c.Sources)) {
+			src, err := a.brokerSource(name, sn, c.Sources[sn], s, deps)
+			if err != nil {
+				return fmt.Errorf("stream %s: source %s: %w", name, sn, err)
+			}
+			opts = append(opts, inbox.WithSource(src))
+		}
 		if s.engine, err = inbox.New(a.db, name, tracing.WrapProcessor(deps.Tracer, proc), opts...); err != nil {
 			return fmt.Errorf("stream %s: %w", name, err)
 		}
 		a.streams = append(a.streams, s)
 	}
 	return nil
+}
+
+// brokerSource builds a broker listener feeding stream s: through the
+// stream's mailbox when it has one, as the HTTP ingress does, or with ids of
+// the stream's own.
+func (a *App) brokerSource(streamName, name string, c config.Source, s *stream, deps Deps) (*brokersource.Source, error) {
+	opts := []brokersource.Option{brokersource.WithName(name), brokersource.WithMaxBytes(c.MaxBytes),
+		brokersource.WithLogger(a.log), brokersource.WithRegisterer(a.metrics), brokersource.WithTracer(deps.Tracer),
+		brokersource.WithStopTimeout(a.cfg.ShutdownTimeout.D())}
+	if s.table != nil {
+		opts = append(opts, brokersource.WithMailbox(s.table, s.poller.Nudge))
+	}
+	return brokersource.New(a.brokers[c.Broker], broker.Subscription{Topic: c.Topic, Group: c.Group}, a.db, streamName, opts...)
 }
 
 func (a *App) buildPipelines(ctx context.Context, reg *Registry, deps Deps) error {

@@ -127,6 +127,9 @@ type Message struct {
 	Decoded  any
 	// Now is the engine clock's time for this batch.
 	Now time.Time
+	// TraceParent and TraceState are the W3C trace context the message
+	// arrived with ("" when its source had none): processing continues it.
+	TraceParent, TraceState string
 }
 
 // Outcome is a successful end of processing: SUCCEEDED, or SKIPPED with a
@@ -164,6 +167,9 @@ type Incoming struct {
 	// inbox (see Original).
 	Original []byte
 	Charset  string
+	// TraceParent and TraceState are the W3C trace context of the ingest
+	// (empty: none); they are kept with the message for its processing.
+	TraceParent, TraceState string
 }
 
 // Enqueue stores messages as PENDING in the caller's transaction. A message
@@ -188,10 +194,11 @@ func Enqueue(ctx context.Context, tx store.Tx, stream string, now time.Time, msg
 	if tx.Dialect() == store.Postgres {
 		ids := make([]int64, len(msgs))
 		payloads := make([][]byte, len(msgs))
+		parents, states := make([]string, len(msgs)), make([]string, len(msgs))
 		for i, m := range msgs {
-			ids[i], payloads[i] = m.ID, m.Payload
+			ids[i], payloads[i], parents[i], states[i] = m.ID, m.Payload, m.TraceParent, m.TraceState
 		}
-		n, err := tx.Exec(ctx, q.Get("Enqueue"), stream, ids, payloads, now)
+		n, err := tx.Exec(ctx, q.Get("Enqueue"), stream, ids, payloads, now, parents, states)
 		if err != nil {
 			return 0, fmt.Errorf("inbox: enqueue: %w", err)
 		}
@@ -199,13 +206,33 @@ func Enqueue(ctx context.Context, tx store.Tx, stream string, now time.Time, msg
 	}
 	total := 0
 	for _, m := range msgs {
-		n, err := tx.Exec(ctx, q.Get("Enqueue"), stream, m.ID, m.Payload, now)
+		n, err := tx.Exec(ctx, q.Get("Enqueue"), stream, m.ID, m.Payload, now, m.TraceParent, m.TraceState)
 		if err != nil {
 			return total, fmt.Errorf("inbox: enqueue %d: %w", m.ID, err)
 		}
 		total += int(n)
 	}
 	return total, nil
+}
+
+// NextID hands out the next transport id of stream in the caller's
+// transaction, for a source whose messages have no id of their own (a broker
+// listener on a stream without a mailbox). The first id is above every id the
+// stream has had. On PostgreSQL the stream's counter stays locked until tx
+// ends, so concurrent enqueuers commit their ids in increasing order and the
+// pump, which works from the smallest unfinished id on, never finds a new
+// message below one it has passed. Do not mix it with a mailbox on one
+// stream: their ids would collide.
+func NextID(ctx context.Context, tx store.Tx, stream string) (int64, error) {
+	q, err := queriesFor(tx.Dialect())
+	if err != nil {
+		return 0, err
+	}
+	var id int64
+	if err := tx.QueryRow(ctx, q.Get("NextID"), stream).Scan(&id); err != nil {
+		return 0, fmt.Errorf("inbox: next id of %s: %w", stream, err)
+	}
+	return id, nil
 }
 
 // Original returns the bytes a message was received as and their charset,

@@ -31,6 +31,8 @@ type unfinished struct {
 	identity  string
 	class     string
 	payload   []byte
+	// traceparent and tracestate: the ingest's W3C trace context, or "".
+	traceparent, tracestate string
 }
 
 // work is one message of a batch.
@@ -162,7 +164,7 @@ func (e *Engine) loadUnfinished(ctx context.Context, tx store.Tx, limit int, fro
 	for rows.Next() {
 		var u unfinished
 		var status string
-		if err := rows.Scan(&u.id, &status, &u.attempts, &u.nextAt, &u.startedAt, &u.identity, &u.class, &u.payload); err != nil {
+		if err := rows.Scan(&u.id, &status, &u.attempts, &u.nextAt, &u.startedAt, &u.identity, &u.class, &u.payload, &u.traceparent, &u.tracestate); err != nil {
 			return nil, fmt.Errorf("inbox: read head: %w", err)
 		}
 		u.status = Status(status)
@@ -408,6 +410,7 @@ func (e *Engine) processOne(ctx context.Context, tx store.Tx, w *work, owners ma
 	msg := &Message{
 		Stream: e.stream, ID: u.id, Payload: u.payload, Attempt: u.attempts + 1,
 		Identity: w.identity, Kind: w.dec.Kind, Decoded: w.dec.Value, Now: now,
+		TraceParent: u.traceparent, TraceState: u.tracestate,
 	}
 	var out Outcome
 	err := tx.Savepoint(ctx, func(ctx context.Context) error {

@@ -150,6 +150,8 @@ type Stream struct {
 	Processor string `yaml:"processor"`
 	// Mailbox names the mailbox the stream polls (empty: no poller).
 	Mailbox string `yaml:"mailbox"`
+	// Sources are further feeds of the stream by name: broker listeners.
+	Sources map[string]Source `yaml:"sources"`
 	// Options are handed to the processor's factory as they are.
 	Options      map[string]string `yaml:"options"`
 	GroupSize    int               `yaml:"group-size"`
@@ -166,6 +168,26 @@ type Stream struct {
 	BackfillBatch   int      `yaml:"backfill-batch"`
 	// ArchiveAfter moves terminal rows older than it to the archive (0: off).
 	ArchiveAfter Duration `yaml:"archive-after"`
+}
+
+// Source kinds.
+const (
+	// SourceBroker is a broker listener.
+	SourceBroker = "broker"
+)
+
+// Source is a feed of a stream other than its mailbox: a broker listener
+// whose deliveries become the stream's inbox messages in delivery order.
+type Source struct {
+	Kind string `yaml:"kind"` // broker
+	// Broker names an entry of brokers.
+	Broker string `yaml:"broker"`
+	// Topic and Group are what the listener consumes (a consumer group, a
+	// queue, a durable consumer: the broker's own notion).
+	Topic string `yaml:"topic"`
+	Group string `yaml:"group"`
+	// MaxBytes is the largest payload taken in; larger ones are dead-lettered.
+	MaxBytes int64 `yaml:"max-bytes"`
 }
 
 // Backoff is a retry delay policy.
@@ -339,6 +361,10 @@ func (c *Config) setDefaults() {
 		orDefault(&s.BackfillEvery, Duration(30*time.Second))
 		orDefault(&s.OverdueBackfill, Duration(time.Hour))
 		orDefault(&s.BackfillBatch, 100)
+		for sn, src := range s.Sources {
+			orDefault(&src.MaxBytes, 16<<20-1)
+			s.Sources[sn] = src
+		}
 		c.Streams[name] = s
 	}
 	for name, p := range c.Pipelines {

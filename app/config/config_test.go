@@ -209,3 +209,50 @@ func TestParseStart(t *testing.T) {
 		}
 	}
 }
+
+func TestBrokerSources(t *testing.T) {
+	cfg, err := load(t, `
+store: {dsn: "sqlite:a.db"}
+brokers: {main: {kind: kafka, seeds: ["a:1"]}}
+streams:
+  sis:
+    processor: sis
+    sources:
+      feed: {kind: broker, broker: main, topic: sis.in, group: msgx-sis}
+`, "MSGX_STREAMS_SIS_SOURCES_FEED_TOPIC=sis.other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := cfg.Streams["sis"].Sources["feed"]
+	if src.Topic != "sis.other" || src.Group != "msgx-sis" || src.MaxBytes != 16<<20-1 {
+		t.Errorf("source: %+v", src)
+	}
+
+	_, err = load(t, `
+shadow: true
+store: {dsn: "sqlite:a.db"}
+brokers: {main: {kind: kafka, seeds: ["a:1"]}}
+streams:
+  a:
+    processor: sis
+    sources:
+      nokind: {broker: main, topic: t, group: g}
+      odd: {kind: http, broker: main, topic: t, group: g}
+      empty: {kind: broker, max-bytes: -1}
+      ghost: {kind: broker, broker: nowhere, topic: t, group: g}
+      feed: {kind: broker, broker: main, topic: t, group: g}
+  b:
+    processor: sis
+    sources:
+      again: {kind: broker, broker: main, topic: t, group: g}
+`)
+	wantProblem(t, err, "streams.a.sources.nokind.kind", "missing (broker)")
+	wantProblem(t, err, "streams.a.sources.odd.kind", `"http" is not a source kind`)
+	wantProblem(t, err, "streams.a.sources.empty.broker", "missing")
+	wantProblem(t, err, "streams.a.sources.empty.topic", "missing")
+	wantProblem(t, err, "streams.a.sources.empty.group", "name it explicitly")
+	wantProblem(t, err, "streams.a.sources.empty.max-bytes", "must be positive")
+	wantProblem(t, err, "streams.a.sources.ghost.broker", `no broker named "nowhere" (brokers: main)`)
+	wantProblem(t, err, "streams.a.sources.feed", "shadow mode takes no broker source")
+	wantProblem(t, err, "streams.b.sources.again", "same broker, topic and group as streams.a.sources.feed")
+}

@@ -59,8 +59,21 @@ func (c *Config) validate() []string {
 	for _, name := range slices.Sorted(maps.Keys(c.Mailboxes)) {
 		c.validateMailbox(&p, name, c.Mailboxes[name], prod)
 	}
+	subs := map[[3]string]string{}
 	for _, name := range slices.Sorted(maps.Keys(c.Streams)) {
 		c.validateStream(&p, name, c.Streams[name])
+		for _, sn := range slices.Sorted(maps.Keys(c.Streams[name].Sources)) {
+			src, key := c.Streams[name].Sources[sn], "streams."+name+".sources."+sn
+			if src.Kind != SourceBroker || src.Topic == "" || src.Group == "" {
+				continue
+			}
+			id := [3]string{src.Broker, src.Topic, src.Group}
+			if other, ok := subs[id]; ok {
+				p.addf(key, "consumes the same broker, topic and group as %s: the two would share the messages", other)
+			} else {
+				subs[id] = key
+			}
+		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Pipelines)) {
 		pl := c.Pipelines[name]
@@ -211,6 +224,38 @@ func (c *Config) validateStream(p *problems, name string, s Stream) {
 	}
 	if s.BackfillBatch < 1 {
 		p.addf(key+".backfill-batch", "must be at least 1")
+	}
+	for _, sn := range slices.Sorted(maps.Keys(s.Sources)) {
+		c.validateSource(p, key+".sources."+sn, s.Sources[sn])
+	}
+}
+
+func (c *Config) validateSource(p *problems, key string, s Source) {
+	switch s.Kind {
+	case SourceBroker:
+	case "":
+		p.addf(key+".kind", "missing (broker)")
+		return
+	default:
+		p.addf(key+".kind", "%q is not a source kind (broker)", s.Kind)
+		return
+	}
+	if c.Shadow {
+		p.addf(key, "shadow mode takes no broker source: its consumer group would take the messages from the production consumers")
+	}
+	if s.Broker == "" {
+		p.addf(key+".broker", "missing: the name of an entry of brokers")
+	} else if _, ok := c.Brokers[s.Broker]; !ok {
+		p.addf(key+".broker", "no broker named %q (brokers: %s)", s.Broker, list(c.Brokers))
+	}
+	if s.Topic == "" {
+		p.addf(key+".topic", "missing: the topic (queue, subject) to consume")
+	}
+	if s.Group == "" {
+		p.addf(key+".group", "missing: the consumer group; it decides which messages count as consumed, so name it explicitly")
+	}
+	if s.MaxBytes < 1 {
+		p.addf(key+".max-bytes", "must be positive")
 	}
 }
 

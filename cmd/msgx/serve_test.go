@@ -110,7 +110,14 @@ var listenRE = regexp.MustCompile(`"msg":"(admin|ingress) listening","addr":"([^
 
 func startService(t *testing.T, bin string, env []string) *service {
 	t.Helper()
-	cmd := exec.Command(bin, "serve", "--config", "../../deploy/msgx.production.yaml")
+	return startServiceWith(t, bin, "../../deploy/msgx.production.yaml", true, env)
+}
+
+// startServiceWith starts the binary on the configuration at path and waits
+// for its admin listener and, when ingress is true, its HTTP ingress.
+func startServiceWith(t *testing.T, bin, path string, ingress bool, env []string) *service {
+	t.Helper()
+	cmd := exec.Command(bin, "serve", "--config", path)
 	cmd.Env = append(os.Environ(), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -146,7 +153,7 @@ func startService(t *testing.T, bin string, env []string) *service {
 		}
 	})
 	timeout := time.After(60 * time.Second)
-	for s.admin == "" || s.ingest == "" {
+	for s.admin == "" || ingress && s.ingest == "" {
 		select {
 		case a := <-addrs:
 			if a[0] == "admin" {

@@ -93,6 +93,14 @@ func Extract(ctx context.Context, headers map[string]string) context.Context {
 	return propagator.Extract(ctx, propagation.MapCarrier(headers))
 }
 
+// Context returns the W3C trace context of ctx as its two headers ("" when
+// ctx carries no valid span context), for a source to keep with a message.
+func Context(ctx context.Context) (traceparent, tracestate string) {
+	c := propagation.MapCarrier{}
+	propagator.Inject(ctx, c)
+	return c["traceparent"], c["tracestate"]
+}
+
 // Publisher is the confirmed send the outbox relay uses (outbox.Publisher).
 type Publisher interface {
 	SendConfirmed(ctx context.Context, topic string, msgs ...*broker.Message) error
@@ -146,7 +154,10 @@ type processor struct {
 }
 
 // WrapProcessor gives every processing attempt a span; Process runs with it
-// in its context, so the events it enqueues can carry it (see Inject).
+// in its context, so the events it enqueues can carry it (see Inject). The
+// span is a child of the trace context the message arrived with (its ingest
+// span), so one trace runs from the ingest through processing to the relay's
+// send; a message without one (the shared mailbox's) starts a trace.
 func WrapProcessor(tr trace.Tracer, next inbox.Processor) inbox.Processor {
 	return &processor{next: next, tr: tr}
 }
@@ -154,6 +165,9 @@ func WrapProcessor(tr trace.Tracer, next inbox.Processor) inbox.Processor {
 func (p *processor) Decode(payload []byte) (inbox.Decoded, error) { return p.next.Decode(payload) }
 
 func (p *processor) Process(ctx context.Context, tx store.Tx, msg *inbox.Message) (inbox.Outcome, error) {
+	if msg.TraceParent != "" {
+		ctx = Extract(ctx, map[string]string{"traceparent": msg.TraceParent, "tracestate": msg.TraceState})
+	}
 	ctx, span := p.tr.Start(ctx, SpanProcess, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
 		attribute.String("msgx.stream", msg.Stream),
 		attribute.Int64("msgx.msg_id", msg.ID),

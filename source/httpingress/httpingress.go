@@ -7,7 +7,8 @@
 //
 // Bodies in GBK, GB18030 (GB2312-labelled ones too) or UTF-16 are transcoded
 // to UTF-8, the mailbox column being text; the received bytes are kept
-// byte-exact beside the inbox. Concurrent requests are limited (503 beyond),
+// byte-exact beside the inbox, and so is the request's W3C trace context,
+// which the processing continues. Concurrent requests are limited (503 beyond),
 // and Server returns an http.Server with read and write timeouts.
 package httpingress
 
@@ -24,6 +25,7 @@ import (
 
 	"github.com/msgx/msgx/inbox"
 	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/internal/tracing"
 	"github.com/msgx/msgx/source/mailbox"
 )
 
@@ -187,6 +189,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	in := inbox.Incoming{Payload: doc.text}
+	// The request's trace context (the ingest span, when tracing wraps the
+	// handler) goes with the message, so its processing continues the trace.
+	in.TraceParent, in.TraceState = tracing.Context(r.Context())
 	if doc.charset != "" {
 		in.Original, in.Charset = body, doc.charset
 	}

@@ -1,8 +1,8 @@
 -- name: Enqueue
 -- Transport-id dedup: a message already in the inbox or in its archive is not enqueued again.
-INSERT INTO msgx_inbox (stream, msg_id, payload, received_at)
-SELECT $1, u.id, u.payload, $4
-FROM unnest($2::bigint[], $3::bytea[]) AS u(id, payload)
+INSERT INTO msgx_inbox (stream, msg_id, payload, received_at, traceparent, tracestate)
+SELECT $1, u.id, u.payload, $4, NULLIF(u.traceparent, ''), NULLIF(u.tracestate, '')
+FROM unnest($2::bigint[], $3::bytea[], $5::text[], $6::text[]) AS u(id, payload, traceparent, tracestate)
 -- The bounds keep the archive probe on the batch's key range: an anti join
 -- would otherwise hash the stream's whole archive.
 WHERE NOT EXISTS (SELECT 1 FROM msgx_inbox_hst h WHERE h.stream = $1 AND h.msg_id = u.id
@@ -14,7 +14,8 @@ ON CONFLICT (stream, msg_id) DO NOTHING
 -- without a cursor the bound is $4 (0 when a source keeps the watermark and
 -- has not created it yet). The lower bound skips the index entries of
 -- finished messages.
-SELECT msg_id, status, attempts, next_attempt_at, processing_started_at, COALESCE(identity, ''), COALESCE(error_class, ''), payload
+SELECT msg_id, status, attempts, next_attempt_at, processing_started_at, COALESCE(identity, ''), COALESCE(error_class, ''), payload,
+       COALESCE(traceparent, ''), COALESCE(tracestate, '')
 FROM msgx_inbox
 WHERE stream = $1 AND status IN ('PENDING', 'FAILED') AND msg_id >= $3
   AND msg_id <= COALESCE((SELECT watermark FROM msgx_inbox_cursor WHERE stream = $1), $4)
@@ -91,3 +92,12 @@ ON CONFLICT (stream, msg_id) DO NOTHING
 
 -- name: Original
 SELECT charset, body FROM msgx_inbox_original WHERE stream = $1 AND msg_id = $2
+
+-- name: NextID
+-- The stream's next transport id, above every id it has ever had (the
+-- archive's too) the first time; the row stays locked until the caller's
+-- transaction ends, so ids commit in the order they are handed out.
+INSERT INTO msgx_inbox_seq (stream, last_id)
+VALUES ($1, GREATEST((SELECT max(msg_id) FROM msgx_inbox WHERE stream = $1), (SELECT max(msg_id) FROM msgx_inbox_hst WHERE stream = $1), 0) + 1)
+ON CONFLICT (stream) DO UPDATE SET last_id = msgx_inbox_seq.last_id + 1
+RETURNING last_id
