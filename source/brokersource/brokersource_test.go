@@ -1,0 +1,246 @@
+package brokersource_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/msgx/msgx/broker"
+	"github.com/msgx/msgx/broker/driver"
+	"github.com/msgx/msgx/broker/rabbitmq"
+	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/internal/tracing"
+	"github.com/msgx/msgx/source/brokersource"
+	"github.com/msgx/msgx/store"
+	"github.com/msgx/msgx/store/storetest"
+)
+
+const amqpURL = "amqp://guest:guest@127.0.0.1:5672/"
+
+// identityProc takes the payload as the business identity and counts the
+// messages it processes.
+type identityProc struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (p *identityProc) Decode(b []byte) (inbox.Decoded, error) {
+	return inbox.Decoded{Identity: string(b), Kind: "t", Value: string(b)}, nil
+}
+
+func (p *identityProc) Process(_ context.Context, _ store.Tx, m *inbox.Message) (inbox.Outcome, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.seen = append(p.seen, string(m.Payload))
+	return inbox.Done(), nil
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+type row struct {
+	id                      int64
+	payload                 string
+	status                  inbox.Status
+	reason                  string
+	traceparent, tracestate string
+}
+
+func rows(t *testing.T, db *store.DB, stream string) []row {
+	t.Helper()
+	rs, err := db.Query(context.Background(), `SELECT msg_id, payload, status, COALESCE(reason, ''), COALESCE(traceparent, ''), COALESCE(tracestate, '')
+		FROM msgx_inbox WHERE stream = $1 ORDER BY msg_id`, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	var out []row
+	for rs.Next() {
+		var r row
+		var p []byte
+		var st string
+		if err := rs.Scan(&r.id, &p, &st, &r.reason, &r.traceparent, &r.tracestate); err != nil {
+			t.Fatal(err)
+		}
+		r.payload, r.status = string(p), inbox.Status(st)
+		out = append(out, r)
+	}
+	return out
+}
+
+// A RabbitMQ queue feeds a stream without a mailbox: the deliveries become
+// inbox messages in order under the stream's own ids, with their trace
+// context; a delivery whose consumer stops after the inbox commit and before
+// the acknowledgement comes again and is SKIPPED as a duplicate (the
+// processor runs once per message); a payload over the limit goes to the
+// dead-letter queue.
+func TestRabbitMQFeedsAStream(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	db := storetest.NewPostgres(t)
+	topic, group := storetest.UniqueName("bsrc"), "msgx"
+	t.Cleanup(func() { deleteTopology(t, topic, group) })
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	b := broker.New("rmq", rabbitmq.New(rabbitmq.WithURL(amqpURL), rabbitmq.WithLogger(log)), broker.WithLogger(log))
+	if err := b.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Stop(context.Background()) })
+
+	exp := tracetest.NewInMemoryExporter()
+	tr := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)).Tracer("test")
+	src, err := brokersource.New(b, broker.Subscription{Topic: topic, Group: group}, db, "s",
+		brokersource.WithMaxBytes(64), brokersource.WithTracer(tr), brokersource.WithLogger(log), brokersource.WithName("feed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The topology first, so nothing published is lost before a consumer runs.
+	first, err := b.Listen(ctx, broker.Subscription{Topic: topic, Group: group}, func(hctx context.Context, d *broker.Delivery) error {
+		if err := src.Handle(hctx, d, nil); err != nil {
+			return err
+		}
+		if string(d.Payload) == "B" {
+			// Committed, never acknowledged: the consumer dies here.
+			<-hctx.Done()
+			return hctx.Err()
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pctx, producer := tr.Start(ctx, "producer")
+	headers := tracing.Inject(pctx, map[string]string{"tracestate": "vendor=1"})
+	producer.End()
+	for _, m := range []*broker.Message{
+		{Payload: []byte("A"), Headers: headers},
+		{Payload: []byte("B")},
+		{Payload: bytes.Repeat([]byte("x"), 65)},
+		{Payload: []byte("C")},
+	} {
+		if err := b.SendConfirmed(ctx, topic, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "A and B in the inbox", func() bool { return len(rows(t, db, "s")) == 2 })
+	sctx, scancel := context.WithTimeout(ctx, time.Second)
+	defer scancel()
+	_ = first.Stop(sctx)
+
+	var dead atomic.Value
+	if _, err := b.Listen(ctx, broker.Subscription{Topic: topic + ".dlq", Group: driver.DeadLetterGroup}, func(_ context.Context, d *broker.Delivery) error {
+		dead.Store(d.Header(broker.HeaderDeadReason))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	proc := &identityProc{}
+	eng, err := inbox.New(db, "s", tracing.WrapProcessor(tr, proc), inbox.WithSource(src), inbox.WithPollInterval(50*time.Millisecond), inbox.WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	ectx, stop := context.WithCancel(ctx)
+	go func() { done <- eng.Run(ectx) }()
+	defer func() { stop(); <-done }()
+
+	waitFor(t, "four terminal messages", func() bool {
+		rs := rows(t, db, "s")
+		for _, r := range rs {
+			if !r.status.Terminal() {
+				return false
+			}
+		}
+		return len(rs) == 4
+	})
+	want := []row{{1, "A", inbox.Succeeded, "", "", "vendor=1"}, {2, "B", inbox.Succeeded, "", "", ""},
+		{3, "B", inbox.Skipped, "duplicate-of:2", "", ""}, {4, "C", inbox.Succeeded, "", "", ""}}
+	got := rows(t, db, "s")
+	for i, r := range got {
+		tp := r.traceparent
+		r.traceparent = ""
+		if r != want[i] {
+			t.Errorf("row %d: %+v, want %+v", i, r, want[i])
+		}
+		if tp == "" {
+			t.Errorf("row %d has no trace context", r.id)
+		}
+	}
+	proc.mu.Lock()
+	if fmt.Sprint(proc.seen) != "[A B C]" {
+		t.Errorf("processed %v, want A, B and C once each", proc.seen)
+	}
+	proc.mu.Unlock()
+	waitFor(t, "the oversized message in the dead-letter queue", func() bool {
+		r, _ := dead.Load().(string)
+		return strings.Contains(r, "exceeds the source's limit of 64")
+	})
+
+	// The trace: the producer's span → the ingest span → the processing span.
+	sent := trace.SpanContextFromContext(pctx)
+	var ingest, process sdktrace.ReadOnlySpan
+	for _, s := range exp.GetSpans().Snapshots() {
+		if s.SpanContext().TraceID() != sent.TraceID() {
+			continue
+		}
+		switch s.Name() {
+		case tracing.SpanIngest:
+			ingest = s
+		case tracing.SpanProcess:
+			process = s
+		}
+	}
+	if ingest == nil || ingest.Parent().SpanID() != sent.SpanID() {
+		t.Fatalf("no ingest span continuing the producer's trace")
+	}
+	if process == nil || process.Parent().SpanID() != ingest.SpanContext().SpanID() {
+		t.Fatalf("the processing span is not the ingest span's child")
+	}
+	if got[0].traceparent != fmt.Sprintf("00-%s-%s-01", sent.TraceID(), ingest.SpanContext().SpanID()) {
+		t.Errorf("stored traceparent %s, want the ingest span's", got[0].traceparent)
+	}
+}
+
+// deleteTopology removes the test's exchanges and queues from the shared
+// RabbitMQ server.
+func deleteTopology(t *testing.T, topic, group string) {
+	conn, err := amqp.Dial(amqpURL)
+	if err != nil {
+		t.Logf("cleanup: %v", err)
+		return
+	}
+	defer conn.Close()
+	dlq := topic + ".dlq"
+	for _, q := range []string{rabbitmq.QueueName(topic, group), rabbitmq.QueueName(topic, group) + "/retry", rabbitmq.QueueName(dlq, driver.DeadLetterGroup)} {
+		if ch, err := conn.Channel(); err == nil {
+			_, _ = ch.QueueDelete(q, false, false, false)
+			_ = ch.Close()
+		}
+	}
+	for _, x := range []string{topic, dlq} {
+		if ch, err := conn.Channel(); err == nil {
+			_ = ch.ExchangeDelete(x, false, false)
+			_ = ch.Close()
+		}
+	}
+}
