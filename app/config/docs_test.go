@@ -15,7 +15,7 @@ func TestEveryKeyIsDocumented(t *testing.T) {
 	cfg := &Config{
 		Brokers:   map[string]Broker{"NAME": {}},
 		Mailboxes: map[string]Mailbox{"NAME": {}},
-		Streams:   map[string]Stream{"NAME": {}},
+		Streams:   map[string]Stream{"NAME": {Sources: map[string]Source{"SOURCE": {}}}},
 		Pipelines: map[string]Pipeline{"NAME": {}},
 		Relay:     Relay{Targets: map[string]Target{"TARGET": {}}},
 	}
