@@ -26,6 +26,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/msgx/msgx/admin"
 	"github.com/msgx/msgx/admin/console"
@@ -90,10 +91,16 @@ type Option func(*options)
 type options struct {
 	logOut io.Writer
 	env    func(string) string
+	tp     trace.TracerProvider
 }
 
 // WithLogOutput sets where logs go (default stderr).
 func WithLogOutput(w io.Writer) Option { return func(o *options) { o.logOut = w } }
+
+// WithTracerProvider traces with tp instead of the provider the
+// configuration and the OTEL_* variables select (the caller flushes and
+// shuts it down).
+func WithTracerProvider(tp trace.TracerProvider) Option { return func(o *options) { o.tp = tp } }
 
 // New wires the service: it opens (and migrates) the store, starts the
 // brokers, opens the mailboxes, builds every stream, pipeline and the relay,
@@ -115,7 +122,9 @@ func New(ctx context.Context, cfg *config.Config, reg *Registry, opts ...Option)
 	info.Set(1)
 	a.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), info)
 
-	if a.tracing, err = tracing.New(ctx, tracing.Enabled(cfg.Tracing.Enabled, o.env), cfg.Tracing.ServiceName); err != nil {
+	if o.tp != nil {
+		a.tracing = tracing.Wrap(o.tp)
+	} else if a.tracing, err = tracing.New(ctx, tracing.Enabled(cfg.Tracing.Enabled, o.env), cfg.Tracing.ServiceName); err != nil {
 		return nil, err
 	}
 	sopts := []store.Option{store.WithLogger(a.log)}

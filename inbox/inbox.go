@@ -174,7 +174,10 @@ type Incoming struct {
 
 // Enqueue stores messages as PENDING in the caller's transaction. A message
 // whose id is already known — in the inbox or in its archive — is left alone
-// (no double enqueue). It returns how many were new.
+// (no double enqueue), except that a PENDING one without a trace context
+// takes the one given now (the mailbox poller may take in a message before
+// the HTTP ingress that stored it enqueues it). It returns how many rows were
+// written: the new ones and those given a trace context.
 func Enqueue(ctx context.Context, tx store.Tx, stream string, now time.Time, msgs ...Incoming) (int, error) {
 	if len(msgs) == 0 {
 		return 0, nil

@@ -7,7 +7,11 @@ FROM unnest($2::bigint[], $3::bytea[], $5::text[], $6::text[]) AS u(id, payload,
 -- would otherwise hash the stream's whole archive.
 WHERE NOT EXISTS (SELECT 1 FROM msgx_inbox_hst h WHERE h.stream = $1 AND h.msg_id = u.id
     AND h.msg_id BETWEEN (SELECT min(i) FROM unnest($2::bigint[]) i) AND (SELECT max(i) FROM unnest($2::bigint[]) i))
-ON CONFLICT (stream, msg_id) DO NOTHING
+-- A message known already is left alone, except that a pending one taken in
+-- without a trace context (by the mailbox poller, ahead of the HTTP ingress
+-- that stored it) gets the ingress's.
+ON CONFLICT (stream, msg_id) DO UPDATE SET traceparent = EXCLUDED.traceparent, tracestate = EXCLUDED.tracestate
+WHERE msgx_inbox.traceparent IS NULL AND EXCLUDED.traceparent IS NOT NULL AND msgx_inbox.status = 'PENDING'
 
 -- name: Unfinished
 -- The head and the messages after it, never beyond the source watermark;

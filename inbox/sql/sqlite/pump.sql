@@ -4,7 +4,11 @@
 INSERT INTO msgx_inbox (stream, msg_id, payload, received_at, traceparent, tracestate)
 SELECT ?1, ?2, ?3, ?4, NULLIF(?5, ''), NULLIF(?6, '')
 WHERE NOT EXISTS (SELECT 1 FROM msgx_inbox_hst h WHERE h.stream = ?1 AND h.msg_id = ?2)
-ON CONFLICT (stream, msg_id) DO NOTHING
+-- A message known already is left alone, except that a pending one taken in
+-- without a trace context (by the mailbox poller, ahead of the HTTP ingress
+-- that stored it) gets the ingress's.
+ON CONFLICT (stream, msg_id) DO UPDATE SET traceparent = excluded.traceparent, tracestate = excluded.tracestate
+WHERE msgx_inbox.traceparent IS NULL AND excluded.traceparent IS NOT NULL AND msgx_inbox.status = 'PENDING'
 
 -- name: Unfinished
 -- The head and the messages after it, never beyond the source watermark;
