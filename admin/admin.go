@@ -269,16 +269,50 @@ func (s *Server) OpenAccess() bool { return s.cfg.ReadToken == "" && s.cfg.Opera
 // Ready runs the readiness checks.
 func (s *Server) Ready(ctx context.Context) ([]CheckResult, bool) { return s.runChecks(ctx) }
 
+// runChecks runs every check at once, so that a slow one costs the others
+// nothing; a check still running when ctx ends fails as unanswered.
 func (s *Server) runChecks(ctx context.Context) ([]CheckResult, bool) {
 	all := append([]Check{{Name: "database", Check: s.cfg.DB.Ping}}, s.cfg.Checks...)
-	res := make([]CheckResult, len(all))
-	ok := true
+	type result struct {
+		i   int
+		err error
+	}
+	results := make(chan result, len(all))
 	for i, c := range all {
-		res[i] = CheckResult{Name: c.Name, OK: true}
-		if err := c.Check(ctx); err != nil {
-			res[i] = CheckResult{Name: c.Name, Error: err.Error()}
-			ok = false
+		go func() { results <- result{i, c.Check(ctx)} }()
+	}
+	res := make([]CheckResult, len(all))
+	answered := make([]bool, len(all))
+	take := func(r result) {
+		answered[r.i] = true
+		res[r.i] = CheckResult{Name: all[r.i].Name, OK: r.err == nil}
+		if r.err != nil {
+			res[r.i].Error = r.err.Error()
 		}
+	}
+wait:
+	for range all {
+		select {
+		case r := <-results:
+			take(r)
+		case <-ctx.Done():
+			break wait
+		}
+	}
+	for more := true; more; {
+		select {
+		case r := <-results:
+			take(r)
+		default:
+			more = false
+		}
+	}
+	ok := true
+	for i := range all {
+		if !answered[i] {
+			res[i] = CheckResult{Name: all[i].Name, Error: "no answer within the readiness bound: " + ctx.Err().Error()}
+		}
+		ok = ok && res[i].OK
 	}
 	return res, ok
 }

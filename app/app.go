@@ -203,7 +203,7 @@ func (a *App) openBrokers(ctx context.Context) error {
 			return err
 		}
 		a.brokers[name] = b
-		a.health = append(a.health, &brokerHealth{b: b, window: 30 * time.Second})
+		a.health = append(a.health, &brokerHealth{b: b, window: 30 * time.Second, pingTimeout: 2 * time.Second})
 	}
 	return nil
 }

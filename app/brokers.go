@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -69,11 +70,14 @@ func newDriver(name string, c config.Broker, log *slog.Logger, reg prometheus.Re
 	return nil, nil, fmt.Errorf("unknown broker kind %q", c.Kind)
 }
 
-// brokerHealth follows a broker's lifecycle events: the broker counts as
-// unhealthy while its last asynchronous error is recent.
+// brokerHealth is a broker's readiness: the adapter's own round trip to the
+// broker where it has one (driver.Pinger), bounded by pingTimeout; for an
+// adapter without one (Pulsar), its asynchronous errors: unhealthy while the
+// last one is recent.
 type brokerHealth struct {
-	b      *broker.Broker
-	window time.Duration
+	b           *broker.Broker
+	window      time.Duration
+	pingTimeout time.Duration
 
 	mu      sync.Mutex
 	lastErr error
@@ -93,9 +97,15 @@ func (h *brokerHealth) follow(ctx context.Context) {
 	}
 }
 
-// check fails while the broker's last asynchronous error is within the
-// window. (The port has no connection probe of its own.)
-func (h *brokerHealth) check(context.Context) error {
+func (h *brokerHealth) check(ctx context.Context) error {
+	pctx, cancel := context.WithTimeout(ctx, h.pingTimeout)
+	defer cancel()
+	err := h.b.Ping(pctx)
+	if !errors.Is(err, broker.ErrUnsupported) {
+		// The broker answered now or did not: that decides, whatever
+		// failed asynchronously before.
+		return err
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.lastErr != nil && time.Since(h.lastAt) < h.window {

@@ -257,6 +257,24 @@ func (b *Broker) send(ctx context.Context, topic string, delay time.Duration, ms
 	return nil
 }
 
+// Ping checks that the broker answers now, with the adapter's own cheap
+// round trip (driver.Pinger), bounded by ctx. It returns an error wrapping
+// ErrUnsupported when the adapter has none, and ErrNotStarted before Start
+// or after Stop.
+func (b *Broker) Ping(ctx context.Context) error {
+	if !b.running() {
+		return ErrNotStarted
+	}
+	p, ok := b.drv.(driver.Pinger)
+	if !ok {
+		return fmt.Errorf("broker %s: ping: %w", b.name, ErrUnsupported)
+	}
+	if err := p.Ping(ctx); err != nil {
+		return fmt.Errorf("broker %s: ping: %w", b.name, err)
+	}
+	return nil
+}
+
 func (b *Broker) running() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -335,3 +335,18 @@ func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 	}
 	k.l.Log(context.Background(), l, "kafka client: "+msg, keyvals...)
 }
+
+// Ping implements driver.Pinger: the producer client asks a broker for its
+// API versions (a metadata-free round trip), bounded by ctx.
+func (d *Driver) Ping(ctx context.Context) error {
+	cl, err := d.producer()
+	if err != nil {
+		return err
+	}
+	if err := cl.Ping(ctx); err != nil {
+		return fmt.Errorf("kafka: no broker answers at %v: %w", d.cfg.seeds, err)
+	}
+	return nil
+}
+
+var _ driver.Pinger = (*Driver)(nil)

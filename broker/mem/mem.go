@@ -522,3 +522,15 @@ func (d *delivery) DeadLetter(_ context.Context, msg *driver.Message) error {
 	defer srv.mu.Unlock()
 	return d.release()
 }
+
+// Ping implements driver.Pinger: the in-process server answers while it is open.
+func (d *Driver) Ping(context.Context) error {
+	d.s.mu.Lock()
+	defer d.s.mu.Unlock()
+	if d.s.closed {
+		return ErrServerClosed
+	}
+	return nil
+}
+
+var _ driver.Pinger = (*Driver)(nil)

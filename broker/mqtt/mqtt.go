@@ -468,3 +468,24 @@ func (s *pubSession) current() context.Context {
 	defer s.mu.Unlock()
 	return s.conn
 }
+
+// Ping implements driver.Pinger: the publishing connection is up (the
+// connection manager's state, which its keep-alive keeps true), waiting at
+// most until ctx ends for a reconnect.
+func (d *Driver) Ping(ctx context.Context) error {
+	d.mu.Lock()
+	cm, closed := d.pub, d.closed
+	d.mu.Unlock()
+	switch {
+	case closed:
+		return ErrClosed
+	case cm == nil:
+		return fmt.Errorf("mqtt: driver %w", driver.ErrNotStarted)
+	}
+	if err := cm.AwaitConnection(ctx); err != nil {
+		return fmt.Errorf("mqtt: not connected to %s: %w", d.server.Redacted(), err)
+	}
+	return nil
+}
+
+var _ driver.Pinger = (*Driver)(nil)

@@ -418,3 +418,25 @@ func (d *Driver) Close(ctx context.Context) error {
 	d.errs.Close()
 	return nil
 }
+
+// Ping implements driver.Pinger: a PING/PONG round trip to the server (a
+// flush), bounded by ctx or, without a deadline, the request timeout.
+func (d *Driver) Ping(ctx context.Context) error {
+	d.mu.Lock()
+	nc, closed := d.nc, d.closed
+	d.mu.Unlock()
+	if nc == nil || closed {
+		return ErrNotStarted
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d.o.requestTimeout)
+		defer cancel()
+	}
+	if err := nc.FlushWithContext(ctx); err != nil {
+		return fmt.Errorf("nats: no answer from %s: %w", nc.ConnectedUrlRedacted(), err)
+	}
+	return nil
+}
+
+var _ driver.Pinger = (*Driver)(nil)

@@ -170,3 +170,34 @@ func (l *link) close() error {
 	}
 	return fmt.Errorf("rabbitmq: close %s connection: %w", l.role, err)
 }
+
+// ping opens and closes a channel on the current connection. amqp091's
+// Channel takes no context: it runs aside, and a broker that never answers
+// fails it when the heartbeat closes the connection.
+func (l *link) ping(ctx context.Context) error {
+	l.mu.Lock()
+	conn, up := l.conn, l.up
+	l.mu.Unlock()
+	select {
+	case <-up:
+	default:
+		return fmt.Errorf("rabbitmq: %s connection down", l.role)
+	}
+	done := make(chan error, 1)
+	go func() {
+		ch, err := conn.Channel()
+		if err == nil {
+			err = ch.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("rabbitmq: %s connection: open a channel: %w", l.role, err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("rabbitmq: %s connection: no answer: %w", l.role, ctx.Err())
+	}
+}

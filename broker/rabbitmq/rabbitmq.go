@@ -441,3 +441,27 @@ func (d *Driver) DeclareSubscription(ctx context.Context, spec driver.Subscripti
 	}
 	return d.declare(conn, spec, QueueName(spec.Topic, spec.Group))
 }
+
+// Ping implements driver.Pinger: on the publishing and the consuming
+// connection, a channel is opened and closed again (a round trip to the
+// broker), bounded by ctx. While a connection is down and being redialled it
+// fails.
+func (d *Driver) Ping(ctx context.Context) error {
+	d.mu.Lock()
+	started, closed := d.started, d.closed
+	d.mu.Unlock()
+	switch {
+	case closed:
+		return ErrClosed
+	case !started:
+		return ErrNotStarted
+	}
+	for _, l := range []*link{d.pub, d.con} {
+		if err := l.ping(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var _ driver.Pinger = (*Driver)(nil)

@@ -1,0 +1,170 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/msgx/msgx/admin"
+	"github.com/msgx/msgx/broker/brokertest"
+	"github.com/msgx/msgx/store/storetest"
+)
+
+// readyz answers /readyz: its status and the failed checks with their errors.
+func readyz(t *testing.T, addr string) (int, map[string]string) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Checks []admin.CheckResult `json:"checks"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	failed := map[string]string{}
+	for _, c := range body.Checks {
+		if !c.OK {
+			failed[c.Name] = c.Error
+		}
+	}
+	return resp.StatusCode, failed
+}
+
+// /readyz pings each broker: a Kafka that goes away makes it 503 naming the
+// broker, within the check's bound; the Kafka back on its port makes it 200
+// again.
+func TestReadyzPingsTheBrokers(t *testing.T) {
+	_, dsn := storetest.NewSchema(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	_ = ln.Close()
+	kf, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { kf.Close() }()
+	cfg := loadConfig(t, fmt.Sprintf(`
+store: {dsn: %q}
+admin: {listen: "127.0.0.1:0"}
+ingress: {listen: ""}
+brokers: {k: {kind: kafka, seeds: ["127.0.0.1:%d"]}}
+`, dsn, port))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a, err := New(ctx, cfg, registry(), WithLogOutput(io.Discard))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	wait := func(what string, cond func(int, map[string]string) bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			code, failed := readyz(t, a.AdminAddr())
+			if cond(code, failed) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: /readyz %d %v", what, code, failed)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	wait("ready with the broker up", func(code int, _ map[string]string) bool { return code == 200 })
+
+	kf.Close()
+	start := time.Now()
+	wait("not ready with the broker gone", func(code int, failed map[string]string) bool {
+		return code == 503 && failed["broker k"] != "" && len(failed) == 1
+	})
+	// One check is bounded (2 s), and so is the whole answer (5 s).
+	began := time.Now()
+	if code, _ := readyz(t, a.AdminAddr()); code != 503 || time.Since(began) > 5500*time.Millisecond {
+		t.Errorf("/readyz with the broker gone: %d after %s", code, time.Since(began))
+	}
+	t.Logf("503 %s after the broker went away", time.Since(start).Round(time.Millisecond))
+
+	if kf, err = kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port)); err != nil {
+		t.Fatal(err)
+	}
+	wait("ready with the broker back", func(code int, failed map[string]string) bool { return code == 200 && len(failed) == 0 })
+	if _, failed := readyz(t, a.AdminAddr()); strings.Contains(fmt.Sprint(failed), "broker") {
+		t.Errorf("broker still failing: %v", failed)
+	}
+}
+
+// The same for RabbitMQ, MQTT and NATS, each behind a TCP proxy that cuts
+// every connection and refuses new ones: 503 naming each, then 200 once the
+// clients have reconnected.
+func TestReadyzPingsEveryLocalBrokerKind(t *testing.T) {
+	_, dsn := storetest.NewSchema(t)
+	proxies := map[string]*brokertest.Proxy{}
+	for name, target := range map[string]string{"rmq": "127.0.0.1:5672", "mq": "127.0.0.1:1883", "nt": "127.0.0.1:4222"} {
+		p, err := brokertest.NewProxy(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = p.Close() })
+		proxies[name] = p
+	}
+	cfg := loadConfig(t, fmt.Sprintf(`
+store: {dsn: %q}
+admin: {listen: "127.0.0.1:0"}
+ingress: {listen: ""}
+brokers:
+  rmq: {kind: rabbitmq, url: "amqp://guest:guest@%s/"}
+  mq: {kind: mqtt, url: "tcp://%s"}
+  nt: {kind: nats, url: "nats://%s"}
+`, dsn, proxies["rmq"].Addr(), proxies["mq"].Addr(), proxies["nt"].Addr()))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a, err := New(ctx, cfg, registry(), WithLogOutput(io.Discard))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	wait := func(what string, cond func(int, map[string]string) bool) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			code, failed := readyz(t, a.AdminAddr())
+			if cond(code, failed) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: /readyz %d %v", what, code, failed)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	wait("ready", func(code int, _ map[string]string) bool { return code == 200 })
+	for _, p := range proxies {
+		p.Cut()
+	}
+	wait("every broker failing", func(code int, failed map[string]string) bool {
+		return code == 503 && failed["broker rmq"] != "" && failed["broker mq"] != "" && failed["broker nt"] != ""
+	})
+	for _, p := range proxies {
+		p.Restore()
+	}
+	wait("ready again", func(code int, failed map[string]string) bool { return code == 200 && len(failed) == 0 })
+}
