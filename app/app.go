@@ -200,6 +200,10 @@ func (a *App) openBrokers(ctx context.Context) error {
 		}
 		b := broker.New(name, drv, broker.WithLogger(a.log), broker.WithRegisterer(a.metrics))
 		if err := b.Start(ctx); err != nil {
+			if c.SASL.Mechanism != "" {
+				// A refused SASL login shows as a closed connection.
+				return fmt.Errorf("%w (SASL %s as %q: a wrong user or password also ends so)", err, c.SASL.Mechanism, c.SASL.User)
+			}
 			return err
 		}
 		a.brokers[name] = b

@@ -2,14 +2,19 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/msgx/msgx/app/config"
 	"github.com/msgx/msgx/broker"
@@ -44,6 +49,11 @@ func newDriver(name string, c config.Broker, log *slog.Logger, reg prometheus.Re
 		if weak || (c.Idempotence != nil && !*c.Idempotence) {
 			opts, weak = append(opts, kgo.DisableIdempotentWrite()), true
 		}
+		sec, err := kafkaSecurity(c)
+		if err != nil {
+			return nil, nil, err
+		}
+		opts = append(opts, sec...)
 		kopts := []kafka.Option{kafka.SeedBrokers(c.Seeds...), kafka.WithLogger(log), kafka.WithClientOptions(opts...)}
 		for _, topic := range c.CompactedTopics {
 			kopts = append(kopts, kafka.WithTopic(topic, -1, map[string]string{"cleanup.policy": "compact"}))
@@ -68,6 +78,46 @@ func newDriver(name string, c config.Broker, log *slog.Logger, reg prometheus.Re
 		return mem.New(srv), srv.Close, nil
 	}
 	return nil, nil, fmt.Errorf("unknown broker kind %q", c.Kind)
+}
+
+// kafkaSecurity is the franz-go options of a Kafka broker's TLS and SASL.
+func kafkaSecurity(c config.Broker) ([]kgo.Opt, error) {
+	var opts []kgo.Opt
+	if t := c.TLS; t.On() {
+		tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: t.InsecureSkipVerify} // InsecureSkipVerify: validation refuses it in production
+		if t.CAFile != "" {
+			pem, err := os.ReadFile(t.CAFile)
+			if err != nil {
+				return nil, fmt.Errorf("tls.ca-file: %w", err)
+			}
+			tc.RootCAs = x509.NewCertPool()
+			if !tc.RootCAs.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("tls.ca-file %s: no PEM certificate in it", t.CAFile)
+			}
+		}
+		if t.CertFile != "" {
+			cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+			if err != nil {
+				return nil, fmt.Errorf("tls.cert-file/key-file: %w", err)
+			}
+			tc.Certificates = []tls.Certificate{cert}
+		}
+		// franz-go sets ServerName per broker from the address it dials.
+		opts = append(opts, kgo.DialTLSConfig(tc))
+	}
+	s := c.SASL
+	switch s.Mechanism {
+	case "":
+	case "plain":
+		opts = append(opts, kgo.SASL(plain.Auth{User: s.User, Pass: s.Password}.AsMechanism()))
+	case "scram-sha-256":
+		opts = append(opts, kgo.SASL(scram.Auth{User: s.User, Pass: s.Password}.AsSha256Mechanism()))
+	case "scram-sha-512":
+		opts = append(opts, kgo.SASL(scram.Auth{User: s.User, Pass: s.Password}.AsSha512Mechanism()))
+	default:
+		return nil, fmt.Errorf("sasl.mechanism %q: not plain, scram-sha-256 or scram-sha-512", s.Mechanism)
+	}
+	return opts, nil
 }
 
 // brokerHealth is a broker's readiness: the adapter's own round trip to the

@@ -7,8 +7,9 @@
 //
 // The production profile refuses what is only safe on a developer's machine:
 // the in-memory broker, SQLite, Kafka producers without acks=all and
-// idempotence, an admin listener without a token and a shared mailbox without
-// an explicit start position.
+// idempotence, an admin listener without a token, a shared mailbox without
+// an explicit start position, and Kafka TLS that verifies nothing or a SASL
+// PLAIN password sent without TLS.
 package config
 
 import (
@@ -123,6 +124,39 @@ type Broker struct {
 	// with cleanup.policy=compact: the topics of compacted relay lanes
 	// (the SIS schd topic), whose consumers rebuild state from them.
 	CompactedTopics []string `yaml:"compacted-topics"`
+	// TLS and SASL secure the Kafka connections.
+	TLS  KafkaTLS  `yaml:"tls"`
+	SASL KafkaSASL `yaml:"sasl"`
+}
+
+// KafkaTLS is the TLS of a Kafka broker's connections; it is on when Enabled
+// is true or any file is given.
+type KafkaTLS struct {
+	Enabled bool `yaml:"enabled"`
+	// CAFile is a PEM bundle of the CAs trusted for the brokers' certificates
+	// (default: the system's roots).
+	CAFile string `yaml:"ca-file"`
+	// CertFile and KeyFile are the client certificate and key (PEM), for
+	// brokers that authenticate clients by certificate.
+	CertFile string `yaml:"cert-file"`
+	KeyFile  string `yaml:"key-file"`
+	// InsecureSkipVerify accepts any broker certificate (refused in the
+	// production profile).
+	InsecureSkipVerify bool `yaml:"insecure-skip-verify"`
+}
+
+// On reports whether TLS is configured.
+func (t KafkaTLS) On() bool {
+	return t.Enabled || t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.InsecureSkipVerify
+}
+
+// KafkaSASL is the SASL authentication of a Kafka broker's connections.
+type KafkaSASL struct {
+	// Mechanism is plain, scram-sha-256 or scram-sha-512 (empty: no SASL).
+	Mechanism string `yaml:"mechanism"`
+	User      string `yaml:"user"`
+	// Password: set it from the environment (MSGX_BROKERS_NAME_SASL_PASSWORD).
+	Password string `yaml:"password"`
 }
 
 // Mailbox is a mailbox table.

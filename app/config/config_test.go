@@ -256,3 +256,53 @@ streams:
 	wantProblem(t, err, "streams.a.sources.feed", "shadow mode takes no broker source")
 	wantProblem(t, err, "streams.b.sources.again", "same broker, topic and group as streams.a.sources.feed")
 }
+
+func TestKafkaTLSAndSASLSettings(t *testing.T) {
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, []byte("pem"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := load(t, `
+store: {dsn: "sqlite:a.db"}
+brokers:
+  main:
+    kind: kafka
+    tls: {ca-file: `+ca+`}
+    sasl: {mechanism: scram-sha-512, user: msgx}
+`, "MSGX_BROKERS_MAIN_SASL_PASSWORD=from-env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := cfg.Brokers["main"]; !b.TLS.On() || b.SASL.Password != "from-env" {
+		t.Errorf("broker: %+v", b)
+	}
+
+	_, err = load(t, `
+profile: production
+store: {dsn: "postgres://h/db"}
+brokers:
+  a:
+    kind: kafka
+    tls: {ca-file: /nowhere/ca.pem, cert-file: c.pem, insecure-skip-verify: true}
+    sasl: {mechanism: gssapi}
+  b:
+    kind: kafka
+    sasl: {mechanism: plain, user: u, password: p}
+  c:
+    kind: kafka
+    sasl: {user: u}
+  r:
+    kind: rabbitmq
+    url: amqp://h/
+    tls: {enabled: true}
+`)
+	wantProblem(t, err, "brokers.a.tls.ca-file", "cannot read /nowhere/ca.pem")
+	wantProblem(t, err, "brokers.a.tls", "cert-file and key-file go together")
+	wantProblem(t, err, "brokers.a.tls.insecure-skip-verify", "production profile refuses")
+	wantProblem(t, err, "brokers.a.sasl.mechanism", `"gssapi" is not a SASL mechanism`)
+	wantProblem(t, err, "brokers.a.sasl.user", "missing")
+	wantProblem(t, err, "brokers.a.sasl.password", "MSGX_BROKERS_A_SASL_PASSWORD")
+	wantProblem(t, err, "brokers.b.sasl.mechanism", "refuses SASL PLAIN without TLS")
+	wantProblem(t, err, "brokers.c.sasl.mechanism", "missing")
+	wantProblem(t, err, "brokers.r", "tls and sasl are Kafka settings")
+}

@@ -1,7 +1,9 @@
 package config
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"maps"
 	"net"
 	"regexp"
@@ -143,8 +145,49 @@ func (c *Config) validateBroker(p *problems, name string, b Broker, prod bool) {
 	default:
 		p.addf(key+".kind", "%q is not a broker kind (kafka, rabbitmq, mqtt, nats, pulsar or mem)", b.Kind)
 	}
-	if b.Kind != KindKafka && (len(b.Seeds) > 0 || b.Acks != "" || b.Idempotence != nil) {
-		p.addf(key, "seeds, acks and idempotence are Kafka settings; this broker is %q", b.Kind)
+	if b.Kind != KindKafka && (len(b.Seeds) > 0 || b.Acks != "" || b.Idempotence != nil || b.TLS.On() || b.SASL != (KafkaSASL{})) {
+		p.addf(key, "seeds, acks, idempotence, tls and sasl are Kafka settings; this broker is %q (its URL's scheme chooses TLS)", b.Kind)
+	}
+	if b.Kind == KindKafka {
+		validateKafkaSecurity(p, key, b, prod)
+	}
+}
+
+func validateKafkaSecurity(p *problems, key string, b Broker, prod bool) {
+	t := b.TLS
+	for _, f := range []struct{ k, path string }{{"ca-file", t.CAFile}, {"cert-file", t.CertFile}, {"key-file", t.KeyFile}} {
+		if f.path == "" {
+			continue
+		}
+		if _, err := os.Stat(f.path); err != nil {
+			p.addf(key+".tls."+f.k, "cannot read %s: %v", f.path, errors.Unwrap(err))
+		}
+	}
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		p.addf(key+".tls", "cert-file and key-file go together (a client certificate and its key)")
+	}
+	if prod && t.InsecureSkipVerify {
+		p.addf(key+".tls.insecure-skip-verify", "the production profile refuses it: any host could pose as the broker; give the brokers' CA in ca-file")
+	}
+	s := b.SASL
+	switch s.Mechanism {
+	case "":
+		if s.User != "" || s.Password != "" {
+			p.addf(key+".sasl.mechanism", "missing: user and password need a mechanism (plain, scram-sha-256 or scram-sha-512)")
+		}
+		return
+	case "plain", "scram-sha-256", "scram-sha-512":
+	default:
+		p.addf(key+".sasl.mechanism", "%q is not a SASL mechanism (plain, scram-sha-256 or scram-sha-512)", s.Mechanism)
+	}
+	if s.User == "" {
+		p.addf(key+".sasl.user", "missing")
+	}
+	if s.Password == "" {
+		p.addf(key+".sasl.password", "missing (set %s)", EnvName(key+".sasl.password"))
+	}
+	if prod && s.Mechanism == "plain" && !t.On() {
+		p.addf(key+".sasl.mechanism", "the production profile refuses SASL PLAIN without TLS: the password would cross the network in clear")
 	}
 }
 
