@@ -3,9 +3,9 @@ package config
 import (
 	"errors"
 	"fmt"
-	"os"
 	"maps"
 	"net"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
