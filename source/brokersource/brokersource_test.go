@@ -23,6 +23,7 @@ import (
 	"github.com/msgx/msgx/inbox"
 	"github.com/msgx/msgx/internal/tracing"
 	"github.com/msgx/msgx/source/brokersource"
+	"github.com/msgx/msgx/source/mailbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
@@ -243,4 +244,76 @@ func deleteTopology(t *testing.T, topic, group string) {
 			_ = ch.Close()
 		}
 	}
+}
+
+// On a stream with a mailbox, each delivery is stored in the mailbox first
+// and enqueued under its mailbox id; a payload the text column cannot hold
+// (not UTF-8) is dead-lettered, not retried for ever.
+func TestThroughTheStreamsMailbox(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	db := storetest.NewPostgres(t)
+	mb, err := mailbox.NewStore(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A row written by another sender first: the mailbox's ids are the ones used.
+	if _, err := mb.Insert(ctx, []byte("earlier"), time.Now(), mailbox.Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	topic, group := storetest.UniqueName("bsrcmb"), "msgx"
+	t.Cleanup(func() { deleteTopology(t, topic, group) })
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	b := broker.New("rmq", rabbitmq.New(rabbitmq.WithURL(amqpURL), rabbitmq.WithLogger(log)), broker.WithLogger(log))
+	if err := b.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Stop(context.Background()) })
+	var nudges atomic.Int64
+	src, err := brokersource.New(b, broker.Subscription{Topic: topic, Group: group}, db, "m",
+		brokersource.WithMailbox(mb, func() { nudges.Add(1) }), brokersource.WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dead atomic.Value
+	if _, err := b.Listen(ctx, broker.Subscription{Topic: topic + ".dlq", Group: driver.DeadLetterGroup}, func(_ context.Context, d *broker.Delivery) error {
+		dead.Store(d.Header(broker.HeaderDeadReason))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- src.Run(sctx, nil) }()
+	defer func() { stop(); <-done }()
+	// Run declares the topology; until then a publish would go nowhere.
+	for _, m := range []string{"one", "\xff\xfe not UTF-8", "two"} {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			err := b.SendConfirmed(ctx, topic, &broker.Message{Payload: []byte(m)})
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal(err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitFor(t, "two messages in the inbox", func() bool { return len(rows(t, db, "m")) == 2 })
+	got := rows(t, db, "m")
+	mrows, err := mb.Scan(ctx, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mrows) != 3 || got[0].id != mrows[1].ID || got[0].payload != "one" || got[1].id != mrows[2].ID || got[1].payload != "two" {
+		t.Errorf("inbox %+v, mailbox %+v", got, mrows)
+	}
+	if nudges.Load() != 2 {
+		t.Errorf("%d nudges, want one per stored message", nudges.Load())
+	}
+	waitFor(t, "the non-UTF-8 message in the dead-letter queue", func() bool {
+		r, _ := dead.Load().(string)
+		return strings.Contains(r, "not UTF-8")
+	})
 }
