@@ -45,6 +45,9 @@ func NewRelay(db *store.DB, opts ...Option) (*Relay, error) {
 		return nil, err
 	}
 	r := &Relay{cfg: cfg, db: db, ops: o, met: newMetrics(cfg.registerer)}
+	if !cfg.clockSet {
+		r.cfg.clock = cfg.hostClock
+	}
 	if o.pg {
 		r.wm = &watermark{}
 		if !cfg.clockSet {
