@@ -288,7 +288,7 @@ func (a *App) buildStreams(ctx context.Context, reg *Registry, deps Deps) error 
 		}
 		s := &stream{name: name}
 		opts := []inbox.Option{
-			inbox.WithLogger(a.log), inbox.WithRegisterer(a.metrics), inbox.WithClock(a.clock),
+			inbox.WithLogger(a.log), inbox.WithRegisterer(a.metrics), inbox.WithHostClock(a.clock),
 			inbox.WithGroupSize(c.GroupSize), inbox.WithMaxAttempts(c.MaxAttempts),
 			inbox.WithBackoff(backoff.Policy{MaxAttempts: c.MaxAttempts, Initial: c.Backoff.Initial.D(), Max: c.Backoff.Max.D(), Multiplier: 2}),
 			inbox.WithHeadDeadline(c.HeadDeadline.D()), inbox.WithPollInterval(c.PollInterval.D()), inbox.WithLease(c.Lease.D()),

@@ -124,7 +124,7 @@ type config struct {
 	// maxLeaseExpiries: see WithMaxLeaseExpiries.
 	maxLeaseExpiries int
 	// clockSet: WithClock chose the clock; otherwise, on PostgreSQL, the
-	// relay reads the database's clock through hostClock (dbClock).
+	// relay reads the database's clock through hostClock (dbclock).
 	clockSet  bool
 	hostClock clock.Clock
 }

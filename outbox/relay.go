@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/msgx/msgx/internal/backoff"
+	"github.com/msgx/msgx/internal/dbclock"
 	"github.com/msgx/msgx/store"
 )
 
@@ -23,8 +24,8 @@ type Relay struct {
 	db      *store.DB
 	ops     *ops
 	met     *metrics
-	wm      *watermark // PostgreSQL: where unordered claims may start
-	dbc     *dbClock   // PostgreSQL without WithClock: the database's clock
+	wm      *watermark     // PostgreSQL: where unordered claims may start
+	dbc     *dbclock.Clock // PostgreSQL without WithClock: the database's clock
 	lanes   []*lane
 	running atomic.Bool
 }
@@ -51,7 +52,7 @@ func NewRelay(db *store.DB, opts ...Option) (*Relay, error) {
 	if o.pg {
 		r.wm = &watermark{}
 		if !cfg.clockSet {
-			r.dbc = &dbClock{host: cfg.hostClock}
+			r.dbc = dbclock.New(cfg.hostClock)
 			r.cfg.clock = r.dbc
 		}
 	}
@@ -207,8 +208,8 @@ func (r *Relay) maintain(ctx context.Context) {
 		if r.cfg.cleanupInterval > 0 && nextClean.Before(next) {
 			next = nextClean
 		}
-		if r.dbc != nil && now.Add(dbClockResync).Before(next) {
-			next = now.Add(dbClockResync)
+		if r.dbc != nil && now.Add(dbclock.Resync).Before(next) {
+			next = now.Add(dbclock.Resync)
 		}
 		r.sleep(ctx, next.Sub(now))
 	}
@@ -217,10 +218,13 @@ func (r *Relay) maintain(ctx context.Context) {
 // syncClock measures the offset of the database's clock when it is due
 // (PostgreSQL, unless WithClock chose the clock).
 func (r *Relay) syncClock(ctx context.Context) error {
-	if r.dbc == nil || !r.dbc.due() {
+	if r.dbc == nil || !r.dbc.Due() {
 		return nil
 	}
-	return r.dbc.sync(ctx, r.ops.dbNow)
+	if err := r.dbc.Sync(ctx, r.ops.dbNow); err != nil {
+		return fmt.Errorf("outbox: %w", err)
+	}
+	return nil
 }
 
 // Lag measures the age of the oldest pending event of each target (0 when

@@ -176,15 +176,25 @@ func (o Offset) After(d time.Duration) <-chan time.Time { return o.Base.After(d)
 // NewTimer implements Clock.
 func (o Offset) NewTimer(d time.Duration) Timer { return o.Base.NewTimer(d) }
 
-// Paced reports whether c runs at the pace of the wall clock: Real, or an
-// Offset of Real. Code may then use the runtime's own timers (a context
+// Unshifted implements Shifted.
+func (o Offset) Unshifted() Clock { return o.Base }
+
+// Shifted is a clock that reads another one shifted (Offset, or a clock
+// corrected to a server's).
+type Shifted interface {
+	Clock
+	Unshifted() Clock
+}
+
+// Paced reports whether c runs at the pace of the wall clock: Real, or a
+// shift of Real. Code may then use the runtime's own timers (a context
 // deadline) for waits on c.
 func Paced(c Clock) bool {
 	switch c := c.(type) {
 	case Real:
 		return true
-	case Offset:
-		return Paced(c.Base)
+	case Shifted:
+		return Paced(c.Unshifted())
 	}
 	return false
 }
