@@ -22,7 +22,8 @@ import (
 type Relay struct {
 	cfg     config
 	db      *store.DB
-	ops     *ops
+	ops     relayDB
+	pg      *pgOps // PostgreSQL: what only it offers
 	met     *metrics
 	wm      *watermark     // PostgreSQL: where unordered claims may start
 	dbc     *dbclock.Clock // PostgreSQL without WithClock: the database's clock
@@ -41,15 +42,15 @@ func NewRelay(db *store.DB, opts ...Option) (*Relay, error) {
 	for _, l := range cfg.lanes {
 		conns += int32(l.workers)
 	}
-	o, err := newOps(db, cfg.dbTimeout, conns, cfg.syncCommit)
+	o, pg, err := newRelayDB(db, cfg.dbTimeout, conns, cfg.syncCommit)
 	if err != nil {
 		return nil, err
 	}
-	r := &Relay{cfg: cfg, db: db, ops: o, met: newMetrics(cfg.registerer)}
+	r := &Relay{cfg: cfg, db: db, ops: o, pg: pg, met: newMetrics(cfg.registerer)}
 	if !cfg.clockSet {
 		r.cfg.clock = cfg.hostClock
 	}
-	if o.pg {
+	if pg != nil {
 		r.wm = &watermark{}
 		if !cfg.clockSet {
 			r.dbc = dbclock.New(cfg.hostClock)
@@ -221,7 +222,7 @@ func (r *Relay) syncClock(ctx context.Context) error {
 	if r.dbc == nil || !r.dbc.Due() {
 		return nil
 	}
-	if err := r.dbc.Sync(ctx, r.ops.dbNow); err != nil {
+	if err := r.dbc.Sync(ctx, r.pg.dbNow); err != nil {
 		return fmt.Errorf("outbox: %w", err)
 	}
 	return nil
@@ -258,7 +259,7 @@ func (r *Relay) Cleanup(ctx context.Context) (int64, error) {
 	cutoff := r.cfg.clock.Now().Add(-r.cfg.retention)
 	var total int64
 	for ctx.Err() == nil {
-		n, err := r.ops.exec(ctx, "DeleteDone", cutoff, cleanupChunk)
+		n, err := r.ops.deleteDone(ctx, cutoff, cleanupChunk)
 		total += n
 		r.met.cleaned.Add(float64(n))
 		if err != nil {
