@@ -25,7 +25,7 @@ func TestClockFromEnv(t *testing.T) {
 		if err != nil || skew != want {
 			t.Fatalf("%q: %s %v, want %s", raw, skew, err, want)
 		}
-		if got := c.Now().Sub(time.Now()); (got - want).Abs() > time.Second {
+		if got := time.Until(c.Now()); (got - want).Abs() > time.Second {
 			t.Fatalf("%q: the clock is %s off the wall clock, want %s", raw, got, want)
 		}
 	}
