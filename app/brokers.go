@@ -25,6 +25,7 @@ import (
 	"github.com/msgx/msgx/broker/nats"
 	"github.com/msgx/msgx/broker/pulsar"
 	"github.com/msgx/msgx/broker/rabbitmq"
+	"github.com/msgx/msgx/internal/clock"
 )
 
 // newDriver builds the adapter a broker entry names.
@@ -128,6 +129,7 @@ type brokerHealth struct {
 	b           *broker.Broker
 	window      time.Duration
 	pingTimeout time.Duration
+	clock       clock.Clock // the broker's: its events are stamped on it
 
 	mu      sync.Mutex
 	lastErr error
@@ -158,8 +160,8 @@ func (h *brokerHealth) check(ctx context.Context) error {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.lastErr != nil && time.Since(h.lastAt) < h.window {
-		return fmt.Errorf("error %s ago: %w", time.Since(h.lastAt).Round(time.Second), h.lastErr)
+	if ago := h.clock.Now().Sub(h.lastAt); h.lastErr != nil && ago < h.window {
+		return fmt.Errorf("error %s ago: %w", ago.Round(time.Second), h.lastErr)
 	}
 	return nil
 }

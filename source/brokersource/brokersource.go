@@ -39,6 +39,7 @@ import (
 	"github.com/msgx/msgx/inbox"
 	"github.com/msgx/msgx/internal/backoff"
 	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/internal/dbclock"
 	"github.com/msgx/msgx/internal/tracing"
 	"github.com/msgx/msgx/source/mailbox"
 	"github.com/msgx/msgx/store"
@@ -93,7 +94,9 @@ func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout =
 // stops (default 10 s); past it the delivery is left unsettled.
 func WithStopTimeout(d time.Duration) Option { return func(o *options) { o.stopTimeout = d } }
 
-// WithClock sets the clock of the received time and the retry delays.
+// WithClock sets the host's clock (default the wall clock): the retry delays
+// and the mailbox's received time read it, the inbox's received time reads it
+// corrected to the database's clock on PostgreSQL.
 func WithClock(c clock.Clock) Option { return func(o *options) { o.clock = c } }
 
 // WithLogger sets the logger.
@@ -111,6 +114,9 @@ func WithName(name string) Option { return func(o *options) { o.name = name } }
 // Source is a broker listener feeding one inbox stream; it implements
 // inbox.Source, so it consumes only while its engine holds the stream lease.
 type Source struct {
+	// dbc is the host's clock corrected to the database's (PostgreSQL), for
+	// the inbox's received time, which other hosts' engines compare.
+	dbc    *dbclock.Clock
 	b      *broker.Broker
 	sub    broker.Subscription
 	db     *store.DB
@@ -152,7 +158,7 @@ func New(b *broker.Broker, sub broker.Subscription, db *store.DB, stream string,
 		o.name = sub.Topic
 	}
 	sub.Concurrency = 1
-	s := &Source{b: b, sub: sub, db: db, stream: stream, o: o,
+	s := &Source{dbc: dbclock.New(o.clock), b: b, sub: sub, db: db, stream: stream, o: o,
 		log: o.log.With("stream", stream, "source", o.name, "broker", b.Name(), "topic", sub.Topic, "group", sub.Group)}
 	labels := prometheus.Labels{"stream": stream, "source": o.name}
 	counter := func(name, help string) prometheus.Counter {
@@ -267,9 +273,14 @@ func (s *Source) handle(ctx context.Context, d *broker.Delivery, wake func()) er
 func (s *Source) store(ctx context.Context, in inbox.Incoming) (id int64, fresh bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, s.o.timeout)
 	defer cancel()
-	now := s.o.clock.Now()
+	if s.db.Dialect() == store.Postgres && s.dbc.Due() {
+		if err := s.dbc.Sync(ctx, func(ctx context.Context) (time.Time, error) { return inbox.DBNow(ctx, s.db) }); err != nil {
+			s.log.Warn("broker source: the database's clock could not be read; the last offset stays", "offset", s.dbc.Offset().String(), "err", err)
+		}
+	}
+	now := s.dbc.Now()
 	if s.o.mailbox != nil {
-		if in.ID, err = s.o.mailbox.Insert(ctx, in.Payload, now, mailbox.Meta{}); err != nil {
+		if in.ID, err = s.o.mailbox.Insert(ctx, in.Payload, s.o.clock.Now(), mailbox.Meta{}); err != nil {
 			return 0, false, err
 		}
 		if s.o.nudge != nil {
