@@ -127,7 +127,7 @@ type Source struct {
 }
 
 type metrics struct {
-	received, enqueued, rejected, retries prometheus.Counter
+	received, stored, rejected, retries prometheus.Counter
 }
 
 // New returns a source consuming sub from b into stream of db. The
@@ -166,12 +166,12 @@ func New(b *broker.Broker, sub broker.Subscription, db *store.DB, stream string,
 	}
 	s.m = metrics{
 		received: counter("msgx_source_broker_received_total", "Deliveries a broker source received (redeliveries included)."),
-		enqueued: counter("msgx_source_broker_enqueued_total", "Deliveries a broker source stored as new inbox messages."),
+		stored:   counter("msgx_source_broker_stored_total", "Deliveries a broker source stored in its stream (and so acknowledged)."),
 		rejected: counter("msgx_source_broker_rejected_total", "Deliveries a broker source dead-lettered: over its size limit, or not UTF-8 for a stream with a mailbox."),
 		retries:  counter("msgx_source_broker_store_failures_total", "Failed attempts of a broker source at storing a delivery (each retried)."),
 	}
 	if o.reg != nil {
-		for _, c := range []prometheus.Counter{s.m.received, s.m.enqueued, s.m.rejected, s.m.retries} {
+		for _, c := range []prometheus.Counter{s.m.received, s.m.stored, s.m.rejected, s.m.retries} {
 			if err := o.reg.Register(c); err != nil {
 				return nil, fmt.Errorf("brokersource: metrics: %w", err)
 			}
@@ -202,8 +202,9 @@ func (s *Source) Run(ctx context.Context, wake func()) error {
 // Handle stores one delivery in the stream; it is the listener's handler
 // (wake, when not nil, is called after a new message is stored). It returns
 // nil once the inbox (or the mailbox) has committed the message, a poison
-// error for a payload over the limit, and the context's error when ctx
-// ends first (the delivery then stays unsettled).
+// error for a payload it refuses (over the limit; not UTF-8 for a stream
+// with a mailbox), and the context's error when ctx ends first (the delivery
+// then stays unsettled).
 func (s *Source) Handle(ctx context.Context, d *broker.Delivery, wake func()) error {
 	return s.handle(ctx, d, wake)
 }
@@ -236,12 +237,10 @@ func (s *Source) handle(ctx context.Context, d *broker.Delivery, wake func()) er
 	in := inbox.Incoming{Payload: d.Payload}
 	in.TraceParent, in.TraceState = tracing.Context(ctx)
 	for attempt := 1; ; attempt++ {
-		id, fresh, err := s.store(ctx, in)
+		id, err := s.store(ctx, in)
 		if err == nil {
 			span.SetAttributes(attribute.Int64("msgx.msg_id", id))
-			if fresh {
-				s.m.enqueued.Inc()
-			}
+			s.m.stored.Inc()
 			if wake != nil {
 				wake()
 			}
@@ -267,10 +266,9 @@ func (s *Source) handle(ctx context.Context, d *broker.Delivery, wake func()) er
 	}
 }
 
-// store commits the message once: in the mailbox and then the inbox, or in
-// the inbox under the stream's next id. fresh is false when the inbox knew
-// the id already (the mailbox's poller was quicker).
-func (s *Source) store(ctx context.Context, in inbox.Incoming) (id int64, fresh bool, err error) {
+// store commits the message once and returns its id: in the mailbox and
+// then the inbox, or in the inbox under the stream's next id.
+func (s *Source) store(ctx context.Context, in inbox.Incoming) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.o.timeout)
 	defer cancel()
 	if s.db.Dialect() == store.Postgres && s.dbc.Due() {
@@ -280,36 +278,45 @@ func (s *Source) store(ctx context.Context, in inbox.Incoming) (id int64, fresh 
 	}
 	now := s.dbc.Now()
 	if s.o.mailbox != nil {
-		if in.ID, err = s.o.mailbox.Insert(ctx, in.Payload, s.o.clock.Now(), mailbox.Meta{}); err != nil {
-			return 0, false, err
+		id, err := s.o.mailbox.Insert(ctx, in.Payload, s.o.clock.Now(), mailbox.Meta{})
+		if err != nil {
+			return 0, err
 		}
+		in.ID = id
+		err = s.db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+			_, err := inbox.Enqueue(ctx, tx, s.stream, now, in)
+			return err
+		})
+		if err != nil {
+			// The message is in the mailbox: its poller takes it in (with no
+			// trace context). Storing it again would only make a duplicate.
+			s.log.Warn("broker source: enqueue after the mailbox insert failed; the mailbox poller takes the message in", "msg_id", id, "err", err)
+		}
+		// After the enqueue, as the HTTP ingress does: the poller's scan
+		// then finds the message enqueued with its trace context.
 		if s.o.nudge != nil {
 			s.o.nudge()
 		}
+		return id, nil
 	}
-	err = s.db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
-		msg := in
-		if s.o.mailbox == nil {
-			if msg.ID, err = inbox.NextID(ctx, tx, s.stream); err != nil {
-				return err
-			}
-		}
-		n, err := inbox.Enqueue(ctx, tx, s.stream, now, msg)
+	err := s.db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+		id, err := inbox.NextID(ctx, tx, s.stream)
 		if err != nil {
 			return err
 		}
-		if n == 0 && s.o.mailbox == nil {
-			// A fresh id that is taken would drop the message: refuse.
-			return fmt.Errorf("brokersource: id %d of stream %s is taken (was the stream fed from a mailbox before?)", msg.ID, s.stream)
+		in.ID = id
+		n, err := inbox.Enqueue(ctx, tx, s.stream, now, in)
+		if err != nil {
+			return err
 		}
-		id, fresh = msg.ID, n > 0
+		if n == 0 {
+			// A fresh id that is taken would drop the message: refuse.
+			return fmt.Errorf("brokersource: id %d of stream %s is taken (was the stream fed from a mailbox before?)", id, s.stream)
+		}
 		return nil
 	})
-	if err != nil && s.o.mailbox != nil && id == 0 {
-		// The message is in the mailbox: its poller takes it in, with no
-		// trace context. Storing it again would only make a duplicate.
-		s.log.Warn("broker source: enqueue after the mailbox insert failed; the mailbox poller takes the message in", "msg_id", in.ID, "err", err)
-		return in.ID, false, nil
+	if err != nil {
+		return 0, err
 	}
-	return id, fresh, err
+	return in.ID, nil
 }
