@@ -30,6 +30,7 @@ func main() {
 	flag.DurationVar(&cfg.CrashLoop, "crash-loop", time.Minute, "length of the crash loop (a kill every 1-2 s); 0: none")
 	flag.IntVar(&cfg.Cuts, "cuts", 5, "cuts of every database connection")
 	flag.DurationVar(&cfg.Outage, "outage", 30*time.Second, "one PostgreSQL outage and one MariaDB black hole of this length; 0: none")
+	kafkaOutage := flag.Duration("kafka-outage", -1, "one outage of Kafka of this length (every request's connection closed); 0: none; default: as --outage")
 	flag.BoolVar(&cfg.Second, "second", true, "run two instances at once")
 	flag.BoolVar(&cfg.BadInput, "bad-input", true, "send the hostile bodies")
 	flag.DurationVar(&cfg.Soak, "soak", 5*time.Minute, "steady traffic without faults after them, memory and goroutines watched")
@@ -40,6 +41,10 @@ func main() {
 	flag.DurationVar(&cfg.Pace, "pace", 100*time.Millisecond, "pause between two messages of a writer or client")
 	flag.Float64Var(&cfg.DupRate, "dup-rate", 0.05, "share of mailbox inserts sent twice (a lost acknowledgement)")
 	flag.Parse()
+	cfg.KafkaOutage = *kafkaOutage
+	if cfg.KafkaOutage < 0 {
+		cfg.KafkaOutage = cfg.Outage
+	}
 	cfg.Progress = os.Stderr
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

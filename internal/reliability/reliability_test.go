@@ -13,11 +13,12 @@ import (
 
 // TestShortCampaign is the CI version of the campaign: the real binary in
 // the production profile, mailbox writers that insert twice now and then,
-// ingress clients, hostile bodies, three kill -9s and one cut of every
-// database connection; then the whole history is checked against the oracle.
-// The route-passport traffic is left to the full campaign: after a kill -9
-// its records wait out the Kafka consumer session (45 s) before another
-// member gets them, which alone would double this test's time.
+// ingress clients, route-passport records on Kafka, hostile bodies and
+// records, three kill -9s, one cut of every database connection and a Kafka
+// outage of a few seconds; then the whole history is checked against the
+// oracle. Each restart takes the route-passport partitions back under its
+// instance id at once: a kill that left them to the Kafka session (45 s)
+// would show in the route-passport lag, which is bounded here.
 func TestShortCampaign(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -35,10 +36,12 @@ func TestShortCampaign(t *testing.T) {
 		Duration:    30 * time.Second,
 		Kills:       3,
 		Cuts:        1,
+		KafkaOutage: 4 * time.Second,
 		BadInput:    true,
 		Writers:     3,
 		Clients:     2,
 		Flights:     5,
+		Routes:      3,
 		Pace:        100 * time.Millisecond,
 		DupRate:     0.05,
 		Progress:    testWriter{t},
@@ -47,8 +50,14 @@ func TestShortCampaign(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("figures:\n%s", f)
-	if f.Kills != 3 || f.Cuts != 1 || f.MailboxDuplicates == 0 || f.EventsExpected == 0 || f.BadInputTried < 9 {
+	if f.Kills != 3 || f.Cuts != 1 || f.KafkaOutages != 1 || f.KafkaRefused == 0 || f.MailboxDuplicates == 0 ||
+		f.EventsExpected == 0 || f.RouteRecords == 0 || f.BadInputTried < 9+13 {
 		t.Errorf("the campaign did not do what it should: %+v", f)
+	}
+	// The lag includes the outage and a restart; a kill whose partitions
+	// waited for the dead member's session would add the 45 s session.
+	if f.RouteLagMax > 30*time.Second {
+		t.Errorf("a route-passport record waited %s for its event: the group did not take the restarted instance back at once", f.RouteLagMax)
 	}
 	if n := f.Violations.Count(); n > 0 {
 		t.Errorf("%d violations:\n%s", n, f.Violations)

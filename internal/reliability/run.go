@@ -48,8 +48,11 @@ type Config struct {
 	Cuts      int           // cuts of every PostgreSQL and MariaDB connection (a restart as msgx sees it)
 	Outage    time.Duration // one PostgreSQL outage (refused) and one black hole of the MariaDB connections of this length, 0: none
 	Second    bool          // run a second instance all along (the kills pick either)
-	BadInput  bool          // send the hostile bodies through the ingress and the mailbox
-	Soak      time.Duration // steady traffic without faults after them; memory and goroutines are scraped over it
+	// KafkaOutage is one outage of the in-process Kafka of this length (every
+	// request's connection closed), 0: none.
+	KafkaOutage time.Duration
+	BadInput    bool          // send the hostile bodies through the ingress and the mailbox
+	Soak        time.Duration // steady traffic without faults after them; memory and goroutines are scraped over it
 
 	Writers int           // concurrent mailbox writers
 	Clients int           // concurrent HTTP ingress clients
@@ -72,8 +75,12 @@ type Figures struct {
 	BadInputTried, BadInputRefused                   int // refused: at the door (HTTP 4xx, the mailbox's own column check)
 	BadInputOutcomes                                 []string
 	EventsExpected, EventsSeen, WireDuplicates       int
-	RouteRecords                                     int       // valid route-passport records produced
-	Goroutines, RSS                                  []float64 // scraped during the run
+	RouteRecords                                     int // valid route-passport records produced
+	KafkaOutages, KafkaRefused                       int // Kafka outages, requests refused in them
+	KafkaOutageLength                                time.Duration
+	RouteJoins, RouteGeneration, RouteMembers        int           // route-passport group: joins of a process, rebalances, members at the end
+	RouteLagMax, RouteLagP99, RouteGapMax            time.Duration // see routeTiming
+	Goroutines, RSS                                  []float64     // scraped during the run
 	Drain, Soak                                      time.Duration
 	Tables                                           map[string]int
 	Violations                                       Violations
@@ -85,7 +92,9 @@ func (f *Figures) String() string {
 		f.Kills+f.CrashLoopKills, f.CrashLoopKills, f.CrashLoop, f.Cuts, f.Outages, f.OutageLength, f.BlackHoles, f.Instances)
 	fmt.Fprintf(&b, "mailbox rows %d (duplicate inserts %d), ingress posts %d (retries %d), bad inputs %d (%d refused at the door)\n",
 		f.MailboxRows, f.MailboxDuplicates, f.IngressPosts, f.IngressRetries, f.BadInputTried, f.BadInputRefused)
-	fmt.Fprintf(&b, "route-passport records %d\n", f.RouteRecords)
+	fmt.Fprintf(&b, "route-passport records %d; group: %d joins, generation %d, %d members at the end; lag to the event max %s, p99 %s; longest gap between events %s\n",
+		f.RouteRecords, f.RouteJoins, f.RouteGeneration, f.RouteMembers, f.RouteLagMax.Round(time.Millisecond), f.RouteLagP99.Round(time.Millisecond), f.RouteGapMax.Round(time.Millisecond))
+	fmt.Fprintf(&b, "Kafka outages %d of %s (%d requests refused)\n", f.KafkaOutages, f.KafkaOutageLength, f.KafkaRefused)
 	fmt.Fprintf(&b, "events expected %d, seen %d, duplicates on the wire %d, drain after the faults %s\n",
 		f.EventsExpected, f.EventsSeen, f.WireDuplicates, f.Drain.Round(time.Second))
 	if n := len(f.Goroutines); n > 0 {
@@ -126,6 +135,7 @@ type campaign struct {
 	logMu   sync.Mutex
 	mu      sync.Mutex
 	inst    []*Instance // by slot; nil while down
+	kw      *kafkaWatch
 	hostile map[int64]string
 }
 
@@ -235,6 +245,7 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 		return nil, err
 	}
 	defer kf.Close()
+	c.kw = watchKafka(kf)
 	w, stopWire, err := consume(ctx, kf.ListenAddrs(), "sis.msg", "sis.schd", routeDLQ, routeIn, routeGeo)
 	if err != nil {
 		return nil, err
@@ -264,6 +275,7 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 		"MSGX_RELAY_TARGETS_KAFKA_SCHD_FLUSH_PERIOD=1s",
 		"MSGX_LOG_LEVEL=info",
 	}
+	c.env = append(c.env, kafkaEnv(cfg.KafkaOutage)...)
 	slots := 1
 	if cfg.Second {
 		slots = 2
@@ -446,6 +458,8 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 		return nil, err
 	}
 	checkRoutes(routes.snapshot(), w, c.fig, &v)
+	routeTiming(routes.snapshot(), w, c.fig)
+	routeGroupFigures(kf, c.kw, c.fig)
 	v.Leak = c.fig.Violations.Leak
 	v.BadInputFates = append(c.fig.Violations.BadInputFates, v.BadInputFates...)
 	for _, in := range c.snapshot() {
@@ -469,7 +483,7 @@ func proxiedMaria(dsn string) (addr, proxied string, err error) {
 }
 
 func (c *campaign) start(ctx context.Context, slot int) error {
-	in, err := Launch(ctx, "msgx-"+strconv.Itoa(slot), c.bin, c.config, c.env, c.log, &c.logMu)
+	in, err := Launch(ctx, "msgx-"+strconv.Itoa(slot), c.bin, c.config, c.instanceEnv(slot), c.log, &c.logMu)
 	if err != nil {
 		return err
 	}
@@ -545,6 +559,9 @@ func (c *campaign) faults(ctx context.Context, pgProxy, mProxy *Proxy) {
 	if cfg.CrashLoop > 0 {
 		plan = append(plan, fault{cfg.Duration * 3 / 4, "crashloop"})
 	}
+	if cfg.KafkaOutage > 0 {
+		plan = append(plan, fault{cfg.Duration * 5 / 8, "kafka"})
+	}
 	// In time order.
 	for i := range plan {
 		for j := i + 1; j < len(plan); j++ {
@@ -584,6 +601,8 @@ func (c *campaign) faults(ctx context.Context, pgProxy, mProxy *Proxy) {
 			pause(ctx, cfg.Outage)
 			mProxy.BlackHole(false)
 			c.fig.BlackHoles++
+		case "kafka":
+			c.kafkaOutage(ctx, cfg.KafkaOutage)
 		case "crashloop":
 			c.say("crash loop of %s", cfg.CrashLoop)
 			end := time.Now().Add(cfg.CrashLoop)
@@ -592,7 +611,7 @@ func (c *campaign) faults(ctx context.Context, pgProxy, mProxy *Proxy) {
 				c.kill(slot)
 				c.fig.CrashLoopKills++
 				lctx, cancel := context.WithTimeout(ctx, time.Second+time.Duration(rand.Int64N(int64(time.Second))))
-				in, err := Launch(lctx, "msgx-"+strconv.Itoa(slot), c.bin, c.config, c.env, c.log, &c.logMu)
+				in, err := Launch(lctx, "msgx-"+strconv.Itoa(slot), c.bin, c.config, c.instanceEnv(slot), c.log, &c.logMu)
 				if err == nil {
 					c.mu.Lock()
 					c.inst[slot] = in
