@@ -311,7 +311,7 @@ func EmbeddedDefault() *Config {
 func (c *Config) setDefaults() {
 	orDefault(&c.Profile, Embedded)
 	if c.InstanceID == "" {
-		c.InstanceID = DefaultInstanceID(os.Hostname, c.Admin.Listen, c.Ingress.Listen)
+		c.InstanceID = defaultInstanceID(os.Hostname, c.Admin.Listen, c.Ingress.Listen)
 	}
 	orDefault(&c.Log.Level, "info")
 	orDefault(&c.Log.Format, "text")
@@ -388,12 +388,12 @@ func (c *Config) setDefaults() {
 
 func ptr[T any](v T) *T { return &v }
 
-// DefaultInstanceID is the host name (characters an instance id may not
+// defaultInstanceID is the host name (characters an instance id may not
 // hold replaced by '-') and, when the first listen address given has a
 // fixed port, "-<port>": two processes on one host cannot listen on the same
 // port, so their default ids differ, and a restart keeps its id. "" when the
 // host name is unknown (validation then asks for instance-id).
-func DefaultInstanceID(hostname func() (string, error), listens ...string) string {
+func defaultInstanceID(hostname func() (string, error), listens ...string) string {
 	h, err := hostname()
 	if err != nil || h == "" {
 		return ""

@@ -221,16 +221,16 @@ func TestInstanceID(t *testing.T) {
 		{[]string{"127.0.0.1:0", ":8080"}, "node-7.example"}, // an ephemeral port is no identity
 		{nil, "node-7.example"},
 	} {
-		if got := DefaultInstanceID(host, c.listens...); got != c.want {
-			t.Errorf("DefaultInstanceID(%q) = %q, want %q", c.listens, got, c.want)
+		if got := defaultInstanceID(host, c.listens...); got != c.want {
+			t.Errorf("defaultInstanceID(%q) = %q, want %q", c.listens, got, c.want)
 		}
 	}
 	odd := func() (string, error) { return "my host:1", nil }
-	if got := DefaultInstanceID(odd); got != "my-host-1" {
+	if got := defaultInstanceID(odd); got != "my-host-1" {
 		t.Errorf("a host name with illegal characters: %q", got)
 	}
 	none := func() (string, error) { return "", errors.New("no name") }
-	if got := DefaultInstanceID(none, ":8081"); got != "" {
+	if got := defaultInstanceID(none, ":8081"); got != "" {
 		t.Errorf("no host name: %q", got)
 	}
 

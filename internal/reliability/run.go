@@ -79,8 +79,9 @@ type Figures struct {
 	KafkaOutages, KafkaRefused                       int // Kafka outages, requests refused in them
 	KafkaOutageLength                                time.Duration
 	RouteJoins, RouteGeneration, RouteMembers        int           // route-passport group: joins of a process, rebalances, members at the end
-	RouteLagMax, RouteLagP99, RouteGapMax            time.Duration // see routeTiming
-	Goroutines, RSS                                  []float64     // scraped during the run
+	RouteIngestMax, RouteIngestP99, RouteGapMax      time.Duration // see routeTiming
+	RouteLagMax, RouteLagP99                         time.Duration
+	Goroutines, RSS                                  []float64 // scraped during the run
 	Drain, Soak                                      time.Duration
 	Tables                                           map[string]int
 	Violations                                       Violations
@@ -92,8 +93,11 @@ func (f *Figures) String() string {
 		f.Kills+f.CrashLoopKills, f.CrashLoopKills, f.CrashLoop, f.Cuts, f.Outages, f.OutageLength, f.BlackHoles, f.Instances)
 	fmt.Fprintf(&b, "mailbox rows %d (duplicate inserts %d), ingress posts %d (retries %d), bad inputs %d (%d refused at the door)\n",
 		f.MailboxRows, f.MailboxDuplicates, f.IngressPosts, f.IngressRetries, f.BadInputTried, f.BadInputRefused)
-	fmt.Fprintf(&b, "route-passport records %d; group: %d joins, generation %d, %d members at the end; lag to the event max %s, p99 %s; longest gap between events %s\n",
-		f.RouteRecords, f.RouteJoins, f.RouteGeneration, f.RouteMembers, f.RouteLagMax.Round(time.Millisecond), f.RouteLagP99.Round(time.Millisecond), f.RouteGapMax.Round(time.Millisecond))
+	fmt.Fprintf(&b, "route-passport records %d; group: %d joins, generation %d, %d members at the end\n",
+		f.RouteRecords, f.RouteJoins, f.RouteGeneration, f.RouteMembers)
+	fmt.Fprintf(&b, "route-passport wait until ingested max %s, p99 %s; longest time without ingestion %s; until the event max %s, p99 %s\n",
+		f.RouteIngestMax.Round(time.Millisecond), f.RouteIngestP99.Round(time.Millisecond), f.RouteGapMax.Round(time.Millisecond),
+		f.RouteLagMax.Round(time.Millisecond), f.RouteLagP99.Round(time.Millisecond))
 	fmt.Fprintf(&b, "Kafka outages %d of %s (%d requests refused)\n", f.KafkaOutages, f.KafkaOutageLength, f.KafkaRefused)
 	fmt.Fprintf(&b, "events expected %d, seen %d, duplicates on the wire %d, drain after the faults %s\n",
 		f.EventsExpected, f.EventsSeen, f.WireDuplicates, f.Drain.Round(time.Second))
@@ -458,7 +462,11 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 		return nil, err
 	}
 	checkRoutes(routes.snapshot(), w, c.fig, &v)
-	routeTiming(routes.snapshot(), w, c.fig)
+	if cfg.Routes > 0 {
+		if err := routeTiming(ctx, pg, routes.snapshot(), w, c.fig); err != nil {
+			return nil, err
+		}
+	}
 	routeGroupFigures(kf, c.kw, c.fig)
 	v.Leak = c.fig.Violations.Leak
 	v.BadInputFates = append(c.fig.Violations.BadInputFates, v.BadInputFates...)
