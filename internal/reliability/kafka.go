@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -83,12 +83,12 @@ func kafkaEnv(d time.Duration) []string {
 	return []string{"MSGX_RELAY_BACKOFF_INITIAL=1s", "MSGX_RELAY_BACKOFF_MAX=60s"}
 }
 
-// instanceEnv gives each slot its own stable instance id: both instances
+// instanceEnv is envFor plus the slot's own stable instance id: both instances
 // run on this host with admin port 0, so the default (the host name) would
 // be shared, and a restart in a slot must take back that slot's Kafka group
 // membership.
 func (c *campaign) instanceEnv(slot int) []string {
-	return append(c.env[:len(c.env):len(c.env)], "MSGX_INSTANCE_ID=reliability-"+strconv.Itoa(slot))
+	return append(c.envFor(slot), "MSGX_INSTANCE_ID=reliability-"+strconv.Itoa(slot))
 }
 
 // routeGroupFigures reads the route-passport group at the end: its
@@ -107,7 +107,7 @@ func routeGroupFigures(kf *kfake.Cluster, k *kafkaWatch, f *Figures) {
 // without any ingestion while records kept coming. Events: how long each
 // waited for its event on the route-in topic (this adds the relay, whose
 // claims a killed instance holds until their lease expires).
-func routeTiming(ctx context.Context, pg *pgx.Conn, recs []produced, w *wire, f *Figures) error {
+func routeTiming(ctx context.Context, pg *pgxpool.Pool, recs []produced, w *wire, f *Figures) error {
 	produceAt := map[string]time.Time{}
 	for _, p := range recs {
 		if p.hostile == "" {

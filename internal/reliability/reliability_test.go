@@ -12,13 +12,15 @@ import (
 )
 
 // TestShortCampaign is the CI version of the campaign: the real binary in
-// the production profile, mailbox writers that insert twice now and then,
-// ingress clients, route-passport records on Kafka, hostile bodies and
-// records, three kill -9s, one cut of every database connection and a Kafka
-// outage of a few seconds; then the whole history is checked against the
-// oracle. Each restart takes the route-passport partitions back under its
-// instance id at once: a kill that left them to the Kafka session (45 s)
-// would show in the route-passport lag, which is bounded here.
+// the production profile, two instances whose clocks are 80 s apart,
+// mailbox writers that insert twice now and then, ingress clients,
+// route-passport records on Kafka, hostile bodies and records, three
+// kill -9s, one cut of every database connection, one real restart of the
+// private database servers and a Kafka outage of a few seconds; then the
+// whole history is checked against the oracle. Each restart takes the
+// route-passport partitions back under its instance id at once: a kill that
+// left them to the Kafka session (45 s) would show in the route-passport
+// ingestion wait, which is bounded here.
 func TestShortCampaign(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -37,6 +39,10 @@ func TestShortCampaign(t *testing.T) {
 		Kills:       3,
 		Cuts:        1,
 		KafkaOutage: 4 * time.Second,
+		Second:      true,
+		Skew:        40 * time.Second,
+		PrivateDB:   true,
+		Restarts:    1,
 		BadInput:    true,
 		Writers:     3,
 		Clients:     2,
@@ -50,8 +56,8 @@ func TestShortCampaign(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("figures:\n%s", f)
-	if f.Kills != 3 || f.Cuts != 1 || f.KafkaOutages != 1 || f.KafkaRefused == 0 || f.MailboxDuplicates == 0 ||
-		f.EventsExpected == 0 || f.RouteRecords == 0 || f.BadInputTried < 9+13 {
+	if f.Kills != 3 || f.Cuts != 1 || f.Restarts != 1 || f.Instances != 2 || f.KafkaOutages != 1 || f.KafkaRefused == 0 ||
+		f.MailboxDuplicates == 0 || f.EventsExpected == 0 || f.RouteRecords == 0 || f.BadInputTried < 9+13 {
 		t.Errorf("the campaign did not do what it should: %+v", f)
 	}
 	// The wait includes the outage and a restart; a kill whose partitions
