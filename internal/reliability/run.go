@@ -2,8 +2,9 @@
 // builds and runs `msgx serve` in the production profile against
 // PostgreSQL, a MariaDB mailbox and a Kafka (kfake), feeds traffic the way
 // the legacy systems do, injects faults (kill -9, crash loops, connection
-// cuts, outages and black holes through TCP proxies, two instances, clocks
-// skewed between them, real restarts of private database servers), records
+// cuts, outages and black holes through TCP proxies, Kafka outages through
+// kfake's control hook, two instances, clocks skewed between them, real
+// restarts of private database servers), records
 // the history and checks it afterwards against an oracle of its own.
 package reliability
 
