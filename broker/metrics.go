@@ -17,6 +17,7 @@ type metrics struct {
 	released      *prometheus.CounterVec
 	stuck         *prometheus.GaugeVec
 	parked        *prometheus.GaugeVec
+	oldest        *oldestUnsettled
 	handler       *handlerHistogram
 	events        prometheus.Counter
 	eventsDropped prometheus.Counter
@@ -44,6 +45,9 @@ func newMetrics(reg prometheus.Registerer, adapter string) (*metrics, error) {
 			Help: "Deliveries whose settlement and release both failed, held until their listener stops.", ConstLabels: cl}, []string{"topic", "group"}),
 		parked: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "msgx_broker_parked_deliveries",
 			Help: "Deliveries waiting in the port-local scheduler for their not-before time.", ConstLabels: cl}, []string{"topic", "group"}),
+		oldest: &oldestUnsettled{desc: prometheus.NewDesc("msgx_broker_oldest_unsettled_seconds",
+			"Age of the oldest delivery a listener holds unsettled (handled, being settled, or held after a failed release; not parked), by the broker's clock.",
+			[]string{"topic", "group"}, cl)},
 		handler: &handlerHistogram{
 			desc:   prometheus.NewDesc("msgx_broker_handler_seconds", "Handler run time; for deliveries handled back to back, from the end of the previous handler (so with its acknowledgement, a fraction of a microsecond).", []string{"topic", "group"}, cl),
 			series: map[[2]string]*histogramSeries{},
@@ -56,7 +60,7 @@ func newMetrics(reg prometheus.Registerer, adapter string) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	cs := []prometheus.Collector{m.published, m.publishErrors, m.received, m.settledVec, m.settleErrors, m.released, m.stuck, m.parked, m.handler, m.events, m.eventsDropped}
+	cs := []prometheus.Collector{m.published, m.publishErrors, m.received, m.settledVec, m.settleErrors, m.released, m.stuck, m.parked, m.oldest, m.handler, m.events, m.eventsDropped}
 	for i, c := range cs {
 		if err := reg.Register(c); err != nil {
 			for _, done := range cs[:i] {
