@@ -43,11 +43,15 @@ type failDelivery struct{ msg driver.Message }
 
 var errLinkDown = errors.New("link down")
 
-func (d *failDelivery) Message() *driver.Message                                      { return &d.msg }
-func (d *failDelivery) Ack(context.Context) error                                     { return errLinkDown }
-func (d *failDelivery) Requeue(context.Context, *driver.Message, time.Duration) error { return errLinkDown }
-func (d *failDelivery) Release(context.Context, *driver.Message, time.Duration) error { return errLinkDown }
-func (d *failDelivery) DeadLetter(context.Context, *driver.Message) error             { return errLinkDown }
+func (d *failDelivery) Message() *driver.Message  { return &d.msg }
+func (d *failDelivery) Ack(context.Context) error { return errLinkDown }
+func (d *failDelivery) Requeue(context.Context, *driver.Message, time.Duration) error {
+	return errLinkDown
+}
+func (d *failDelivery) Release(context.Context, *driver.Message, time.Duration) error {
+	return errLinkDown
+}
+func (d *failDelivery) DeadLetter(context.Context, *driver.Message) error { return errLinkDown }
 
 // oldestUnsettledAge returns msgx_broker_oldest_unsettled_seconds of topic t,
 // group g, and whether the series exists.
