@@ -324,6 +324,7 @@ func (c *conn) ack(cmd fields) error {
 				cons.sub.ack(id.entry, cumulative)
 			}
 		}
+		cons.sub.t.trim()
 	}
 	s.mu.Unlock()
 	if reqID, ok := cmd.uint(8); ok {
@@ -378,6 +379,7 @@ func (c *conn) unsubscribe(cmd fields) {
 		sb.removeConsumer(other)
 	}
 	delete(sb.t.subs, sb.name)
+	sb.t.trim()
 	c.send(typeSuccess, msg(nil).uint(1, reqID))
 }
 

@@ -11,12 +11,27 @@ import (
 const maxKeySharedLookahead = 1000
 
 // topic is a non-partitioned persistent topic: a log of entries in one ledger.
-// The fake keeps every entry for the life of the server.
+// It keeps what Pulsar keeps under its default retention: the entries some
+// subscription has not acknowledged. An entry published while the topic has
+// no subscription, or acknowledged by every subscription, is dropped; a
+// subscription created later from the earliest position starts after it.
 type topic struct {
 	name    string
 	ledger  uint64
-	entries []*entry
+	entries []*entry // indexed by entry id; nil below trimmed
+	trimmed uint64   // entries below it are dropped
 	subs    map[string]*subscription
+}
+
+// trim drops the entries no subscription holds any more.
+func (t *topic) trim() {
+	floor := uint64(len(t.entries))
+	for _, sb := range t.subs {
+		floor = min(floor, sb.markDelete)
+	}
+	for ; t.trimmed < floor; t.trimmed++ {
+		t.entries[t.trimmed] = nil
+	}
 }
 
 // entry is one stored SEND: a single message or a batch, kept as the client
@@ -34,6 +49,7 @@ func (t *topic) append(section []byte, msgs int, key string) *entry {
 	for _, sb := range t.subs {
 		sb.dispatch()
 	}
+	t.trim() // no subscription: nobody keeps it
 	return e
 }
 
@@ -60,10 +76,11 @@ func newSubscription(t *topic, name string, kind uint64, earliest bool) *subscri
 		acked: map[uint64]struct{}{}, inReplay: map[uint64]struct{}{},
 		holder: map[uint64]*consumer{}, redeliveries: map[uint64]uint32{},
 	}
+	sb.cursor = t.trimmed // the earliest entry still kept
 	if !earliest {
 		sb.cursor = uint64(len(t.entries))
-		sb.markDelete = sb.cursor
 	}
+	sb.markDelete = sb.cursor
 	return sb
 }
 
