@@ -133,7 +133,7 @@ func New(name string, drv driver.Broker, opts ...Option) *Broker {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	met, regErr := newMetrics(o.registerer, name)
+	met, regErr := newMetrics(o.registerer, name, drv)
 	b := &Broker{
 		drv:       drv,
 		name:      name,

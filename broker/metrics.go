@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/msgx/msgx/broker/driver"
 )
 
 type metrics struct {
@@ -21,12 +23,15 @@ type metrics struct {
 	handler       *handlerHistogram
 	events        prometheus.Counter
 	eventsDropped prometheus.Counter
+	// adapterDropped reads the adapter's own count of errors its Errors
+	// channel dropped; nil when the adapter keeps none.
+	adapterDropped prometheus.CounterFunc
 }
 
 // newMetrics builds the port's metrics and registers them with reg (when
 // not nil). A registration that fails (another broker of the same name on
 // the same registry) registers nothing and is returned.
-func newMetrics(reg prometheus.Registerer, adapter string) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, adapter string, drv driver.Broker) (*metrics, error) {
 	cl := prometheus.Labels{"adapter": adapter}
 	m := &metrics{
 		published: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_broker_published_total",
@@ -57,10 +62,18 @@ func newMetrics(reg prometheus.Registerer, adapter string) (*metrics, error) {
 		eventsDropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "msgx_broker_events_dropped_total",
 			Help: "Lifecycle events dropped because nobody read them.", ConstLabels: cl}),
 	}
+	if dc, ok := drv.(driver.DroppedErrorCounter); ok {
+		m.adapterDropped = prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "msgx_broker_adapter_errors_dropped_total",
+			Help: "Asynchronous adapter errors that did not fit its error channel (each was logged instead).", ConstLabels: cl},
+			func() float64 { return float64(dc.DroppedErrors()) })
+	}
 	if reg == nil {
 		return m, nil
 	}
 	cs := []prometheus.Collector{m.published, m.publishErrors, m.received, m.settledVec, m.settleErrors, m.released, m.stuck, m.parked, m.oldest, m.handler, m.events, m.eventsDropped}
+	if m.adapterDropped != nil {
+		cs = append(cs, m.adapterDropped)
+	}
 	for i, c := range cs {
 		if err := reg.Register(c); err != nil {
 			for _, done := range cs[:i] {

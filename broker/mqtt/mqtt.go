@@ -219,6 +219,10 @@ func (d *Driver) Capabilities() driver.Capabilities {
 // attempts of the publisher and of every subscription.
 func (d *Driver) Errors() <-chan error { return d.errs.C() }
 
+// DroppedErrors implements driver.DroppedErrorCounter: the errors that did
+// not fit the Errors channel (each was logged instead).
+func (d *Driver) DroppedErrors() uint64 { return d.errs.Dropped() }
+
 func (d *Driver) report(err error) {
 	d.opts.logger.Warn("mqtt", "err", err)
 	d.errs.Report(err)

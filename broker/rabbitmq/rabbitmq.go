@@ -262,6 +262,10 @@ func (d *Driver) Start(ctx context.Context) error {
 // flow-control blocks are reported here.
 func (d *Driver) Errors() <-chan error { return d.errs.C() }
 
+// DroppedErrors implements driver.DroppedErrorCounter: the errors that did
+// not fit the Errors channel (each was logged instead).
+func (d *Driver) DroppedErrors() uint64 { return d.errs.Dropped() }
+
 func (d *Driver) report(err error) { d.errs.Report(err) }
 
 // Close implements driver.Broker. Subscriptions close with their unsettled
