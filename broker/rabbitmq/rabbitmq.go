@@ -102,7 +102,8 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 func WithReconnectBackoff(p backoff.Policy) Option { return func(o *options) { o.reconnect = p } }
 
 // WithPrefetch sets basic.qos for subscriptions that do not ask for a
-// prefetch themselves (default 64).
+// prefetch themselves (default 64). The port always asks for its listener's
+// window, so this applies to subscriptions made on the driver directly.
 func WithPrefetch(n int) Option { return func(o *options) { o.prefetch = n } }
 
 // WithPublishChannels bounds the confirm-mode channels used by concurrent
