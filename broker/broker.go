@@ -221,6 +221,8 @@ func (b *Broker) SendConfirmed(ctx context.Context, topic string, msgs ...*Messa
 
 // SendDelayed is SendConfirmed with delivery held back by delay: the message is
 // stored by the broker now and handed to handlers no earlier than now+delay.
+// Where the adapter has a native delay (driver.DelayedPublisher) the broker
+// holds it; otherwise the listener parks it in its local scheduler.
 func (b *Broker) SendDelayed(ctx context.Context, topic string, delay time.Duration, msgs ...*Message) error {
 	return b.send(ctx, topic, delay, msgs)
 }
@@ -262,7 +264,15 @@ func (b *Broker) send(ctx context.Context, topic string, delay time.Duration, ms
 		}
 		wire[i] = w
 	}
-	if err := b.drv.Publish(ctx, topic, wire); err != nil {
+	var err error
+	if dp, ok := b.drv.(driver.DelayedPublisher); ok && delay > 0 {
+		// The broker holds it back; the not-before header stays as the guard
+		// for subscriptions that deliver it early.
+		err = dp.PublishDelayed(ctx, topic, wire, delay)
+	} else {
+		err = b.drv.Publish(ctx, topic, wire)
+	}
+	if err != nil {
 		b.met.publishErrors.WithLabelValues(topic).Inc()
 		return fmt.Errorf("broker %s: publish to %q: %w", b.name, topic, err)
 	}

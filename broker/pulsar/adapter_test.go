@@ -221,3 +221,49 @@ func TestPublishAfterTopicUnload(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPublishDelayedIsHeldByTheBroker: a delayed publish waits in the
+// broker, not in the consumer: a Shared subscription receives a later
+// message first and nothing else until the delayed one is due.
+func TestPublishDelayedIsHeldByTheBroker(t *testing.T) {
+	srv := startFake(t)
+	d := startDriver(t, srv.URL())
+	ctx := testCtx(t)
+	sub, err := d.Subscribe(ctx, driver.SubscriptionSpec{Topic: "delayed", Group: "g", DeadLetterTopic: "delayed.dlq", Prefetch: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close(context.Background())
+	const delay = time.Second
+	sent := time.Now()
+	if err := d.PublishDelayed(ctx, "delayed", []*driver.Message{{Payload: []byte("later")}}, delay); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Publish(ctx, "delayed", []*driver.Message{{Payload: []byte("now")}}); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := sub.Receive(ctx, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds) != 1 || string(ds[0].Message().Payload) != "now" {
+		t.Fatalf("first receive: %d deliveries, first %q; want only \"now\"", len(ds), ds[0].Message().Payload)
+	}
+	_ = ds[0].Ack(ctx)
+	// Bounded quiet period, well before the delay ends: the consumer holds nothing.
+	quiet, cancel := context.WithTimeout(ctx, delay/2)
+	defer cancel()
+	if ds, err := sub.Receive(quiet, 4); err == nil {
+		t.Fatalf("%q delivered %v after its delayed publish, before its delay of %v", ds[0].Message().Payload, time.Since(sent), delay)
+	}
+	ds, err = sub.Receive(ctx, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// deliver_at_time is in whole milliseconds, truncated by the client; the
+	// port's not-before header (rounded up) covers that millisecond.
+	if string(ds[0].Message().Payload) != "later" || time.Since(sent) < delay-time.Millisecond {
+		t.Fatalf("got %q after %v, want \"later\" no earlier than %v", ds[0].Message().Payload, time.Since(sent), delay)
+	}
+	_ = ds[0].Ack(ctx)
+}

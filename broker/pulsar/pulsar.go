@@ -166,6 +166,11 @@ type Driver struct {
 	monitorDone chan struct{}
 }
 
+var (
+	_ driver.Broker           = (*Driver)(nil)
+	_ driver.DelayedPublisher = (*Driver)(nil)
+)
+
 // New returns an unstarted driver for the service URL (pulsar://host:6650).
 func New(serviceURL string, opts ...Option) *Driver {
 	o := options{
@@ -434,12 +439,24 @@ func (d *Driver) producerLost(topic string, slot *producerSlot) {
 // are sent once more on a new producer. As with any retry of a confirmed
 // send, one whose receipt alone was lost is then stored twice.
 func (d *Driver) Publish(ctx context.Context, topic string, msgs []*driver.Message) error {
+	return d.publish(ctx, topic, msgs, 0)
+}
+
+// PublishDelayed implements driver.DelayedPublisher with Pulsar's delayed
+// delivery (deliver-after): the broker keeps each message from Shared and
+// Key_Shared subscriptions until it is due. A Failover subscription gets it
+// at once (Pulsar ignores the delay there) and the port holds it instead.
+func (d *Driver) PublishDelayed(ctx context.Context, topic string, msgs []*driver.Message, delay time.Duration) error {
+	return d.publish(ctx, topic, msgs, delay)
+}
+
+func (d *Driver) publish(ctx context.Context, topic string, msgs []*driver.Message, delay time.Duration) error {
 	for attempt := 1; ; attempt++ {
 		p, err := d.producer(ctx, topic)
 		if err != nil {
 			return err
 		}
-		failed, err := sendAll(ctx, p, msgs)
+		failed, err := sendAll(ctx, p, msgs, delay)
 		if err == nil {
 			return nil
 		}
@@ -490,14 +507,16 @@ func (d *Driver) closeProducerLocked(p pulsar.Producer) {
 
 // sendAll sends msgs and waits for every receipt; it returns the messages
 // that failed (not those unconfirmed when ctx ended) with the error.
-func sendAll(ctx context.Context, p pulsar.Producer, msgs []*driver.Message) ([]*driver.Message, error) {
+func sendAll(ctx context.Context, p pulsar.Producer, msgs []*driver.Message, delay time.Duration) ([]*driver.Message, error) {
 	type result struct {
 		m   *driver.Message
 		err error
 	}
 	results := make(chan result, len(msgs))
 	for _, m := range msgs {
-		p.SendAsync(ctx, producerMessage(m), func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+		pm := producerMessage(m)
+		pm.DeliverAfter = delay
+		p.SendAsync(ctx, pm, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
 			results <- result{m, err}
 		})
 	}

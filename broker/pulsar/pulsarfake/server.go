@@ -10,10 +10,11 @@
 // Key_Shared) with a cursor, flow control by permits, individual and
 // cumulative acknowledgement, redelivery of unacknowledged messages (on
 // request, with a redelivery count, and whenever a consumer closes or its
-// connection drops). Batched entries are stored and delivered whole, as a
-// broker does. Everything else — persistence across restarts, partitioned
-// topics, schemas, transactions, TLS and authentication, other retention
-// policies and backlog quotas, delayed delivery, deduplication, seek — is not
+// connection drops), delayed delivery (deliver_at_time, honoured by Shared
+// and Key_Shared subscriptions). Batched entries are stored and delivered
+// whole, as a broker does. Everything else — persistence across restarts,
+// partitioned topics, schemas, transactions, TLS and authentication, other
+// retention policies and backlog quotas, deduplication, seek — is not
 // modelled; requests for it are logged and answered with an error.
 //
 // Tests reach three failure modes through the Server: Refuse makes the broker
@@ -232,7 +233,7 @@ func (s *Server) topicLocked(name string) *topic {
 	t := s.topics[name]
 	if t == nil {
 		s.nextLedger++
-		t = &topic{name: name, ledger: s.nextLedger, subs: map[string]*subscription{}}
+		t = &topic{mu: &s.mu, name: name, ledger: s.nextLedger, subs: map[string]*subscription{}}
 		s.topics[name] = t
 	}
 	return t

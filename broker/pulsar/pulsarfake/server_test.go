@@ -454,3 +454,35 @@ func TestUnloadClosesProducersAndConsumers(t *testing.T) {
 		_ = cons.Ack(m)
 	}
 }
+
+// TestDeliverAfter: a Shared subscription holds a message sent with a
+// delivery delay until it is due, while later messages go ahead; a Failover
+// subscription delivers it at once, as Pulsar does.
+func TestDeliverAfter(t *testing.T) {
+	srv := newServer(t)
+	c := newClient(t, srv.URL())
+	topic := topicName(t)
+	shared := subscribe(t, c, topic, "shared", pulsar.ConsumerOptions{})
+	defer shared.Close()
+	failover := subscribe(t, c, topic, "failover", pulsar.ConsumerOptions{Type: pulsar.Failover})
+	defer failover.Close()
+	p := producer(t, c, topic, false)
+	const delay = 700 * time.Millisecond
+	sent := time.Now()
+	if _, err := p.Send(ctx(t), &pulsar.ProducerMessage{Payload: []byte("later"), DeliverAfter: delay}); err != nil {
+		t.Fatal(err)
+	}
+	send(t, p, "", "now", nil)
+	if m := receive(t, shared); string(m.Payload()) != "now" {
+		t.Fatalf("shared subscription got %q first, want \"now\": the delayed message went ahead", m.Payload())
+	}
+	if m := receive(t, shared); string(m.Payload()) != "later" {
+		t.Fatalf("shared subscription got %q, want \"later\"", m.Payload())
+	} else if since := time.Since(sent); since < delay-time.Millisecond {
+		// deliver_at_time is in whole milliseconds, truncated by the client.
+		t.Errorf("delayed message delivered after %v, want no earlier than %v", since, delay)
+	}
+	if m := receive(t, failover); string(m.Payload()) != "later" {
+		t.Fatalf("failover subscription got %q first, want \"later\" in log order", m.Payload())
+	}
+}
