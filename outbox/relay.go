@@ -21,7 +21,8 @@ import (
 type Relay struct {
 	cfg     config
 	db      *store.DB
-	ops     *ops
+	ops     relayDB
+	pg      *pgOps // PostgreSQL: what only it offers
 	met     *metrics
 	wm      *watermark // PostgreSQL: where unordered claims may start
 	dbc     *dbClock   // PostgreSQL without WithClock: the database's clock
@@ -40,12 +41,12 @@ func NewRelay(db *store.DB, opts ...Option) (*Relay, error) {
 	for _, l := range cfg.lanes {
 		conns += int32(l.workers)
 	}
-	o, err := newOps(db, cfg.dbTimeout, conns, cfg.syncCommit)
+	o, pg, err := newRelayDB(db, cfg.dbTimeout, conns, cfg.syncCommit)
 	if err != nil {
 		return nil, err
 	}
-	r := &Relay{cfg: cfg, db: db, ops: o, met: newMetrics(cfg.registerer)}
-	if o.pg {
+	r := &Relay{cfg: cfg, db: db, ops: o, pg: pg, met: newMetrics(cfg.registerer)}
+	if pg != nil {
 		r.wm = &watermark{}
 		if !cfg.clockSet {
 			r.dbc = &dbClock{host: cfg.hostClock}
@@ -217,7 +218,7 @@ func (r *Relay) syncClock(ctx context.Context) error {
 	if r.dbc == nil || !r.dbc.due() {
 		return nil
 	}
-	return r.dbc.sync(ctx, r.ops.dbNow)
+	return r.dbc.sync(ctx, r.pg.dbNow)
 }
 
 // Lag measures the age of the oldest pending event of each target (0 when
@@ -251,7 +252,7 @@ func (r *Relay) Cleanup(ctx context.Context) (int64, error) {
 	cutoff := r.cfg.clock.Now().Add(-r.cfg.retention)
 	var total int64
 	for ctx.Err() == nil {
-		n, err := r.ops.exec(ctx, "DeleteDone", cutoff, cleanupChunk)
+		n, err := r.ops.deleteDone(ctx, cutoff, cleanupChunk)
 		total += n
 		r.met.cleaned.Add(float64(n))
 		if err != nil {
