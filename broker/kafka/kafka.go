@@ -46,6 +46,7 @@ type Driver struct {
 	mu      sync.Mutex
 	prod    *kgo.Client
 	subs    map[*subscription]struct{}
+	members map[string]bool // static member ids of open subscriptions (see claimMember)
 	started bool
 	closed  bool
 }
@@ -56,7 +57,7 @@ func New(opts ...Option) *Driver {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	return &Driver{cfg: cfg, rep: newReporter(cfg.logger), subs: map[*subscription]struct{}{}}
+	return &Driver{cfg: cfg, rep: newReporter(cfg.logger), subs: map[*subscription]struct{}{}, members: map[string]bool{}}
 }
 
 // Capabilities implements driver.Broker.
@@ -92,6 +93,11 @@ func (d *Driver) Start(ctx context.Context) error {
 	defer d.mu.Unlock()
 	if d.started || d.closed {
 		return errors.New("kafka: driver already started")
+	}
+	if d.cfg.instanceID != "" {
+		if err := ValidInstanceID(d.cfg.instanceID); err != nil {
+			return fmt.Errorf("kafka: %w", err)
+		}
 	}
 	opts := append([]kgo.Opt{
 		kgo.ProducerLinger(d.cfg.linger),
@@ -249,6 +255,9 @@ func (d *Driver) Close(ctx context.Context) error {
 func (d *Driver) forget(s *subscription) {
 	d.mu.Lock()
 	delete(d.subs, s)
+	if s.member != "" {
+		delete(d.members, s.spec.Group+"\x00"+s.member)
+	}
 	d.mu.Unlock()
 }
 
@@ -259,23 +268,21 @@ type reporter struct {
 
 	mu      sync.Mutex
 	failing map[string]bool // broker address -> its last dial failed
-	dropped atomic.Uint64   // errors nobody took off a full channel
 }
 
 func newReporter(logger *slog.Logger) *reporter {
 	r := &reporter{failing: map[string]bool{}}
 	r.ErrorFeed = driver.NewErrorFeed(64, func(err error) {
 		// Nobody drains the channel: never block the client, but never lose
-		// the error silently either.
-		r.dropped.Add(1)
+		// the error silently either (the feed counts it).
 		logger.Error("kafka error (error channel full or closed)", "err", err)
 	})
 	return r
 }
 
-// DroppedErrors is the number of asynchronous errors that did not fit the
-// Errors channel (each was logged instead).
-func (d *Driver) DroppedErrors() uint64 { return d.rep.dropped.Load() }
+// DroppedErrors implements driver.DroppedErrorCounter: the asynchronous
+// errors that did not fit the Errors channel (each was logged instead).
+func (d *Driver) DroppedErrors() uint64 { return d.rep.Dropped() }
 
 func (r *reporter) hooks() kgo.Hook { return hooks{r} }
 
