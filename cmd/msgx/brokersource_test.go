@@ -73,6 +73,7 @@ func TestServeBrokerSource(t *testing.T) {
 
 	cfgPath := filepath.Join(t.TempDir(), "msgx.yaml")
 	cfg := fmt.Sprintf(`profile: production
+instance-id: msgx-test
 log: {level: info, format: json}
 store: {dsn: %q, max-conns: 8}
 admin: {listen: "127.0.0.1:0", read-token: %q, operator-token: %q}
@@ -204,8 +205,13 @@ relay:
 	before := events()
 	svc.stop(t)
 
-	// Every message again: the group rewound to the start.
+	// Every message again: the group rewound to the start. Its member is
+	// static (instance-id) and stays in the group after the stop until it is
+	// removed, as an operator does before resetting a group's offsets.
 	adm := kadm.NewClient(mustClient(t, seeds))
+	if resp, err := adm.LeaveGroup(ctx, kadm.LeaveGroup("msgx-sis").InstanceIDs("msgx-test.sis.in")); err != nil || resp.Error() != nil {
+		t.Fatalf("remove the static member: %v %v", err, resp.Error())
+	}
 	var rewind kadm.Offsets
 	rewind.Add(kadm.Offset{Topic: "sis.in", Partition: 0, At: 0, LeaderEpoch: -1})
 	if resp, err := adm.CommitOffsets(ctx, "msgx-sis", rewind); err != nil || resp.Error() != nil {
