@@ -107,11 +107,12 @@ func (s flightStore) load(ctx context.Context, q store.Querier, flids []string) 
 		if err := rows.Scan(&f.FLID, &f.OperationDay, &f.Status, &f.Version, &f.LastMsgID, &doc); err != nil {
 			return nil, fmt.Errorf("sis: load flights: %w", err)
 		}
-		var st storedState
-		if err := json.Unmarshal([]byte(doc), &st); err != nil {
+		f.doc = []byte(doc)
+		fields, colls, err := parseState(f.doc)
+		if err != nil {
 			return nil, fmt.Errorf("sis: flight %s: state: %w", f.FLID, err)
 		}
-		f.Fields, f.Collections, f.raw, f.doc = st.Fields, map[string][]Item{}, st.Collections, []byte(doc)
+		f.Fields, f.Collections, f.raw = fields, map[string][]Item{}, colls
 		out[f.FLID] = f
 	}
 	if err := rows.Err(); err != nil {
