@@ -221,7 +221,7 @@ func (s flightStore) itemArgs(t *detailTable, flid, coll string, pos int, it Ite
 	}
 	if t.keys == nil {
 		// The generic table keeps the item whole.
-		b, _ := json.Marshal(it)
+		b, _ := marshalJSON(it) // the generic shape always marshals
 		return append(args, string(b))
 	}
 	return append(args, s.jsonArg(rest))
@@ -239,7 +239,7 @@ func (s flightStore) jsonArg(m any) any {
 			return nil
 		}
 	}
-	b, _ := json.Marshal(m)
+	b, _ := marshalJSON(m) // maps of strings and of the generic shape always marshal
 	return string(b)
 }
 
