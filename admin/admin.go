@@ -89,8 +89,12 @@ type Config struct {
 	// Clock stamps audit rows and replays and, when set, is the "now" ages
 	// are measured from (default: ages from the database's clock, shared by
 	// every instance; the wall clock for the rest).
-	Clock  clock.Clock
-	Logger *slog.Logger
+	Clock clock.Clock
+	// HostClock is this host's clock, used for what Clock does when Clock
+	// is not set (ages still come from the database's clock); default the
+	// wall clock.
+	HostClock clock.Clock
+	Logger    *slog.Logger
 	// Timeout bounds each request's database work (default 30 s).
 	Timeout time.Duration
 }
@@ -123,7 +127,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	dbClock := cfg.Clock == nil
 	if dbClock {
-		cfg.Clock = clock.Real{}
+		cfg.Clock = cfg.HostClock
+		if cfg.Clock == nil {
+			cfg.Clock = clock.Real{}
+		}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -33,6 +33,7 @@ import (
 	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/inbox"
 	"github.com/msgx/msgx/internal/backoff"
+	"github.com/msgx/msgx/internal/clock"
 	"github.com/msgx/msgx/internal/tracing"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/source/httpingress"
@@ -48,6 +49,7 @@ const Unavailable = "not available: the SIS pipeline is not enabled"
 type App struct {
 	cfg     *config.Config
 	log     *slog.Logger
+	clock   clock.Clock
 	db      *store.DB
 	metrics *prometheus.Registry
 	tracing *tracing.Provider
@@ -89,20 +91,27 @@ type Option func(*options)
 type options struct {
 	logOut io.Writer
 	env    func(string) string
+	clock  clock.Clock
 }
 
 // WithLogOutput sets where logs go (default stderr).
 func WithLogOutput(w io.Writer) Option { return func(o *options) { o.logOut = w } }
 
+// WithClock sets the host clock every component reads (default the wall
+// clock). The reliability campaign runs instances on shifted clocks
+// (clock.Offset) to show that what several hosts compare comes from the
+// database's clock.
+func WithClock(c clock.Clock) Option { return func(o *options) { o.clock = c } }
+
 // New wires the service: it opens (and migrates) the store, starts the
 // brokers, opens the mailboxes, builds every stream, pipeline and the relay,
 // and binds the listeners. On error everything opened is closed again.
 func New(ctx context.Context, cfg *config.Config, reg *Registry, opts ...Option) (_ *App, err error) {
-	o := options{logOut: os.Stderr, env: os.Getenv}
+	o := options{logOut: os.Stderr, env: os.Getenv, clock: clock.Real{}}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	a := &App{cfg: cfg, log: newLogger(cfg.Log, o.logOut), brokers: map[string]*broker.Broker{}, mailboxes: map[string]*mailbox.Table{}, mysql: map[string]*sql.DB{}}
+	a := &App{cfg: cfg, log: newLogger(cfg.Log, o.logOut), clock: o.clock, brokers: map[string]*broker.Broker{}, mailboxes: map[string]*mailbox.Table{}, mysql: map[string]*sql.DB{}}
 	defer func() {
 		if err != nil {
 			a.close(context.WithoutCancel(ctx))
@@ -130,7 +139,7 @@ func New(ctx context.Context, cfg *config.Config, reg *Registry, opts ...Option)
 	if err := a.openBrokers(ctx); err != nil {
 		return nil, err
 	}
-	deps := Deps{DB: a.db, Brokers: a.brokers, Registerer: a.metrics, Logger: a.log, Tracer: a.tracing.Tracer(), Shadow: cfg.Shadow}
+	deps := Deps{DB: a.db, Brokers: a.brokers, Registerer: a.metrics, Logger: a.log, Tracer: a.tracing.Tracer(), Shadow: cfg.Shadow, Clock: a.clock}
 	if err := a.openMailboxes(ctx); err != nil {
 		return nil, err
 	}
@@ -188,12 +197,12 @@ func (a *App) openBrokers(ctx context.Context) error {
 		if closer != nil {
 			a.closers = append(a.closers, closer)
 		}
-		b := broker.New(name, drv, broker.WithLogger(a.log), broker.WithRegisterer(a.metrics))
+		b := broker.New(name, drv, broker.WithLogger(a.log), broker.WithRegisterer(a.metrics), broker.WithClock(a.clock))
 		if err := b.Start(ctx); err != nil {
 			return err
 		}
 		a.brokers[name] = b
-		a.health = append(a.health, &brokerHealth{b: b, window: 30 * time.Second})
+		a.health = append(a.health, &brokerHealth{b: b, window: 30 * time.Second, clock: a.clock})
 	}
 	return nil
 }
@@ -279,14 +288,14 @@ func (a *App) buildStreams(ctx context.Context, reg *Registry, deps Deps) error 
 		}
 		s := &stream{name: name}
 		opts := []inbox.Option{
-			inbox.WithLogger(a.log), inbox.WithRegisterer(a.metrics),
+			inbox.WithLogger(a.log), inbox.WithRegisterer(a.metrics), inbox.WithHostClock(a.clock),
 			inbox.WithGroupSize(c.GroupSize), inbox.WithMaxAttempts(c.MaxAttempts),
 			inbox.WithBackoff(backoff.Policy{MaxAttempts: c.MaxAttempts, Initial: c.Backoff.Initial.D(), Max: c.Backoff.Max.D(), Multiplier: 2}),
 			inbox.WithHeadDeadline(c.HeadDeadline.D()), inbox.WithPollInterval(c.PollInterval.D()), inbox.WithLease(c.Lease.D()),
 			inbox.WithShadow(a.cfg.Shadow),
 			inbox.WithOnCommit(func(cm inbox.Committed) {
 				if len(cm.IDs) > 0 {
-					s.lastSuccess.Store(time.Now().UnixNano())
+					s.lastSuccess.Store(a.clock.Now().UnixNano())
 				}
 			}),
 		}
@@ -300,7 +309,7 @@ func (a *App) buildStreams(ctx context.Context, reg *Registry, deps Deps) error 
 			if err != nil {
 				return fmt.Errorf("stream %s: %w", name, err)
 			}
-			s.poller = mailbox.NewPoller(s.table, a.db, name, append([]mailbox.PollerOption{mailbox.WithPollerLogger(a.log),
+			s.poller = mailbox.NewPoller(s.table, a.db, name, append([]mailbox.PollerOption{mailbox.WithPollerLogger(a.log), mailbox.WithPollerClock(a.clock),
 				mailbox.WithPollInterval(mc.PollInterval.D()), mailbox.WithClaimBatch(mc.ClaimBatch),
 				mailbox.WithScansPerCommit(mc.ScansPerCommit), mailbox.WithMaxCommitDelay(mc.MaxCommitDelay.D())}, start...)...)
 			if err := a.metrics.Register(s.poller); err != nil {
@@ -345,7 +354,7 @@ func (a *App) buildRelay() error {
 		return nil
 	}
 	opts := []outbox.Option{
-		outbox.WithLogger(a.log), outbox.WithRegisterer(a.metrics),
+		outbox.WithLogger(a.log), outbox.WithRegisterer(a.metrics), outbox.WithHostClock(a.clock),
 		outbox.WithRetry(backoff.Policy{MaxAttempts: rc.MaxAttempts, Initial: rc.Backoff.Initial.D(), Max: rc.Backoff.Max.D(), Jitter: 0.2}),
 		outbox.WithLease(rc.Lease.D()), outbox.WithPublishTimeout(rc.PublishTimeout.D()),
 		outbox.WithPollInterval(rc.PollInterval.D()), outbox.WithRetention(rc.Retention.D()),
@@ -368,7 +377,7 @@ func (a *App) buildRelay() error {
 func (a *App) buildAdmin(reg *Registry, deps Deps) error {
 	cfg := admin.Config{
 		DB: a.db, ReadToken: a.cfg.Admin.ReadToken, OperatorToken: a.cfg.Admin.OperatorToken,
-		Gatherer: a.metrics, Logger: a.log, Queries: map[string]admin.QueryFunc{},
+		Gatherer: a.metrics, Logger: a.log, Queries: map[string]admin.QueryFunc{}, HostClock: a.clock,
 		Unavailable: map[string]string{"requests": Unavailable, "flights": Unavailable},
 	}
 	for _, s := range a.streams {
@@ -411,7 +420,7 @@ func (a *App) buildAdmin(reg *Registry, deps Deps) error {
 	if a.cfg.Admin.Listen == "" {
 		return nil
 	}
-	if a.console, err = console.New(srv, console.WithLogger(a.log), console.WithGatherer(a.metrics)); err != nil {
+	if a.console, err = console.New(srv, console.WithLogger(a.log), console.WithGatherer(a.metrics), console.WithClock(a.clock)); err != nil {
 		return err
 	}
 	mux := http.NewServeMux()
@@ -449,7 +458,7 @@ func (a *App) buildIngress() error {
 		return fmt.Errorf("ingress.stream: stream %q is not running", c.Stream)
 	}
 	h := httpingress.New(s.table, httpingress.WithEnqueuer(s.engine), httpingress.WithNudge(s.poller.Nudge),
-		httpingress.WithMaxBytes(c.MaxBytes), httpingress.WithTimeout(c.Timeout.D()), httpingress.WithLogger(a.log))
+		httpingress.WithMaxBytes(c.MaxBytes), httpingress.WithTimeout(c.Timeout.D()), httpingress.WithLogger(a.log), httpingress.WithClock(a.clock))
 	mux := http.NewServeMux()
 	mux.Handle(httpingress.Path, tracing.WrapIngest(a.tracing.Tracer(), h))
 	var err error

@@ -19,6 +19,7 @@ import (
 	"github.com/msgx/msgx/broker/nats"
 	"github.com/msgx/msgx/broker/pulsar"
 	"github.com/msgx/msgx/broker/rabbitmq"
+	"github.com/msgx/msgx/internal/clock"
 )
 
 // newDriver builds the adapter a broker entry names.
@@ -74,6 +75,7 @@ func newDriver(name string, c config.Broker, log *slog.Logger, reg prometheus.Re
 type brokerHealth struct {
 	b      *broker.Broker
 	window time.Duration
+	clock  clock.Clock // the broker's: its events are stamped on it
 
 	mu      sync.Mutex
 	lastErr error
@@ -98,8 +100,8 @@ func (h *brokerHealth) follow(ctx context.Context) {
 func (h *brokerHealth) check(context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.lastErr != nil && time.Since(h.lastAt) < h.window {
-		return fmt.Errorf("error %s ago: %w", time.Since(h.lastAt).Round(time.Second), h.lastErr)
+	if ago := h.clock.Now().Sub(h.lastAt); h.lastErr != nil && ago < h.window {
+		return fmt.Errorf("error %s ago: %w", ago.Round(time.Second), h.lastErr)
 	}
 	return nil
 }

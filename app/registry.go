@@ -14,12 +14,14 @@ import (
 	"github.com/msgx/msgx/admin"
 	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/internal/clock"
 	"github.com/msgx/msgx/store"
 )
 
 // Deps is what a factory may use: the service's store, brokers, metrics
 // registry, logger and tracer, and whether it runs in shadow mode (a
-// processor must then write nothing outside the store: no outbound mailbox).
+// processor must then write nothing outside the store: no outbound mailbox),
+// and the host clock the factory's components read.
 type Deps struct {
 	DB         *store.DB
 	Brokers    map[string]*broker.Broker
@@ -27,6 +29,7 @@ type Deps struct {
 	Logger     *slog.Logger
 	Tracer     trace.Tracer
 	Shadow     bool
+	Clock      clock.Clock
 }
 
 // ProcessorFactory builds the processor of an inbox stream from the

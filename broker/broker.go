@@ -74,6 +74,8 @@ type options struct {
 	closeTimeout  time.Duration
 	dlqSuffix     string
 	eventBuffer   int
+	// stallThreshold: deliveries unsettled for longer are reported (ErrStalled).
+	stallThreshold time.Duration
 }
 
 // Option configures a Broker.
@@ -104,6 +106,12 @@ func WithSettleRetry(p backoff.Policy) Option { return func(o *options) { o.sett
 // when the context given to Stop was spent waiting for handlers (default 5 s).
 func WithCloseTimeout(d time.Duration) Option { return func(o *options) { o.closeTimeout = d } }
 
+// WithStallThreshold sets how long a delivery may stay unsettled (its handler
+// running, its settlement retried, or held after a failed release) before an
+// ErrStalled event is reported for it (default 5 min; 0 turns the event off).
+// The age itself is always exposed as msgx_broker_oldest_unsettled_seconds.
+func WithStallThreshold(d time.Duration) Option { return func(o *options) { o.stallThreshold = d } }
+
 // WithDeadLetterSuffix sets the suffix of the default dead-letter topic (default ".dlq").
 func WithDeadLetterSuffix(s string) Option { return func(o *options) { o.dlqSuffix = s } }
 
@@ -118,12 +126,15 @@ func New(name string, drv driver.Broker, opts ...Option) *Broker {
 		closeTimeout:  5 * time.Second,
 		dlqSuffix:     ".dlq",
 		eventBuffer:   256,
+		// Well beyond a settlement's retries (3 × 30 s at most) and a
+		// handler's usual time, well before RabbitMQ's consumer timeout.
+		stallThreshold: 5 * time.Minute,
 	}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	met, regErr := newMetrics(o.registerer, name)
-	return &Broker{
+	met, regErr := newMetrics(o.registerer, name, drv)
+	b := &Broker{
 		drv:       drv,
 		name:      name,
 		opts:      o,
@@ -132,6 +143,8 @@ func New(name string, drv driver.Broker, opts ...Option) *Broker {
 		listeners: map[*Listener]struct{}{},
 		events:    make(chan Event, o.eventBuffer),
 	}
+	met.oldest.b = b
+	return b
 }
 
 // Name is the adapter name given to New.
@@ -208,6 +221,8 @@ func (b *Broker) SendConfirmed(ctx context.Context, topic string, msgs ...*Messa
 
 // SendDelayed is SendConfirmed with delivery held back by delay: the message is
 // stored by the broker now and handed to handlers no earlier than now+delay.
+// Where the adapter has a native delay (driver.DelayedPublisher) the broker
+// holds it; otherwise the listener parks it in its local scheduler.
 func (b *Broker) SendDelayed(ctx context.Context, topic string, delay time.Duration, msgs ...*Message) error {
 	return b.send(ctx, topic, delay, msgs)
 }
@@ -249,7 +264,15 @@ func (b *Broker) send(ctx context.Context, topic string, delay time.Duration, ms
 		}
 		wire[i] = w
 	}
-	if err := b.drv.Publish(ctx, topic, wire); err != nil {
+	var err error
+	if dp, ok := b.drv.(driver.DelayedPublisher); ok && delay > 0 {
+		// The broker holds it back; the not-before header stays as the guard
+		// for subscriptions that deliver it early.
+		err = dp.PublishDelayed(ctx, topic, wire, delay)
+	} else {
+		err = b.drv.Publish(ctx, topic, wire)
+	}
+	if err != nil {
 		b.met.publishErrors.WithLabelValues(topic).Inc()
 		return fmt.Errorf("broker %s: publish to %q: %w", b.name, topic, err)
 	}

@@ -85,6 +85,7 @@ func (l *Listener) worker(c chan *Delivery) {
 func (l *Listener) process(d *Delivery, t *tally, since time.Duration) time.Duration {
 	ctx := l.handlerCtx
 	if ctx.Err() != nil {
+		untrack(d)
 		return 0 // stopping: leave it unsettled for redelivery
 	}
 	start := since
@@ -98,6 +99,7 @@ func (l *Listener) process(d *Delivery, t *tally, since time.Duration) time.Dura
 	}
 	disp := decide(ctx, err)
 	if !l.settles(disp, 1, err, t) {
+		untrack(d)
 		return 0
 	}
 	attempts := d.RedeliveryCount + 1
@@ -112,6 +114,7 @@ func (l *Listener) process(d *Delivery, t *tally, since time.Duration) time.Dura
 func (l *Listener) processBatch(ds []*Delivery, t *tally) {
 	ctx := l.handlerCtx
 	if ctx.Err() != nil {
+		untrackAll(ds)
 		return // stopping: leave it unsettled for redelivery
 	}
 	start := time.Since(l.epoch)
@@ -119,6 +122,7 @@ func (l *Listener) processBatch(ds []*Delivery, t *tally) {
 	t.observe(time.Since(l.epoch) - start)
 	disp := decide(ctx, err)
 	if !l.settles(disp, len(ds), err, t) {
+		untrackAll(ds)
 		return
 	}
 	// One decision for the whole batch (exhaustion included): a batch never

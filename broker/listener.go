@@ -77,6 +77,7 @@ type Listener struct {
 	stopped sync.Once
 	stopErr error
 	stuck   atomic.Int64 // deliveries held because settlement and release failed
+	held    unsettled    // the age of the unsettled deliveries
 }
 
 // Listen starts a single-message listener.
@@ -146,6 +147,7 @@ func (b *Broker) listen(ctx context.Context, sub Subscription, h Handler, bh Bat
 	}
 	l := &Listener{b: b, sub: sub, ds: ds, h: h, bh: bh, retry: retry, seed: maphash.MakeSeed(),
 		met: b.met.forListener(sub.Topic, sub.Group), epoch: time.Now()}
+	l.held.wake = make(chan struct{}, 1)
 	// Listener lifetimes are not bound to the ctx that created them: Stop ends them.
 	l.recvCtx, l.stopRecv = context.WithCancel(context.WithoutCancel(ctx))
 	l.handlerCtx, l.cancelH = context.WithCancel(context.WithoutCancel(ctx))
@@ -165,5 +167,9 @@ func (b *Broker) listen(ctx context.Context, sub Subscription, h Handler, bh Bat
 	b.mu.Unlock()
 	l.loop.Add(1)
 	go l.receive()
+	if b.opts.stallThreshold > 0 {
+		l.loop.Add(1)
+		go l.watch()
+	}
 	return l, nil
 }

@@ -86,6 +86,7 @@ type Delivery struct {
 	drv       driver.Delivery
 	l         *Listener // for the handler's context, see deliveryCtx
 	settled   settleOnce
+	cohort    *cohort // while the port holds it unsettled, see unsettled
 }
 
 // initDelivery fills out (allocated by the caller, often in bulk) from d and

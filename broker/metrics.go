@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/msgx/msgx/broker/driver"
 )
 
 type metrics struct {
@@ -17,15 +19,19 @@ type metrics struct {
 	released      *prometheus.CounterVec
 	stuck         *prometheus.GaugeVec
 	parked        *prometheus.GaugeVec
+	oldest        *oldestUnsettled
 	handler       *handlerHistogram
 	events        prometheus.Counter
 	eventsDropped prometheus.Counter
+	// adapterDropped reads the adapter's own count of errors its Errors
+	// channel dropped; nil when the adapter keeps none.
+	adapterDropped prometheus.CounterFunc
 }
 
 // newMetrics builds the port's metrics and registers them with reg (when
 // not nil). A registration that fails (another broker of the same name on
 // the same registry) registers nothing and is returned.
-func newMetrics(reg prometheus.Registerer, adapter string) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, adapter string, drv driver.Broker) (*metrics, error) {
 	cl := prometheus.Labels{"adapter": adapter}
 	m := &metrics{
 		published: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_broker_published_total",
@@ -44,6 +50,9 @@ func newMetrics(reg prometheus.Registerer, adapter string) (*metrics, error) {
 			Help: "Deliveries whose settlement and release both failed, held until their listener stops.", ConstLabels: cl}, []string{"topic", "group"}),
 		parked: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "msgx_broker_parked_deliveries",
 			Help: "Deliveries waiting in the port-local scheduler for their not-before time.", ConstLabels: cl}, []string{"topic", "group"}),
+		oldest: &oldestUnsettled{desc: prometheus.NewDesc("msgx_broker_oldest_unsettled_seconds",
+			"Age of the oldest delivery a listener holds unsettled (handled, being settled, or held after a failed release; not parked), by the broker's clock.",
+			[]string{"topic", "group"}, cl)},
 		handler: &handlerHistogram{
 			desc:   prometheus.NewDesc("msgx_broker_handler_seconds", "Handler run time; for deliveries handled back to back, from the end of the previous handler (so with its acknowledgement, a fraction of a microsecond).", []string{"topic", "group"}, cl),
 			series: map[[2]string]*histogramSeries{},
@@ -53,10 +62,18 @@ func newMetrics(reg prometheus.Registerer, adapter string) (*metrics, error) {
 		eventsDropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "msgx_broker_events_dropped_total",
 			Help: "Lifecycle events dropped because nobody read them.", ConstLabels: cl}),
 	}
+	if dc, ok := drv.(driver.DroppedErrorCounter); ok {
+		m.adapterDropped = prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "msgx_broker_adapter_errors_dropped_total",
+			Help: "Asynchronous adapter errors that did not fit its error channel (each was logged instead).", ConstLabels: cl},
+			func() float64 { return float64(dc.DroppedErrors()) })
+	}
 	if reg == nil {
 		return m, nil
 	}
-	cs := []prometheus.Collector{m.published, m.publishErrors, m.received, m.settledVec, m.settleErrors, m.released, m.stuck, m.parked, m.handler, m.events, m.eventsDropped}
+	cs := []prometheus.Collector{m.published, m.publishErrors, m.received, m.settledVec, m.settleErrors, m.released, m.stuck, m.parked, m.oldest, m.handler, m.events, m.eventsDropped}
+	if m.adapterDropped != nil {
+		cs = append(cs, m.adapterDropped)
+	}
 	for i, c := range cs {
 		if err := reg.Register(c); err != nil {
 			for _, done := range cs[:i] {

@@ -30,8 +30,11 @@ func (l *Listener) receive() {
 	}
 	failures := 0
 	for {
-		if due := l.due(); len(due) > 0 && !l.handle(due, &t) {
-			return
+		if due := l.due(); len(due) > 0 {
+			l.held.track(l.b.opts.clock.Now(), due)
+			if !l.handle(due, &t) {
+				return
+			}
 		}
 		l.met.flush(&t) // before Receive may block
 		rctx, cancel := l.receiveContext()
@@ -68,8 +71,11 @@ func (l *Listener) receive() {
 			}
 		}
 		l.met.received.Add(float64(len(raw)))
-		if len(ds) > 0 && !l.handle(ds, &t) {
-			return
+		if len(ds) > 0 {
+			l.held.track(l.b.opts.clock.Now(), ds)
+			if !l.handle(ds, &t) {
+				return
+			}
 		}
 	}
 }

@@ -55,6 +55,7 @@ func (l *Listener) settle(d *Delivery, disp Disposition, cause error, attempts i
 // subscription closes; that is counted as stuck.
 func (l *Listener) settleOne(d *Delivery, disp Disposition, cause error, attempts int, t *tally) error {
 	if l.closing.Load() {
+		untrack(d)
 		t.settled[NoSettlement]++
 		return nil // stop ran out of time: cancelled handlers are not settled
 	}
@@ -73,6 +74,7 @@ func (l *Listener) settleOne(d *Delivery, disp Disposition, cause error, attempt
 		}
 	}
 	if err == nil {
+		untrack(d)
 		t.settled[disp]++
 		if disp != Ack {
 			l.logFor(d).Warn("message not acknowledged", "disposition", disp.String(), "attempts", attempts, "err", cause)
@@ -84,13 +86,16 @@ func (l *Listener) settleOne(d *Delivery, disp Disposition, cause error, attempt
 	if errors.Is(err, driver.ErrNotHeld) || l.recvCtx.Err() != nil {
 		// The broker has it back already, or closing the subscription
 		// (the listener is stopping) gives it back.
+		untrack(d)
 		return err
 	}
 	if rerr := l.release(d); rerr != nil {
+		// Still held: it keeps its age (and may be reported as stalled).
 		l.met.stuck.Inc()
 		l.stuck.Add(1)
 		return fmt.Errorf("%w; release failed too, the delivery stays held until the listener stops: %w", err, rerr)
 	}
+	untrack(d)
 	l.met.released.Inc()
 	return fmt.Errorf("%w (released to the broker for redelivery)", err)
 }

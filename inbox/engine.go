@@ -18,6 +18,7 @@ import (
 
 	"github.com/msgx/msgx/internal/backoff"
 	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/internal/dbclock"
 	"github.com/msgx/msgx/store"
 )
 
@@ -57,7 +58,11 @@ type Committed struct {
 }
 
 type options struct {
-	clock        clock.Clock
+	clock clock.Clock
+	// clockSet: WithClock chose the clock; otherwise, on PostgreSQL, the
+	// engine reads the database's clock through hostClock (dbclock).
+	clockSet     bool
+	hostClock    clock.Clock
 	log          *slog.Logger
 	reg          prometheus.Registerer
 	groupSize    int
@@ -93,8 +98,17 @@ type options struct {
 // Option configures an Engine.
 type Option func(*options)
 
-// WithClock sets the clock every scheduling decision reads (default: wall clock).
-func WithClock(c clock.Clock) Option { return func(o *options) { o.clock = c } }
+// WithClock sets the clock every scheduling decision reads, as it is. By
+// default the engine reads the database server's clock on PostgreSQL (the
+// host's clock corrected by its measured offset, so that the retry times and
+// head deadlines one leader writes hold for the next on another host) and the
+// host's clock on SQLite. A clock given here must agree across the engines of
+// a stream to well under the backoff: tests, or engines on the database's host.
+func WithClock(c clock.Clock) Option { return func(o *options) { o.clock, o.clockSet = c, true } }
+
+// WithHostClock sets this host's clock (default the wall clock), which the
+// engine corrects to the database's clock where WithClock does not set one.
+func WithHostClock(c clock.Clock) Option { return func(o *options) { o.hostClock = c } }
 
 // WithLogger sets the logger.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
@@ -182,6 +196,7 @@ func WithArchive(after, every time.Duration, batch int) Option {
 func defaults() options {
 	return options{
 		clock:           clock.Real{},
+		hostClock:       clock.Real{},
 		log:             slog.Default(),
 		groupSize:       50,
 		maxAttempts:     5,
@@ -210,6 +225,7 @@ type Engine struct {
 	proc   Processor
 	o      options
 	clk    clock.Clock
+	dbc    *dbclock.Clock // PostgreSQL without WithClock: clk, corrected to the database's clock
 	log    *slog.Logger
 	lease  lease
 	m      *metrics
@@ -284,8 +300,17 @@ func New(db *store.DB, stream string, proc Processor, opts ...Option) (*Engine, 
 	if err != nil {
 		return nil, err
 	}
+	clk := o.clock
+	var dbc *dbclock.Clock
+	if !o.clockSet {
+		clk = o.hostClock
+		if db.Dialect() == store.Postgres {
+			dbc = dbclock.New(o.hostClock)
+			clk = dbc
+		}
+	}
 	e := &Engine{
-		db: db, q: q, stream: stream, proc: proc, o: o, clk: o.clock,
+		db: db, q: q, stream: stream, proc: proc, o: o, clk: clk, dbc: dbc,
 		log: o.log.With("stream", stream),
 		lease: lease{db: db, q: q, name: "inbox:" + stream, owner: o.owner, ttl: o.leaseTTL,
 			stmtTimeout: millis(o.stmtTimeout), lockTimeout: millis(o.lockTimeout), hostTime: o.leaseHostTime},
@@ -360,6 +385,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	defer e.running.Store(false)
 	standbyLogged := false
 	for {
+		e.syncClock(ctx)
 		ok, err := e.lease.acquire(ctx, e.clk.Now())
 		if ctx.Err() != nil {
 			return nil
@@ -380,6 +406,19 @@ func (e *Engine) Run(ctx context.Context) error {
 		if !e.sleep(ctx, e.o.leaseTTL/3, nil) {
 			return nil
 		}
+	}
+}
+
+// syncClock measures the offset of the database's clock when it is due
+// (PostgreSQL, unless WithClock chose the clock). A failed measurement keeps
+// the last offset: the next one is tried at the next lease period.
+func (e *Engine) syncClock(ctx context.Context) {
+	if e.dbc == nil || !e.dbc.Due() {
+		return
+	}
+	err := e.dbc.Sync(ctx, func(ctx context.Context) (time.Time, error) { return DBNow(ctx, e.db) })
+	if err != nil && ctx.Err() == nil {
+		e.log.Warn("inbox: the database's clock could not be read; the last offset stays", "offset", e.dbc.Offset().String(), "err", err)
 	}
 }
 
@@ -431,6 +470,7 @@ func (e *Engine) renew(ctx context.Context, cancel context.CancelCauseFunc) {
 		if !e.sleep(ctx, e.o.leaseTTL/3, nil) {
 			return
 		}
+		e.syncClock(ctx)
 		now := e.clk.Now()
 		err := e.lease.renew(ctx, now)
 		switch {

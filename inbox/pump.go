@@ -504,7 +504,7 @@ var errAttemptTimeout = errors.New("processing attempt timed out")
 
 // attemptContext bounds one processing attempt on the engine's clock.
 func (e *Engine) attemptContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, ok := e.clk.(clock.Real); ok {
+	if clock.Paced(e.clk) {
 		return context.WithTimeoutCause(ctx, e.o.attemptLimit, errAttemptTimeout)
 	}
 	actx, cancel := context.WithCancelCause(ctx)

@@ -245,3 +245,9 @@ func ReplayTarget(ctx context.Context, q store.Querier, now time.Time, target st
 	res, err := ReplayEvents(ctx, q, now, ReplayRequest{Target: target, Actor: unnamedActor})
 	return int64(len(res.Replayed)), err
 }
+
+// jsonStrings encodes a string list for SQLite's json_each.
+func jsonStrings(s []string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}

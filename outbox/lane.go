@@ -120,7 +120,7 @@ func (l *lane) cycleUnordered(ctx context.Context, flush bool) (cycleResult, err
 	var after, wm int64
 	var pass bool
 	if l.r.wm != nil && !flush {
-		wm = l.r.wm.current(ctx, l.r.ops, now)
+		wm = l.r.wm.current(ctx, l.r.pg, now)
 		after, pass = l.floor.start(now)
 	}
 	evs, err := l.r.ops.claimUnordered(ctx, l.cfg.target, after, now, lease, l.cfg.batch)
@@ -525,7 +525,7 @@ func (l *lane) finish(ctx context.Context, evs []*claimed, res []outcome, errs [
 			f.failed = append(f.failed, i)
 		}
 	}
-	if wk != nil && !stopping && l.r.ops.canAdvance() {
+	if wk != nil && !stopping && l.r.pg != nil {
 		f.sentAndAdvance(ctx, wk)
 	} else {
 		f.sent(ctx)
@@ -593,7 +593,7 @@ func (f *finishing) sentAndAdvance(ctx context.Context, wk *worker) {
 		return
 	}
 	newLease := leaseUntil(f.now, f.l.r.cfg.lease)
-	next, succ, err := f.l.r.ops.markSentAdvance(ctx, f.l.cfg.target, f.sentIDs, f.lease, f.now, newLease, adv)
+	next, succ, err := f.l.r.pg.markSentAdvance(ctx, f.l.cfg.target, f.sentIDs, f.lease, f.now, newLease, adv)
 	f.all = append(f.all, err)
 	var keep, stray []*claimed
 	for _, c := range next {

@@ -153,3 +153,28 @@ func TestLeaseExpiriesHaveTheirOwnLimit(t *testing.T) {
 		}
 	})
 }
+
+// TestEventsOfAHostAheadAreDueAtOnce: a producer whose host clock runs ten
+// minutes ahead enqueues events (one alone, two in one statement, one
+// without a key). They are due at once for a relay on the database's clock:
+// a producer's clock must not delay its events by its error.
+func TestEventsOfAHostAheadAreDueAtOnce(t *testing.T) {
+	for _, kind := range []outbox.LaneKind{outbox.PerKey, outbox.Unordered} {
+		t.Run(kind.String(), func(t *testing.T) {
+			db := storetest.NewPostgres(t)
+			ahead := time.Now().Add(10 * time.Minute)
+			enqueue(t, db, ahead, ev("p", "A", 1))
+			enqueue(t, db, ahead, ev("p", "B", 2), ev("p", "C", 3))
+			enqueue(t, db, ahead, ev("p", "", 4))
+			s := &sink{}
+			r, err := outbox.NewRelay(db, outbox.WithHostClock(clock.Real{}), outbox.WithLogger(quiet()), outbox.Target("p", s, kind))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(r.Close)
+			if st := flush(t, r); st.Published != 4 || s.count() != 4 {
+				t.Fatalf("%+v, %d on the wire: want the 4 events of the host ahead published at once", st, s.count())
+			}
+		})
+	}
+}

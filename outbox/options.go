@@ -124,7 +124,7 @@ type config struct {
 	// maxLeaseExpiries: see WithMaxLeaseExpiries.
 	maxLeaseExpiries int
 	// clockSet: WithClock chose the clock; otherwise, on PostgreSQL, the
-	// relay reads the database's clock through hostClock (dbClock).
+	// relay reads the database's clock through hostClock (dbclock).
 	clockSet  bool
 	hostClock clock.Clock
 }
@@ -158,9 +158,11 @@ func WithClock(cl clock.Clock) Option {
 	return func(c *config) { c.clock, c.clockSet = cl, true }
 }
 
-// withHostClock sets the host clock under the database clock (tests of the
-// clock correction).
-func withHostClock(cl clock.Clock) Option { return func(c *config) { c.hostClock = cl } }
+// WithHostClock sets this host's clock (default the wall clock): the clock
+// the relay reads where WithClock does not set one, corrected on PostgreSQL
+// by its measured offset to the database's clock, so that its leases and
+// retries agree with the other relays' however far this host's clock is off.
+func WithHostClock(cl clock.Clock) Option { return func(c *config) { c.hostClock = cl } }
 
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/msgx/msgx/internal/backoff"
+	"github.com/msgx/msgx/internal/dbclock"
 	"github.com/msgx/msgx/store"
 )
 
@@ -21,10 +22,11 @@ import (
 type Relay struct {
 	cfg     config
 	db      *store.DB
-	ops     *ops
+	ops     relayDB
+	pg      *pgOps // PostgreSQL: what only it offers
 	met     *metrics
-	wm      *watermark // PostgreSQL: where unordered claims may start
-	dbc     *dbClock   // PostgreSQL without WithClock: the database's clock
+	wm      *watermark     // PostgreSQL: where unordered claims may start
+	dbc     *dbclock.Clock // PostgreSQL without WithClock: the database's clock
 	lanes   []*lane
 	running atomic.Bool
 }
@@ -40,15 +42,18 @@ func NewRelay(db *store.DB, opts ...Option) (*Relay, error) {
 	for _, l := range cfg.lanes {
 		conns += int32(l.workers)
 	}
-	o, err := newOps(db, cfg.dbTimeout, conns, cfg.syncCommit)
+	o, pg, err := newRelayDB(db, cfg.dbTimeout, conns, cfg.syncCommit)
 	if err != nil {
 		return nil, err
 	}
-	r := &Relay{cfg: cfg, db: db, ops: o, met: newMetrics(cfg.registerer)}
-	if o.pg {
+	r := &Relay{cfg: cfg, db: db, ops: o, pg: pg, met: newMetrics(cfg.registerer)}
+	if !cfg.clockSet {
+		r.cfg.clock = cfg.hostClock
+	}
+	if pg != nil {
 		r.wm = &watermark{}
 		if !cfg.clockSet {
-			r.dbc = &dbClock{host: cfg.hostClock}
+			r.dbc = dbclock.New(cfg.hostClock)
 			r.cfg.clock = r.dbc
 		}
 	}
@@ -204,8 +209,8 @@ func (r *Relay) maintain(ctx context.Context) {
 		if r.cfg.cleanupInterval > 0 && nextClean.Before(next) {
 			next = nextClean
 		}
-		if r.dbc != nil && now.Add(dbClockResync).Before(next) {
-			next = now.Add(dbClockResync)
+		if r.dbc != nil && now.Add(dbclock.Resync).Before(next) {
+			next = now.Add(dbclock.Resync)
 		}
 		r.sleep(ctx, next.Sub(now))
 	}
@@ -214,10 +219,13 @@ func (r *Relay) maintain(ctx context.Context) {
 // syncClock measures the offset of the database's clock when it is due
 // (PostgreSQL, unless WithClock chose the clock).
 func (r *Relay) syncClock(ctx context.Context) error {
-	if r.dbc == nil || !r.dbc.due() {
+	if r.dbc == nil || !r.dbc.Due() {
 		return nil
 	}
-	return r.dbc.sync(ctx, r.ops.dbNow)
+	if err := r.dbc.Sync(ctx, r.pg.dbNow); err != nil {
+		return fmt.Errorf("outbox: %w", err)
+	}
+	return nil
 }
 
 // Lag measures the age of the oldest pending event of each target (0 when
@@ -251,7 +259,7 @@ func (r *Relay) Cleanup(ctx context.Context) (int64, error) {
 	cutoff := r.cfg.clock.Now().Add(-r.cfg.retention)
 	var total int64
 	for ctx.Err() == nil {
-		n, err := r.ops.exec(ctx, "DeleteDone", cutoff, cleanupChunk)
+		n, err := r.ops.deleteDone(ctx, cutoff, cleanupChunk)
 		total += n
 		r.met.cleaned.Add(float64(n))
 		if err != nil {

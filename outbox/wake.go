@@ -128,7 +128,7 @@ func Notify(tx store.Tx) {
 func (r *Relay) listen(ctx context.Context) {
 	rings, unsubscribe := bellOf(r.db).subscribe()
 	defer unsubscribe()
-	if r.ops.pool != nil {
+	if r.pg != nil {
 		go r.listenPostgres(ctx)
 	}
 	for {
@@ -169,7 +169,7 @@ func (r *Relay) listenPostgres(ctx context.Context) {
 
 func (r *Relay) listenOnce(ctx context.Context) error {
 	acq, cancel := context.WithTimeout(ctx, r.cfg.dbTimeout)
-	conn, err := r.ops.pool.Acquire(acq)
+	conn, err := r.pg.pool.Acquire(acq)
 	cancel()
 	if err != nil {
 		return err

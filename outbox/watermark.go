@@ -49,7 +49,7 @@ type watermark struct {
 
 // current returns the watermark, sampling it first when a sample is due and
 // nobody else is taking one. Errors only leave the watermark where it was.
-func (m *watermark) current(ctx context.Context, o *ops, now time.Time) int64 {
+func (m *watermark) current(ctx context.Context, o *pgOps, now time.Time) int64 {
 	if !m.mu.TryLock() {
 		return m.w.Load()
 	}
@@ -58,13 +58,8 @@ func (m *watermark) current(ctx context.Context, o *ops, now time.Time) int64 {
 		return m.w.Load()
 	}
 	m.next = now.Add(watermarkInterval)
-	ctx, cancel := context.WithTimeout(ctx, o.timeout)
-	defer cancel()
-	var last, xmax, xmin int64
-	if err := o.run.QueryRow(ctx, o.q.Get("WatermarkLast")).Scan(&last); err != nil {
-		return m.w.Load()
-	}
-	if err := o.run.QueryRow(ctx, o.q.Get("WatermarkSnapshot")).Scan(&xmax, &xmin); err != nil {
+	last, xmax, xmin, err := o.watermarkSample(ctx)
+	if err != nil {
 		return m.w.Load()
 	}
 	keep := m.samples[:0]

@@ -20,7 +20,7 @@ func TestWatermarkWaitsForOpenTransactions(t *testing.T) {
 	db := storetest.NewPostgres(t, store.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	o, err := newOps(db, 5*time.Second, 2, false)
+	_, o, err := newRelayDB(db, 5*time.Second, 2, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,6 +90,16 @@ type Broker interface {
 	Close(ctx context.Context) error
 }
 
+// DelayedPublisher is implemented by drivers whose broker can hold a
+// message back itself: PublishDelayed is Publish with delivery no earlier
+// than delay from now, the wait done by the broker, so that no consumer
+// holds the message meanwhile. A broker that honours the delay only for some
+// subscriptions may deliver early to others; the port's not-before header
+// (which it still sets) makes those wait in the port.
+type DelayedPublisher interface {
+	PublishDelayed(ctx context.Context, topic string, msgs []*Message, delay time.Duration) error
+}
+
 // Subscription hands out deliveries.
 type Subscription interface {
 	// Receive blocks until at least one delivery is ready and returns at most max

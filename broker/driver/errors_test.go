@@ -24,3 +24,18 @@ func TestErrorFeedNeverBlocks(t *testing.T) {
 		t.Fatalf("dropped = %v", dropped)
 	}
 }
+
+// TestErrorFeedCountsDrops: what does not fit the channel, and what is
+// reported after Close, goes to the drop function and is counted.
+func TestErrorFeedCountsDrops(t *testing.T) {
+	var logged int
+	f := NewErrorFeed(2, func(error) { logged++ })
+	for range 5 {
+		f.Report(errors.New("e"))
+	}
+	f.Close()
+	f.Report(errors.New("after close"))
+	if f.Dropped() != 4 || logged != 4 {
+		t.Errorf("Dropped = %d, drop function called %d times; want 4 and 4", f.Dropped(), logged)
+	}
+}

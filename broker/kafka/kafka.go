@@ -259,23 +259,21 @@ type reporter struct {
 
 	mu      sync.Mutex
 	failing map[string]bool // broker address -> its last dial failed
-	dropped atomic.Uint64   // errors nobody took off a full channel
 }
 
 func newReporter(logger *slog.Logger) *reporter {
 	r := &reporter{failing: map[string]bool{}}
 	r.ErrorFeed = driver.NewErrorFeed(64, func(err error) {
 		// Nobody drains the channel: never block the client, but never lose
-		// the error silently either.
-		r.dropped.Add(1)
+		// the error silently either (the feed counts it).
 		logger.Error("kafka error (error channel full or closed)", "err", err)
 	})
 	return r
 }
 
-// DroppedErrors is the number of asynchronous errors that did not fit the
-// Errors channel (each was logged instead).
-func (d *Driver) DroppedErrors() uint64 { return d.rep.dropped.Load() }
+// DroppedErrors implements driver.DroppedErrorCounter: the asynchronous
+// errors that did not fit the Errors channel (each was logged instead).
+func (d *Driver) DroppedErrors() uint64 { return d.rep.Dropped() }
 
 func (r *reporter) hooks() kgo.Hook { return hooks{r} }
 

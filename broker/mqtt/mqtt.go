@@ -31,6 +31,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net"
 	"net/url"
 	"os"
 	"slices"
@@ -82,6 +83,9 @@ type options struct {
 	tls              *tls.Config
 	logger           *slog.Logger
 	errorBuffer      int
+	// wrapConn, set only by tests, wraps every connection (dialled over
+	// plain TCP) before paho uses it.
+	wrapConn func(net.Conn) net.Conn
 }
 
 // Option configures a Driver.
@@ -215,6 +219,10 @@ func (d *Driver) Capabilities() driver.Capabilities {
 // attempts of the publisher and of every subscription.
 func (d *Driver) Errors() <-chan error { return d.errs.C() }
 
+// DroppedErrors implements driver.DroppedErrorCounter: the errors that did
+// not fit the Errors channel (each was logged instead).
+func (d *Driver) DroppedErrors() uint64 { return d.errs.Dropped() }
+
 func (d *Driver) report(err error) {
 	d.opts.logger.Warn("mqtt", "err", err)
 	d.errs.Report(err)
@@ -222,7 +230,7 @@ func (d *Driver) report(err error) {
 
 // clientConfig is the part of every connection's configuration that is the same.
 func (d *Driver) clientConfig(clientID string) autopaho.ClientConfig {
-	return autopaho.ClientConfig{
+	cfg := autopaho.ClientConfig{
 		ServerUrls:       []*url.URL{d.server},
 		TlsCfg:           d.opts.tls,
 		KeepAlive:        uint16(min(d.opts.keepAlive/time.Second, 65535)),
@@ -232,6 +240,17 @@ func (d *Driver) clientConfig(clientID string) autopaho.ClientConfig {
 		ReconnectBackoff: d.opts.reconnect.Delay,
 		ClientConfig:     paho.ClientConfig{ClientID: clientID, PacketTimeout: d.opts.packetTimeout},
 	}
+	if wrap := d.opts.wrapConn; wrap != nil {
+		cfg.AttemptConnection = func(ctx context.Context, _ autopaho.ClientConfig, u *url.URL) (net.Conn, error) {
+			var dialer net.Dialer
+			c, err := dialer.DialContext(ctx, "tcp", u.Host)
+			if err != nil {
+				return nil, err
+			}
+			return wrap(c), nil
+		}
+	}
+	return cfg
 }
 
 // Start implements driver.Broker: it connects the publisher and waits, within

@@ -388,7 +388,7 @@ func (s *subscription) writeAcks() {
 			}
 			// A write to a connection that is gone fails harmlessly: its packet
 			// ids were captured with it, never with a later connection.
-			if _, err := w.Write(buf); err != nil {
+			if err := writeFrames(w, buf); err != nil {
 				s.d.opts.logger.Debug("mqtt: PUBACK write failed", "client", s.clientID, "err", err)
 			}
 		}
@@ -397,6 +397,22 @@ func (s *subscription) writeAcks() {
 			return
 		}
 	}
+}
+
+// writeFrames writes whole MQTT frames to a connection paho writes to as
+// well, under paho's own write lock: paho writes a packet in several Write
+// calls (its header, then its parts) holding the lock of a connection that
+// has one (packets.NewThreadSafeConn, which autopaho puts around TLS and
+// WebSocket connections), and a write without it would land between them.
+// A plain TCP connection has no such lock and needs none: paho writes each
+// packet there in one writev, and the connection serialises its writes.
+func writeFrames(w io.Writer, frames []byte) error {
+	if l, ok := w.(sync.Locker); ok {
+		l.Lock()
+		defer l.Unlock()
+	}
+	_, err := w.Write(frames)
+	return err
 }
 
 func (s *subscription) live(dl *delivery) error {

@@ -165,6 +165,10 @@ func (d *Driver) report(err error) { d.errs.Report(err) }
 // asynchronous client errors and failed pulls.
 func (d *Driver) Errors() <-chan error { return d.errs.C() }
 
+// DroppedErrors implements driver.DroppedErrorCounter: the errors that did
+// not fit the Errors channel (each was logged instead).
+func (d *Driver) DroppedErrors() uint64 { return d.errs.Dropped() }
+
 func (d *Driver) client() (jetstream.JetStream, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()

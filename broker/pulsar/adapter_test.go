@@ -2,6 +2,7 @@ package pulsar_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -166,4 +167,103 @@ func TestErrorsReportsLostBroker(t *testing.T) {
 	}
 	for range d.Errors() { // drains, then ends because Close closed it
 	}
+}
+
+// TestPublishAfterTopicUnload: a topic unload closes the producer
+// (CLOSE_PRODUCER) and the consumer (CLOSE_CONSUMER); the next publish
+// succeeds at once, on a new producer, not after the send timeout, and the
+// consumer goes on receiving.
+func TestPublishAfterTopicUnload(t *testing.T) {
+	srv := startFake(t)
+	d := startDriver(t, srv.URL(), pulsar.WithHealthInterval(0))
+	ctx := testCtx(t)
+	sub, err := d.Subscribe(ctx, driver.SubscriptionSpec{Topic: "unload", Group: "g", DeadLetterTopic: "unload.dlq", Prefetch: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	receiveAll := func(want ...string) {
+		t.Helper()
+		got := map[string]bool{}
+		for _, w := range want {
+			for !got[w] {
+				ds, err := sub.Receive(ctx, 4)
+				if err != nil {
+					t.Fatalf("receive, waiting for %v: %v", want, err)
+				}
+				for _, dl := range ds {
+					got[string(dl.Message().Payload)] = true
+					if err := dl.Ack(ctx); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+	}
+	if err := d.Publish(ctx, "unload", []*driver.Message{{Payload: []byte("before")}}); err != nil {
+		t.Fatal(err)
+	}
+	receiveAll("before")
+	if np, nc := srv.Unload("unload"); np != 1 || nc != 1 {
+		t.Fatalf("unload closed %d producers and %d consumers, want 1 and 1", np, nc)
+	}
+	// Well within the send timeout (30 s), which an unconfirmed send on the
+	// closed producer would wait for.
+	for i := range 3 {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := d.Publish(pctx, "unload", []*driver.Message{{Payload: fmt.Appendf(nil, "after-%d", i)}})
+		cancel()
+		if err != nil {
+			t.Fatalf("publish %d after the unload: %v", i, err)
+		}
+	}
+	receiveAll("after-0", "after-1", "after-2")
+	if err := sub.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPublishDelayedIsHeldByTheBroker: a delayed publish waits in the
+// broker, not in the consumer: a Shared subscription receives a later
+// message first and nothing else until the delayed one is due.
+func TestPublishDelayedIsHeldByTheBroker(t *testing.T) {
+	srv := startFake(t)
+	d := startDriver(t, srv.URL())
+	ctx := testCtx(t)
+	sub, err := d.Subscribe(ctx, driver.SubscriptionSpec{Topic: "delayed", Group: "g", DeadLetterTopic: "delayed.dlq", Prefetch: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close(context.Background())
+	const delay = time.Second
+	sent := time.Now()
+	if err := d.PublishDelayed(ctx, "delayed", []*driver.Message{{Payload: []byte("later")}}, delay); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Publish(ctx, "delayed", []*driver.Message{{Payload: []byte("now")}}); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := sub.Receive(ctx, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds) != 1 || string(ds[0].Message().Payload) != "now" {
+		t.Fatalf("first receive: %d deliveries, first %q; want only \"now\"", len(ds), ds[0].Message().Payload)
+	}
+	_ = ds[0].Ack(ctx)
+	// Bounded quiet period, well before the delay ends: the consumer holds nothing.
+	quiet, cancel := context.WithTimeout(ctx, delay/2)
+	defer cancel()
+	if ds, err := sub.Receive(quiet, 4); err == nil {
+		t.Fatalf("%q delivered %v after its delayed publish, before its delay of %v", ds[0].Message().Payload, time.Since(sent), delay)
+	}
+	ds, err = sub.Receive(ctx, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// deliver_at_time is in whole milliseconds, truncated by the client; the
+	// port's not-before header (rounded up) covers that millisecond.
+	if string(ds[0].Message().Payload) != "later" || time.Since(sent) < delay-time.Millisecond {
+		t.Fatalf("got %q after %v, want \"later\" no earlier than %v", ds[0].Message().Payload, time.Since(sent), delay)
+	}
+	_ = ds[0].Ack(ctx)
 }

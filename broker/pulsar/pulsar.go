@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsar/backoff"
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -164,6 +165,11 @@ type Driver struct {
 	stop        chan struct{}
 	monitorDone chan struct{}
 }
+
+var (
+	_ driver.Broker           = (*Driver)(nil)
+	_ driver.DelayedPublisher = (*Driver)(nil)
+)
 
 // New returns an unstarted driver for the service URL (pulsar://host:6650).
 func New(serviceURL string, opts ...Option) *Driver {
@@ -379,6 +385,15 @@ func (d *Driver) createProducer(topic string, slot *producerSlot) {
 		// Instead, a producer whose connection is lost is retired and replaced
 		// (after a failed or unconfirmed publish, or a failed health check).
 		MaxReconnectToBroker: new(uint),
+		// The client asks for a reconnection backoff each time the producer
+		// loses its broker: when the broker closes it (CLOSE_PRODUCER, as a
+		// topic unload does) or its connection ends. It is retired then,
+		// not at its next publish; with reconnection off the policy itself
+		// is never used.
+		BackOffPolicyFunc: func() backoff.Policy {
+			d.producerLost(topic, slot)
+			return &backoff.DefaultBackoff{}
+		},
 	})
 	d.mu.Lock()
 	switch {
@@ -396,18 +411,61 @@ func (d *Driver) createProducer(topic string, slot *producerSlot) {
 	close(slot.ready)
 }
 
+// producerLost retires the producer of slot once the client reports that
+// the broker closed it or its connection ended.
+func (d *Driver) producerLost(topic string, slot *producerSlot) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.producers[topic] != slot {
+		return // retired already
+	}
+	select {
+	case <-slot.ready:
+	default:
+		return // still being created: the creation reports its own failure
+	}
+	delete(d.producers, topic)
+	if slot.p != nil {
+		d.opts.logger.Info("pulsar: producer closed by the broker or its connection lost; the next publish creates a new one", "topic", topic)
+		d.closeProducerLocked(slot.p)
+	}
+}
+
 // Publish implements driver.Broker: it returns after the broker's receipt for
 // every message.
+//
+// A producer that the broker closed (a topic unload) is retired as the client
+// reports it, which fails its unconfirmed sends with ErrProducerClosed; those
+// are sent once more on a new producer. As with any retry of a confirmed
+// send, one whose receipt alone was lost is then stored twice.
 func (d *Driver) Publish(ctx context.Context, topic string, msgs []*driver.Message) error {
-	p, err := d.producer(ctx, topic)
-	if err != nil {
-		return err
-	}
-	if err := sendAll(ctx, p, msgs); err != nil {
+	return d.publish(ctx, topic, msgs, 0)
+}
+
+// PublishDelayed implements driver.DelayedPublisher with Pulsar's delayed
+// delivery (deliver-after): the broker keeps each message from Shared and
+// Key_Shared subscriptions until it is due. A Failover subscription gets it
+// at once (Pulsar ignores the delay there) and the port holds it instead.
+func (d *Driver) PublishDelayed(ctx context.Context, topic string, msgs []*driver.Message, delay time.Duration) error {
+	return d.publish(ctx, topic, msgs, delay)
+}
+
+func (d *Driver) publish(ctx context.Context, topic string, msgs []*driver.Message, delay time.Duration) error {
+	for attempt := 1; ; attempt++ {
+		p, err := d.producer(ctx, topic)
+		if err != nil {
+			return err
+		}
+		failed, err := sendAll(ctx, p, msgs, delay)
+		if err == nil {
+			return nil
+		}
 		d.retireProducer(topic, p)
-		return err
+		if attempt > 1 || len(failed) == 0 || !errors.Is(err, pulsar.ErrProducerClosed) || ctx.Err() != nil {
+			return err
+		}
+		msgs = failed
 	}
-	return nil
 }
 
 // retireProducer replaces a topic's producer: the next publish creates a new
@@ -447,28 +505,40 @@ func (d *Driver) closeProducerLocked(p pulsar.Producer) {
 	}()
 }
 
-func sendAll(ctx context.Context, p pulsar.Producer, msgs []*driver.Message) error {
-	results := make(chan error, len(msgs))
+// sendAll sends msgs and waits for every receipt; it returns the messages
+// that failed (not those unconfirmed when ctx ended) with the error.
+func sendAll(ctx context.Context, p pulsar.Producer, msgs []*driver.Message, delay time.Duration) ([]*driver.Message, error) {
+	type result struct {
+		m   *driver.Message
+		err error
+	}
+	results := make(chan result, len(msgs))
 	for _, m := range msgs {
-		p.SendAsync(ctx, producerMessage(m), func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
-			results <- err
+		pm := producerMessage(m)
+		pm.DeliverAfter = delay
+		p.SendAsync(ctx, pm, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+			results <- result{m, err}
 		})
 	}
-	var errs []error
+	var failed []*driver.Message
+	var first error
 	for range msgs {
 		select {
-		case err := <-results:
-			if err != nil {
-				errs = append(errs, err)
+		case r := <-results:
+			if r.err != nil {
+				failed = append(failed, r.m)
+				if first == nil {
+					first = r.err
+				}
 			}
 		case <-ctx.Done():
-			return fmt.Errorf("pulsar: send not confirmed: %w", ctx.Err())
+			return nil, fmt.Errorf("pulsar: send not confirmed: %w", ctx.Err())
 		}
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("pulsar: send failed for %d of %d messages: %w", len(errs), len(msgs), errs[0])
+	if len(failed) > 0 {
+		return failed, fmt.Errorf("pulsar: send failed for %d of %d messages: %w", len(failed), len(msgs), first)
 	}
-	return nil
+	return nil, nil
 }
 
 func producerMessage(m *driver.Message) *pulsar.ProducerMessage {

@@ -654,3 +654,51 @@ func TestDelayedRequeueWaitsInTheRetryQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPrefetchOption: a subscription that asks for no prefetch of its own
+// gets WithPrefetch as its basic.qos: the broker hands over that many
+// unacknowledged messages and no more until one is acknowledged.
+func TestPrefetchOption(t *testing.T) {
+	h := newHarness(t)
+	const prefetch = 3
+	d := startDriver(t, h, rabbitmq.WithPrefetch(prefetch))
+	topic := freshTopic(t, h, "prefetch")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := d.Subscribe(ctx, driver.SubscriptionSpec{Topic: topic, Group: "g", DeadLetterTopic: topic + ".dlq"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	ids := make([]string, 10)
+	for i := range ids {
+		ids[i] = fmt.Sprint("m", i)
+	}
+	publish(t, d, topic, ids...)
+	// held collects deliveries until want are held, then checks over a
+	// bounded quiet period that no more arrive.
+	var held []driver.Delivery
+	expectHeld := func(want int) {
+		t.Helper()
+		for len(held) < want {
+			ds, err := s.Receive(ctx, 100)
+			if err != nil {
+				t.Fatalf("receive, holding %d of %d: %v", len(held), want, err)
+			}
+			held = append(held, ds...)
+		}
+		quiet, qcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		defer qcancel()
+		if ds, err := s.Receive(quiet, 100); err == nil {
+			t.Fatalf("%d more deliveries beyond the %d unacknowledged that basic.qos %d allows", len(ds), len(held), prefetch)
+		}
+		if len(held) != want {
+			t.Fatalf("%d unacknowledged deliveries, want %d", len(held), want)
+		}
+	}
+	expectHeld(prefetch)
+	if err := held[0].Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	expectHeld(prefetch + 1)
+}

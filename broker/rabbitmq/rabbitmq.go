@@ -102,7 +102,8 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 func WithReconnectBackoff(p backoff.Policy) Option { return func(o *options) { o.reconnect = p } }
 
 // WithPrefetch sets basic.qos for subscriptions that do not ask for a
-// prefetch themselves (default 64).
+// prefetch themselves (default 64). The port always asks for its listener's
+// window, so this applies to subscriptions made on the driver directly.
 func WithPrefetch(n int) Option { return func(o *options) { o.prefetch = n } }
 
 // WithPublishChannels bounds the confirm-mode channels used by concurrent
@@ -261,6 +262,10 @@ func (d *Driver) Start(ctx context.Context) error {
 // Errors implements driver.Broker: connection losses, failed reconnects and
 // flow-control blocks are reported here.
 func (d *Driver) Errors() <-chan error { return d.errs.C() }
+
+// DroppedErrors implements driver.DroppedErrorCounter: the errors that did
+// not fit the Errors channel (each was logged instead).
+func (d *Driver) DroppedErrors() uint64 { return d.errs.Dropped() }
 
 func (d *Driver) report(err error) { d.errs.Report(err) }
 

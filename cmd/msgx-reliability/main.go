@@ -2,7 +2,8 @@
 // (package internal/reliability) and prints its figures; it exits 1 when
 // the checker finds a violation. Run it from the module's root:
 //
-//	go run ./cmd/msgx-reliability --duration 10m --kills 100 --crash-loop 1m --outage 30s --second
+//	go run ./cmd/msgx-reliability --duration 10m --kills 100 --crash-loop 1m --outage 30s --second \
+//	    --skew 40s --private-db --restarts 2
 package main
 
 import (
@@ -31,6 +32,9 @@ func main() {
 	flag.IntVar(&cfg.Cuts, "cuts", 5, "cuts of every database connection")
 	flag.DurationVar(&cfg.Outage, "outage", 30*time.Second, "one PostgreSQL outage and one MariaDB black hole of this length; 0: none")
 	flag.BoolVar(&cfg.Second, "second", true, "run two instances at once")
+	flag.DurationVar(&cfg.Skew, "skew", 0, "clock skew: the first instance runs this far ahead of the host, the second this far behind (MSGX_CLOCK_SKEW)")
+	flag.BoolVar(&cfg.PrivateDB, "private-db", false, "run a PostgreSQL and a MariaDB server of the campaign's own (initdb, mariadb-install-db) instead of --postgres and --mariadb")
+	flag.IntVar(&cfg.Restarts, "restarts", 0, "real restarts of the private servers (needs --private-db): PostgreSQL crashed and started, MariaDB killed -9 and started")
 	flag.BoolVar(&cfg.BadInput, "bad-input", true, "send the hostile bodies")
 	flag.DurationVar(&cfg.Soak, "soak", 5*time.Minute, "steady traffic without faults after them, memory and goroutines watched")
 	flag.IntVar(&cfg.Writers, "writers", 4, "concurrent mailbox writers")

@@ -49,7 +49,11 @@ func newRegistry() *app.Registry {
 		if err != nil {
 			return nil, err
 		}
-		p, err := routepassport.New(d.DB, spec.Broker, append(opts, routepassport.WithLogger(d.Logger), routepassport.WithRegisterer(d.Registerer))...)
+		opts = append(opts, routepassport.WithLogger(d.Logger), routepassport.WithRegisterer(d.Registerer))
+		if d.Clock != nil {
+			opts = append(opts, routepassport.WithClock(d.Clock))
+		}
+		p, err := routepassport.New(d.DB, spec.Broker, opts...)
 		if err != nil {
 			return nil, err
 		}

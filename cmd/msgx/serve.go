@@ -3,12 +3,15 @@ package main
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/msgx/msgx/app"
 	"github.com/msgx/msgx/app/config"
+	"github.com/msgx/msgx/internal/clock"
 )
 
 func newServeCmd() *cobra.Command {
@@ -36,9 +39,17 @@ back unsettled, and exits 0. See docs/operations.md.`,
 				fmt.Fprintf(cmd.OutOrStdout(), "configuration valid (profile %s); keys:\n  %s\n", cfg.Profile, strings.Join(config.Keys(cfg), "\n  "))
 				return nil
 			}
-			a, err := app.New(cmd.Context(), cfg, newRegistry())
+			clk, skew, err := clockFromEnv(os.Getenv, cfg.Profile)
 			if err != nil {
 				return err
+			}
+			a, err := app.New(cmd.Context(), cfg, newRegistry(), app.WithClock(clk))
+			if err != nil {
+				return err
+			}
+			if skew != 0 {
+				a.Logger().Warn("TEST SETTING: this process's clock is shifted from the host's; never run it so in service",
+					"variable", EnvClockSkew, "skew", skew.String(), "host_now", time.Now().UTC(), "msgx_now", clk.Now().UTC())
 			}
 			return a.Run(cmd.Context())
 		},
@@ -46,4 +57,45 @@ back unsettled, and exits 0. See docs/operations.md.`,
 	cmd.Flags().StringVar(&path, "config", "", "configuration file (default: MSGX_CONFIG, else the embedded default)")
 	cmd.Flags().BoolVar(&check, "check", false, "validate the configuration, list its keys and exit")
 	return cmd
+}
+
+// The clock skew is a test setting: the reliability campaign runs instances
+// whose clocks are off by tens of seconds (Go programs read the time through
+// the vDSO, so faketime and the like do not shift them). It is read once here
+// and handed down as the service's clock; no package reads it by itself.
+const (
+	// EnvClockSkew shifts the service's clock: a signed duration ("+40s", "-1m").
+	EnvClockSkew = "MSGX_CLOCK_SKEW"
+	// EnvClockSkewInProduction must be true for the skew to be accepted in
+	// the production profile.
+	EnvClockSkewInProduction = "MSGX_CLOCK_SKEW_IN_PRODUCTION"
+	maxClockSkew             = 24 * time.Hour
+)
+
+// clockFromEnv returns the service's clock: the wall clock, or the wall
+// clock shifted by MSGX_CLOCK_SKEW. In the production profile a skew is
+// refused unless MSGX_CLOCK_SKEW_IN_PRODUCTION is true too, so that a
+// variable left behind cannot shift a production service's clock unnoticed.
+func clockFromEnv(getenv func(string) string, profile string) (clock.Clock, time.Duration, error) {
+	raw := strings.TrimSpace(getenv(EnvClockSkew))
+	if raw == "" {
+		return clock.Real{}, 0, nil
+	}
+	skew, err := time.ParseDuration(raw)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s: %q is not a duration such as +40s or -1m: %w", EnvClockSkew, raw, err)
+	}
+	if skew.Abs() > maxClockSkew {
+		return nil, 0, fmt.Errorf("%s: %s is beyond the limit of ±%s", EnvClockSkew, skew, maxClockSkew)
+	}
+	if profile == config.Production {
+		ok, _ := strconv.ParseBool(getenv(EnvClockSkewInProduction))
+		if !ok {
+			return nil, 0, fmt.Errorf("%s is a test setting: refused in the production profile unless %s=true", EnvClockSkew, EnvClockSkewInProduction)
+		}
+	}
+	if skew == 0 {
+		return clock.Real{}, 0, nil
+	}
+	return clock.Offset{Base: clock.Real{}, D: skew}, skew, nil
 }

@@ -35,6 +35,9 @@ func sisRequests(ctx context.Context, d app.Deps, o map[string]string) (*app.Pip
 		}
 	}
 	opts := []sis.CoordinatorOption{sis.WithRequestLogger(d.Logger), sis.WithShadow(d.Shadow)}
+	if d.Clock != nil {
+		opts = append(opts, sis.WithRequestClock(d.Clock))
+	}
 	if v := o["sender"]; v != "" {
 		opts = append(opts, sis.WithSenderCode(v))
 	}
@@ -121,6 +124,9 @@ func sisHistory(d app.Deps, o map[string]string) (*app.Pipeline, error) {
 		}
 	}
 	opts := []sis.HistoryOption{sis.WithHistoryLogger(d.Logger)}
+	if d.Clock != nil {
+		opts = append(opts, sis.WithHistoryClock(d.Clock))
+	}
 	opts = append(opts, durationOptions(o, map[string]func(time.Duration) sis.HistoryOption{
 		"retention": sis.WithRetention, "snap-retention": sis.WithSnapLogRetention}, &errs)...)
 	if v := o["batch"]; v != "" {

@@ -1,5 +1,6 @@
 // Package bench holds what every `msgx bench` workload shares: the RESULT line
-// format of the benchmark method and latency summaries.
+// format of the benchmark method, latency summaries and the fresh PostgreSQL
+// schema a database workload runs in.
 package bench
 
 import (

@@ -155,3 +155,46 @@ func (t *fakeTimer) Stop() bool {
 	}
 	return false
 }
+
+// Offset is Base shifted by D: Now reads Base.Now()+D, and a wait lasts as
+// long as on Base, since a shifted clock still runs at the same pace. It
+// stands for a host whose wall clock is off (the reliability campaign's clock
+// skew): times that several hosts compare must not depend on it. The instant
+// a timer delivers on its channel is Base's; msgx reads Now after a wait
+// instead of using it.
+type Offset struct {
+	Base Clock
+	D    time.Duration
+}
+
+// Now implements Clock.
+func (o Offset) Now() time.Time { return o.Base.Now().Add(o.D) }
+
+// After implements Clock.
+func (o Offset) After(d time.Duration) <-chan time.Time { return o.Base.After(d) }
+
+// NewTimer implements Clock.
+func (o Offset) NewTimer(d time.Duration) Timer { return o.Base.NewTimer(d) }
+
+// Unshifted implements Shifted.
+func (o Offset) Unshifted() Clock { return o.Base }
+
+// Shifted is a clock that reads another one shifted (Offset, or a clock
+// corrected to a server's).
+type Shifted interface {
+	Clock
+	Unshifted() Clock
+}
+
+// Paced reports whether c runs at the pace of the wall clock: Real, or a
+// shift of Real. Code may then use the runtime's own timers (a context
+// deadline) for waits on c.
+func Paced(c Clock) bool {
+	switch c := c.(type) {
+	case Real:
+		return true
+	case Shifted:
+		return Paced(c.Unshifted())
+	}
+	return false
+}

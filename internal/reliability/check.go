@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // flight is the oracle's model of a flight: the only fields the generated
@@ -142,7 +142,7 @@ type inboxRow struct {
 	backfilled            bool
 }
 
-func readInbox(ctx context.Context, pg *pgx.Conn) (map[int64]inboxRow, error) {
+func readInbox(ctx context.Context, pg *pgxpool.Pool) (map[int64]inboxRow, error) {
 	rows, err := pg.Query(ctx, "SELECT msg_id, status, COALESCE(error_class,''), COALESCE(reason,''), backfilled_at IS NOT NULL FROM msgx_inbox WHERE stream = 'sis'")
 	if err != nil {
 		return nil, err
@@ -161,7 +161,7 @@ func readInbox(ctx context.Context, pg *pgx.Conn) (map[int64]inboxRow, error) {
 }
 
 // check compares the history with the oracle.
-func check(ctx context.Context, pg *pgx.Conn, rows []mailboxRow, hostileIDs map[int64]string, w *wire, f *Figures) (Violations, error) {
+func check(ctx context.Context, pg *pgxpool.Pool, rows []mailboxRow, hostileIDs map[int64]string, w *wire, f *Figures) (Violations, error) {
 	var v Violations
 	o := replay(rows)
 	f.MailboxDuplicates = o.dups

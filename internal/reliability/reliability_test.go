@@ -35,6 +35,10 @@ func TestShortCampaign(t *testing.T) {
 		Duration:    30 * time.Second,
 		Kills:       3,
 		Cuts:        1,
+		Second:      true,
+		Skew:        40 * time.Second,
+		PrivateDB:   true,
+		Restarts:    1,
 		BadInput:    true,
 		Writers:     3,
 		Clients:     2,
@@ -47,7 +51,7 @@ func TestShortCampaign(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("figures:\n%s", f)
-	if f.Kills != 3 || f.Cuts != 1 || f.MailboxDuplicates == 0 || f.EventsExpected == 0 || f.BadInputTried < 9 {
+	if f.Kills != 3 || f.Cuts != 1 || f.Restarts != 1 || f.Instances != 2 || f.MailboxDuplicates == 0 || f.EventsExpected == 0 || f.BadInputTried < 9 {
 		t.Errorf("the campaign did not do what it should: %+v", f)
 	}
 	if n := f.Violations.Count(); n > 0 {

@@ -2,7 +2,8 @@
 // builds and runs `msgx serve` in the production profile against
 // PostgreSQL, a MariaDB mailbox and a Kafka (kfake), feeds traffic the way
 // the legacy systems do, injects faults (kill -9, crash loops, connection
-// cuts, outages and black holes through TCP proxies, two instances), records
+// cuts, outages and black holes through TCP proxies, two instances, clocks
+// skewed between them, real restarts of private database servers), records
 // the history and checks it afterwards against an oracle of its own.
 package reliability
 
@@ -28,7 +29,7 @@ import (
 	"time"
 
 	_ "github.com/go-sql-driver/mysql" // the mailbox driver
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/msgx/msgx/source/mailbox"
@@ -50,6 +51,9 @@ type Config struct {
 	Second    bool          // run a second instance all along (the kills pick either)
 	BadInput  bool          // send the hostile bodies through the ingress and the mailbox
 	Soak      time.Duration // steady traffic without faults after them; memory and goroutines are scraped over it
+	Skew      time.Duration // clock skew: the first instance runs this far ahead of the host, the second this far behind
+	PrivateDB bool          // run PostgreSQL and MariaDB servers of the campaign's own instead of PostgresURL and MariaDSN
+	Restarts  int           // real restarts of the private servers (PrivateDB), spread over Duration
 
 	Writers int           // concurrent mailbox writers
 	Clients int           // concurrent HTTP ingress clients
@@ -67,6 +71,8 @@ type Figures struct {
 	CrashLoop                                        time.Duration
 	OutageLength                                     time.Duration
 	Instances                                        int
+	Skew                                             time.Duration
+	Restarts                                         int // real restarts of both private servers
 	MailboxRows, MailboxDuplicates, IngressPosts     int
 	IngressRetries                                   int
 	BadInputTried, BadInputRefused                   int // refused: at the door (HTTP 4xx, the mailbox's own column check)
@@ -83,6 +89,7 @@ func (f *Figures) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "kills %d (crash loop: %d in %s), connection cuts %d, outages %d of %s, black holes %d, instances %d\n",
 		f.Kills+f.CrashLoopKills, f.CrashLoopKills, f.CrashLoop, f.Cuts, f.Outages, f.OutageLength, f.BlackHoles, f.Instances)
+	fmt.Fprintf(&b, "clock skew ±%s between the instances, real database restarts %d\n", f.Skew, f.Restarts)
 	fmt.Fprintf(&b, "mailbox rows %d (duplicate inserts %d), ingress posts %d (retries %d), bad inputs %d (%d refused at the door)\n",
 		f.MailboxRows, f.MailboxDuplicates, f.IngressPosts, f.IngressRetries, f.BadInputTried, f.BadInputRefused)
 	fmt.Fprintf(&b, "route-passport records %d\n", f.RouteRecords)
@@ -127,6 +134,7 @@ type campaign struct {
 	mu      sync.Mutex
 	inst    []*Instance // by slot; nil while down
 	hostile map[int64]string
+	private *privateDBs // PrivateDB: the servers Restarts restarts
 }
 
 func (c *campaign) say(format string, args ...any) {
@@ -138,7 +146,20 @@ func (c *campaign) say(format string, args ...any) {
 // Run runs the campaign and checks the history. The error is the harness's
 // own failure; what the checker finds is in Figures.Violations.
 func Run(ctx context.Context, cfg Config) (*Figures, error) {
-	c := &campaign{cfg: cfg, fig: &Figures{Tables: map[string]int{}}, hostile: map[int64]string{}}
+	if cfg.Restarts > 0 && !cfg.PrivateDB {
+		return nil, errors.New("real restarts need the private servers (PrivateDB)")
+	}
+	c := &campaign{cfg: cfg, fig: &Figures{Tables: map[string]int{}, Skew: cfg.Skew}, hostile: map[int64]string{}}
+	if cfg.PrivateDB {
+		p, err := startPrivate(ctx, c.say)
+		if err != nil {
+			return nil, err
+		}
+		defer p.stop()
+		c.private = p
+		cfg.PostgresURL, cfg.MariaDSN = p.pg.URL(), p.maria.DSN()
+		c.cfg = cfg
+	}
 	if err := os.MkdirAll(cfg.Workdir, 0o755); err != nil {
 		return nil, err
 	}
@@ -177,18 +198,15 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 	_, _ = crand.Read(rb[:])
 	suffix := hex.EncodeToString(rb[:])
 	schema := "rel_" + suffix
-	pg, err := pgx.Connect(ctx, cfg.PostgresURL)
+	pg, err := openPool(ctx, cfg.PostgresURL, schema)
 	if err != nil {
 		return nil, fmt.Errorf("PostgreSQL: %w", err)
 	}
-	defer pg.Close(context.Background())
+	defer pg.Close()
 	if _, err := pg.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
 		return nil, err
 	}
 	defer func() { _, _ = pg.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") }()
-	if _, err := pg.Exec(ctx, "SET search_path TO "+schema); err != nil {
-		return nil, err
-	}
 	pu, err := url.Parse(cfg.PostgresURL)
 	if err != nil {
 		return nil, err
@@ -469,7 +487,7 @@ func proxiedMaria(dsn string) (addr, proxied string, err error) {
 }
 
 func (c *campaign) start(ctx context.Context, slot int) error {
-	in, err := Launch(ctx, "msgx-"+strconv.Itoa(slot), c.bin, c.config, c.env, c.log, &c.logMu)
+	in, err := Launch(ctx, "msgx-"+strconv.Itoa(slot), c.bin, c.config, c.envFor(slot), c.log, &c.logMu)
 	if err != nil {
 		return err
 	}
@@ -539,6 +557,7 @@ func (c *campaign) faults(ctx context.Context, pgProxy, mProxy *Proxy) {
 	}
 	spread(cfg.Kills, "kill")
 	spread(cfg.Cuts, "cut")
+	spread(cfg.Restarts, "restart")
 	if cfg.Outage > 0 {
 		plan = append(plan, fault{cfg.Duration / 4, "outage"}, fault{cfg.Duration / 2, "blackhole"})
 	}
@@ -566,6 +585,8 @@ func (c *campaign) faults(ctx context.Context, pgProxy, mProxy *Proxy) {
 			if err := c.start(ctx, slot); err != nil {
 				c.say("restart after a kill: %v", err)
 			}
+		case "restart":
+			c.restart(ctx)
 		case "cut":
 			n := pgProxy.Cut() + mProxy.Cut()
 			c.fig.Cuts++
@@ -592,7 +613,7 @@ func (c *campaign) faults(ctx context.Context, pgProxy, mProxy *Proxy) {
 				c.kill(slot)
 				c.fig.CrashLoopKills++
 				lctx, cancel := context.WithTimeout(ctx, time.Second+time.Duration(rand.Int64N(int64(time.Second))))
-				in, err := Launch(lctx, "msgx-"+strconv.Itoa(slot), c.bin, c.config, c.env, c.log, &c.logMu)
+				in, err := Launch(lctx, "msgx-"+strconv.Itoa(slot), c.bin, c.config, c.envFor(slot), c.log, &c.logMu)
 				if err == nil {
 					c.mu.Lock()
 					c.inst[slot] = in
@@ -616,7 +637,7 @@ func (c *campaign) faults(ctx context.Context, pgProxy, mProxy *Proxy) {
 
 // drained: every mailbox row in the inbox and finished, every processed
 // mark written, no event pending.
-func (c *campaign) drained(ctx context.Context, pg *pgx.Conn, mdb *sql.DB, table string) bool {
+func (c *campaign) drained(ctx context.Context, pg *pgxpool.Pool, mdb *sql.DB, table string) bool {
 	var rows, marked, inbox, open, pending int
 	if mdb.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM(CMINMSGS_STATUS = 'PROCESSED'),0) FROM "+table).Scan(&rows, &marked) != nil {
 		return false

@@ -79,7 +79,9 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l }
 // WithRegisterer registers the pipeline's counters (default: not registered).
 func WithRegisterer(r prometheus.Registerer) Option { return func(c *config) { c.registerer = r } }
 
-// WithClock sets the clock of retry waits and of the relay (default wall clock).
+// WithClock sets the host clock of retry waits, stamps and the relay (default
+// the wall clock); the relay judges its leases and retries on the database's
+// clock, corrected from this one (outbox.WithHostClock).
 func WithClock(cl clock.Clock) Option { return func(c *config) { c.clock = cl } }
 
 // WithRetry sets the backoff of transient failures (default DefaultRetry;

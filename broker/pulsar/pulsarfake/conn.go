@@ -264,7 +264,8 @@ func (c *conn) sendCmd(cmd fields, payload []byte) error {
 		sendError(errUnknown, "pulsarfake: producer not found")
 		return nil
 	}
-	e := p.t.append(append([]byte(nil), stored...), n, key)
+	deliverAt, _ := meta.uint(19) // deliver_at_time
+	e := p.t.append(append([]byte(nil), stored...), n, key, int64(deliverAt))
 	receipt := msg(nil).uint(1, pid).uint(2, seq).sub(3, messageIDData(p.t.ledger, e.id))
 	if h, ok := cmd.uint(6); ok {
 		receipt = receipt.uint(4, h)
@@ -324,6 +325,7 @@ func (c *conn) ack(cmd fields) error {
 				cons.sub.ack(id.entry, cumulative)
 			}
 		}
+		cons.sub.t.trim()
 	}
 	s.mu.Unlock()
 	if reqID, ok := cmd.uint(8); ok {
@@ -378,6 +380,7 @@ func (c *conn) unsubscribe(cmd fields) {
 		sb.removeConsumer(other)
 	}
 	delete(sb.t.subs, sb.name)
+	sb.t.trim()
 	c.send(typeSuccess, msg(nil).uint(1, reqID))
 }
 

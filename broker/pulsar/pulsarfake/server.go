@@ -4,19 +4,22 @@
 //
 // It models what a client needs for publish and consume: the connection
 // handshake and keep-alive, topic lookup (always answered by this server),
-// non-partitioned persistent topics that keep every message, producers with
+// non-partitioned persistent topics that keep what Pulsar's default retention
+// keeps (the messages a subscription has not acknowledged), producers with
 // send receipts, durable subscriptions (Exclusive, Shared, Failover and
 // Key_Shared) with a cursor, flow control by permits, individual and
 // cumulative acknowledgement, redelivery of unacknowledged messages (on
 // request, with a redelivery count, and whenever a consumer closes or its
-// connection drops). Batched entries are stored and delivered whole, as a
-// broker does. Everything else — persistence across restarts, partitioned
-// topics, schemas, transactions, TLS and authentication, retention and
-// backlog quotas, delayed delivery, deduplication, seek — is not modelled;
-// requests for it are logged and answered with an error.
+// connection drops), delayed delivery (deliver_at_time, honoured by Shared
+// and Key_Shared subscriptions). Batched entries are stored and delivered
+// whole, as a broker does. Everything else — persistence across restarts,
+// partitioned topics, schemas, transactions, TLS and authentication, other
+// retention policies and backlog quotas, deduplication, seek — is not
+// modelled; requests for it are logged and answered with an error.
 //
-// Tests reach two failure modes through the Server: Refuse makes the broker
-// refuse producers on a topic, and CutConnections drops every client
+// Tests reach three failure modes through the Server: Refuse makes the broker
+// refuse producers on a topic, Unload closes a topic's producers and
+// consumers as a topic unload does, and CutConnections drops every client
 // connection (a brokertest.Proxy in front works as well, with Advertise naming
 // the proxy so that clients stay on the path that can be cut).
 package pulsarfake
@@ -128,6 +131,39 @@ func (s *Server) CutConnections() {
 	}
 }
 
+// Unload does to topic what a broker does when it unloads it (its bundle
+// moves to another broker, or an administrator unloads it): it closes the
+// topic's producers and consumers, telling their clients with CLOSE_PRODUCER
+// and CLOSE_CONSUMER. The clients look the topic up again and re-attach;
+// what the consumers held unacknowledged returns to their subscriptions. The
+// topic keeps its messages and subscriptions. Unload returns how many
+// producers and consumers it closed.
+func (s *Server) Unload(topic string) (producers, consumers int) {
+	name := TopicName(topic)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		for id, p := range c.producers {
+			if p.t.name != name {
+				continue
+			}
+			delete(c.producers, id)
+			c.send(typeCloseProducer, msg(nil).uint(1, id).uint(2, 0))
+			producers++
+		}
+		for id, cons := range c.consumers {
+			if cons.sub.t.name != name {
+				continue
+			}
+			delete(c.consumers, id)
+			cons.sub.removeConsumer(cons)
+			c.send(typeCloseConsumer, msg(nil).uint(1, id).uint(2, 0))
+			consumers++
+		}
+	}
+	return producers, consumers
+}
+
 // Close stops listening, drops every connection and waits for them to end.
 func (s *Server) Close() error {
 	s.mu.Lock()
@@ -197,7 +233,7 @@ func (s *Server) topicLocked(name string) *topic {
 	t := s.topics[name]
 	if t == nil {
 		s.nextLedger++
-		t = &topic{name: name, ledger: s.nextLedger, subs: map[string]*subscription{}}
+		t = &topic{mu: &s.mu, name: name, ledger: s.nextLedger, subs: map[string]*subscription{}}
 		s.topics[name] = t
 	}
 	return t

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsar/backoff"
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
 
 	"github.com/msgx/msgx/broker/pulsar/pulsarfake"
@@ -103,14 +104,14 @@ func TestProduceConsume(t *testing.T) {
 	srv := newServer(t)
 	c := newClient(t, srv.URL())
 	topic := topicName(t)
+	cons := subscribe(t, c, topic, "s", pulsar.ConsumerOptions{})
+	defer cons.Close()
 	p := producer(t, c, topic, false)
 	id0 := send(t, p, "k1", "m0", map[string]string{"h": "v"})
 	id1 := send(t, p, "", "m1", nil)
 	if id0.LedgerID() != id1.LedgerID() || id1.EntryID() != id0.EntryID()+1 {
 		t.Errorf("message ids %v then %v, want consecutive entries of one ledger", id0, id1)
 	}
-	cons := subscribe(t, c, topic, "s", pulsar.ConsumerOptions{})
-	defer cons.Close()
 	m := receive(t, cons)
 	if string(m.Payload()) != "m0" || m.Key() != "k1" || m.Properties()["h"] != "v" || m.RedeliveryCount() != 0 {
 		t.Errorf("first message = %q key %q props %v count %d", m.Payload(), m.Key(), m.Properties(), m.RedeliveryCount())
@@ -251,10 +252,10 @@ func TestUnackedRedeliveredWhenConsumerCloses(t *testing.T) {
 	srv := newServer(t)
 	c := newClient(t, srv.URL())
 	topic := topicName(t)
+	cons := subscribe(t, c, topic, "s", pulsar.ConsumerOptions{AckWithResponse: true})
 	p := producer(t, c, topic, false)
 	send(t, p, "", "first", nil)
 	send(t, p, "", "second", nil)
-	cons := subscribe(t, c, topic, "s", pulsar.ConsumerOptions{AckWithResponse: true})
 	m := receive(t, cons)
 	if err := cons.Ack(m); err != nil {
 		t.Fatal(err)
@@ -383,5 +384,105 @@ func TestUnmodelledRequestAnsweredWithError(t *testing.T) {
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("seek took %v: the fake did not answer", d)
+	}
+}
+
+// TestDefaultRetention: what no subscription holds is dropped, as under
+// Pulsar's default retention: a message published before any subscription
+// existed, and one every subscription acknowledged. A subscription from the
+// earliest position starts at the first message still kept.
+func TestDefaultRetention(t *testing.T) {
+	srv := newServer(t)
+	c := newClient(t, srv.URL())
+	topic := topicName(t)
+	p := producer(t, c, topic, false)
+	send(t, p, "", "nobody-subscribed", nil)
+	first := subscribe(t, c, topic, "first", pulsar.ConsumerOptions{AckWithResponse: true})
+	defer first.Close()
+	send(t, p, "", "acked", nil)
+	send(t, p, "", "kept", nil)
+	if m := receive(t, first); string(m.Payload()) != "acked" {
+		t.Fatalf("first subscription got %q, want \"acked\" (the earlier message had no subscription)", m.Payload())
+	} else if err := first.Ack(m); err != nil {
+		t.Fatal(err)
+	}
+	late := subscribe(t, c, topic, "late", pulsar.ConsumerOptions{})
+	defer late.Close()
+	if m := receive(t, late); string(m.Payload()) != "kept" {
+		t.Fatalf("a subscription created later got %q, want \"kept\", the first message still held", m.Payload())
+	}
+}
+
+// TestUnloadClosesProducersAndConsumers: an unload tells the topic's
+// producers and consumers with CLOSE_PRODUCER and CLOSE_CONSUMER; consumers
+// re-attach and go on, their unacknowledged messages redelivered.
+func TestUnloadClosesProducersAndConsumers(t *testing.T) {
+	srv := newServer(t)
+	c := newClient(t, srv.URL())
+	topic := topicName(t)
+	cons := subscribe(t, c, topic, "s", pulsar.ConsumerOptions{})
+	defer cons.Close()
+	// The producer does not reconnect (see TestCutConnectionsRedeliversAndReconnects);
+	// the client asks it for a reconnection backoff when its broker closes it.
+	closed := make(chan struct{}, 1)
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true, MaxReconnectToBroker: new(uint),
+		BackOffPolicyFunc: func() backoff.Policy {
+			closed <- struct{}{}
+			return &backoff.DefaultBackoff{}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	send(t, p, "", "before", nil)
+	if m := receive(t, cons); string(m.Payload()) != "before" {
+		t.Fatalf("got %q", m.Payload())
+	}
+	if np, nc := srv.Unload(topic); np != 1 || nc != 1 {
+		t.Fatalf("unload closed %d producers and %d consumers, want 1 and 1", np, nc)
+	}
+	select {
+	case <-closed:
+	case <-ctx(t).Done():
+		t.Fatal("the producer was never told it was closed")
+	}
+	send(t, producer(t, c, topic, false), "", "after", nil)
+	got := map[string]bool{}
+	for !got["before"] || !got["after"] {
+		m := receive(t, cons)
+		got[string(m.Payload())] = true
+		_ = cons.Ack(m)
+	}
+}
+
+// TestDeliverAfter: a Shared subscription holds a message sent with a
+// delivery delay until it is due, while later messages go ahead; a Failover
+// subscription delivers it at once, as Pulsar does.
+func TestDeliverAfter(t *testing.T) {
+	srv := newServer(t)
+	c := newClient(t, srv.URL())
+	topic := topicName(t)
+	shared := subscribe(t, c, topic, "shared", pulsar.ConsumerOptions{})
+	defer shared.Close()
+	failover := subscribe(t, c, topic, "failover", pulsar.ConsumerOptions{Type: pulsar.Failover})
+	defer failover.Close()
+	p := producer(t, c, topic, false)
+	const delay = 700 * time.Millisecond
+	sent := time.Now()
+	if _, err := p.Send(ctx(t), &pulsar.ProducerMessage{Payload: []byte("later"), DeliverAfter: delay}); err != nil {
+		t.Fatal(err)
+	}
+	send(t, p, "", "now", nil)
+	if m := receive(t, shared); string(m.Payload()) != "now" {
+		t.Fatalf("shared subscription got %q first, want \"now\": the delayed message went ahead", m.Payload())
+	}
+	if m := receive(t, shared); string(m.Payload()) != "later" {
+		t.Fatalf("shared subscription got %q, want \"later\"", m.Payload())
+	} else if since := time.Since(sent); since < delay-time.Millisecond {
+		// deliver_at_time is in whole milliseconds, truncated by the client.
+		t.Errorf("delayed message delivered after %v, want no earlier than %v", since, delay)
+	}
+	if m := receive(t, failover); string(m.Payload()) != "later" {
+		t.Fatalf("failover subscription got %q first, want \"later\" in log order", m.Payload())
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"hash/fnv"
 	"slices"
 	"sort"
+	"sync"
+	"time"
 )
 
 // maxKeySharedLookahead bounds how many log entries a Key_Shared subscription
@@ -11,29 +13,47 @@ import (
 const maxKeySharedLookahead = 1000
 
 // topic is a non-partitioned persistent topic: a log of entries in one ledger.
-// The fake keeps every entry for the life of the server.
+// It keeps what Pulsar keeps under its default retention: the entries some
+// subscription has not acknowledged. An entry published while the topic has
+// no subscription, or acknowledged by every subscription, is dropped; a
+// subscription created later from the earliest position starts after it.
 type topic struct {
+	mu      *sync.Mutex // the server's: timers of delayed entries take it
 	name    string
 	ledger  uint64
-	entries []*entry
+	entries []*entry // indexed by entry id; nil below trimmed
+	trimmed uint64   // entries below it are dropped
 	subs    map[string]*subscription
+}
+
+// trim drops the entries no subscription holds any more.
+func (t *topic) trim() {
+	floor := uint64(len(t.entries))
+	for _, sb := range t.subs {
+		floor = min(floor, sb.markDelete)
+	}
+	for ; t.trimmed < floor; t.trimmed++ {
+		t.entries[t.trimmed] = nil
+	}
 }
 
 // entry is one stored SEND: a single message or a batch, kept as the client
 // framed it (payload section from the magic number on) and delivered unchanged.
 type entry struct {
-	id      uint64
-	section []byte
-	msgs    int    // messages in the entry: permits it consumes
-	key     string // ordering key, else partition key: Key_Shared routing
+	id        uint64
+	section   []byte
+	msgs      int    // messages in the entry: permits it consumes
+	key       string // ordering key, else partition key: Key_Shared routing
+	deliverAt int64  // deliver_at_time (Unix ms), 0 for none
 }
 
-func (t *topic) append(section []byte, msgs int, key string) *entry {
-	e := &entry{id: uint64(len(t.entries)), section: section, msgs: max(msgs, 1), key: key}
+func (t *topic) append(section []byte, msgs int, key string, deliverAt int64) *entry {
+	e := &entry{id: uint64(len(t.entries)), section: section, msgs: max(msgs, 1), key: key, deliverAt: deliverAt}
 	t.entries = append(t.entries, e)
 	for _, sb := range t.subs {
 		sb.dispatch()
 	}
+	t.trim() // no subscription: nobody keeps it
 	return e
 }
 
@@ -60,10 +80,11 @@ func newSubscription(t *topic, name string, kind uint64, earliest bool) *subscri
 		acked: map[uint64]struct{}{}, inReplay: map[uint64]struct{}{},
 		holder: map[uint64]*consumer{}, redeliveries: map[uint64]uint32{},
 	}
+	sb.cursor = t.trimmed // the earliest entry still kept
 	if !earliest {
 		sb.cursor = uint64(len(t.entries))
-		sb.markDelete = sb.cursor
 	}
+	sb.markDelete = sb.cursor
 	return sb
 }
 
@@ -195,12 +216,36 @@ func (sb *subscription) pop() *entry {
 	for sb.cursor < uint64(len(sb.t.entries)) {
 		id := sb.cursor
 		sb.cursor++
-		if sb.isAcked(id) || sb.holder[id] != nil {
+		if sb.isAcked(id) || sb.holder[id] != nil || sb.holdBack(sb.t.entries[id]) {
 			continue
 		}
 		return sb.t.entries[id]
 	}
 	return nil
+}
+
+// holdBack sets an entry aside until its deliver_at_time when the
+// subscription honours it (Shared and Key_Shared do, as in Pulsar; Exclusive
+// and Failover deliver it at once). It reports whether it did; the entry
+// comes back through the replay set when due.
+func (sb *subscription) holdBack(e *entry) bool {
+	if e.deliverAt == 0 || (sb.kind != subShared && sb.kind != subKeyShared) {
+		return false
+	}
+	wait := time.Until(time.UnixMilli(e.deliverAt))
+	if wait <= 0 {
+		return false
+	}
+	mu := sb.t.mu
+	time.AfterFunc(wait, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !sb.isAcked(e.id) && sb.holder[e.id] == nil {
+			sb.addReplay(e.id)
+			sb.dispatch()
+		}
+	})
+	return true
 }
 
 func (sb *subscription) hasPermits() bool {
@@ -287,7 +332,7 @@ func (sb *subscription) dispatchKeyShared() {
 	for sb.cursor < uint64(len(sb.t.entries)) && len(sb.replay) < maxKeySharedLookahead && sb.hasPermits() {
 		id := sb.cursor
 		sb.cursor++
-		if sb.isAcked(id) {
+		if sb.isAcked(id) || sb.holdBack(sb.t.entries[id]) {
 			continue
 		}
 		e := sb.t.entries[id]

@@ -10,9 +10,7 @@ package inboxbench
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"embed"
-	"encoding/hex"
 	"encoding/json"
 	"encoding/xml"
 	"errors"
@@ -396,37 +394,16 @@ func prepare(ctx context.Context, dsn string, msgs [][]byte) (db *store.DB, tabl
 // freshSchema creates a schema on the server and opens a migrated store in
 // it; the sessions carry the schema's name as application_name.
 func freshSchema(ctx context.Context, dsn string) (*store.DB, func(), error) {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "msgx_bench_inbox_" + hex.EncodeToString(b[:])
-	conn, err := pgx.Connect(ctx, dsn)
+	sc, err := bench.NewSchema(ctx, dsn, "msgx_bench_inbox")
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect %s: %w", dsn, err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
 		return nil, nil, err
 	}
-	drop := func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		c, err := pgx.Connect(dctx, dsn)
-		if err != nil {
-			return
-		}
-		defer c.Close(dctx)
-		_, _ = c.Exec(dctx, "DROP SCHEMA "+schema+" CASCADE")
-	}
-	sep := "?"
-	if strings.Contains(dsn, "?") {
-		sep = "&"
-	}
-	db, err := store.Open(ctx, dsn+sep+"search_path="+schema+"&synchronous_commit=on&application_name="+schema, store.WithMigrate())
+	db, err := store.Open(ctx, bench.WithParam(bench.WithParam(sc.DSN, "synchronous_commit", "on"), "application_name", sc.Name), store.WithMigrate())
 	if err != nil {
-		drop()
+		_ = sc.Drop()
 		return nil, nil, err
 	}
-	return db, func() { db.Close(); drop() }, nil
+	return db, func() { db.Close(); _ = sc.Drop() }, nil
 }
 
 // appName is the application_name of the store's sessions.

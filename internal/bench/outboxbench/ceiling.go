@@ -59,12 +59,12 @@ func RunPgbenchCeiling(ctx context.Context, cfg CeilingConfig, out io.Writer) (b
 	if err != nil {
 		return bench.Result{}, err
 	}
-	sc, err := newSchema(ctx, cfg.DSN, "msgx_bench_ceiling")
+	sc, err := bench.NewSchema(ctx, cfg.DSN, "msgx_bench_ceiling")
 	if err != nil {
 		return bench.Result{}, err
 	}
-	defer func() { _ = sc.drop() }()
-	conn, err := pgx.Connect(ctx, sc.dsn)
+	defer func() { _ = sc.Drop() }()
+	conn, err := pgx.Connect(ctx, sc.DSN)
 	if err != nil {
 		return bench.Result{}, err
 	}
@@ -86,7 +86,7 @@ func RunPgbenchCeiling(ctx context.Context, cfg CeilingConfig, out io.Writer) (b
 	args := []string{"-n", "-c", strconv.Itoa(cfg.Clients), "-j", "2", "-T", strconv.Itoa(secs), "-f", script,
 		"-h", pc.Host, "-p", strconv.Itoa(int(pc.Port)), "-U", pc.User, pc.Database}
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = append(os.Environ(), "PGOPTIONS=-c search_path="+sc.name)
+	cmd.Env = append(os.Environ(), "PGOPTIONS=-c search_path="+sc.Name)
 	if pc.Password != "" {
 		cmd.Env = append(cmd.Env, "PGPASSWORD="+pc.Password)
 	}

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/msgx/msgx/internal/bench"
 )
 
 // ComparePeers are the programs of bench/peers that Compare runs, in the
@@ -54,7 +56,7 @@ func Compare(ctx context.Context, cfg CompareConfig, out io.Writer) error {
 		}
 	}
 	for _, sc := range cfg.SyncCommit {
-		dsn := withParam(cfg.DSN, "synchronous_commit", sc)
+		dsn := bench.WithParam(cfg.DSN, "synchronous_commit", sc)
 		for round := 1; round <= cfg.Rounds; round++ {
 			res := map[string]map[string]string{}
 			for _, p := range ComparePeers {

@@ -51,12 +51,12 @@ func RunProducerOverhead(ctx context.Context, cfg ProducerConfig, out io.Writer)
 	if cfg.Rounds <= 0 {
 		cfg.Rounds = 10
 	}
-	sc, err := newSchema(ctx, cfg.DSN, "msgx_bench_producer")
+	sc, err := bench.NewSchema(ctx, cfg.DSN, "msgx_bench_producer")
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = sc.drop() }()
-	db, err := sc.open(ctx, 2)
+	defer func() { _ = sc.Drop() }()
+	db, err := openDSN(ctx, sc.DSN, 2)
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +82,7 @@ func RunProducerOverhead(ctx context.Context, cfg ProducerConfig, out io.Writer)
 	// its backends can be told apart.
 	for i := range variants {
 		variants[i].app = "msgx-bench-producer-" + strconv.Itoa(i) + "-" + run
-		vdb, err := openDSN(ctx, withParam(sc.dsn, "application_name", variants[i].app), int32(cfg.Clients))
+		vdb, err := openDSN(ctx, bench.WithParam(sc.DSN, "application_name", variants[i].app), int32(cfg.Clients))
 		if err != nil {
 			return nil, err
 		}

@@ -203,12 +203,12 @@ func RunRelay(ctx context.Context, cfg RelayConfig, out io.Writer) (bench.Result
 	if cfg.Mode != "burndown" && cfg.Mode != "live" && cfg.Mode != "recovery" {
 		return bench.Result{}, fmt.Errorf("unknown mode %q (want burndown, live or recovery)", cfg.Mode)
 	}
-	sc, err := newSchema(ctx, cfg.DSN, "msgx_bench_relay")
+	sc, err := bench.NewSchema(ctx, cfg.DSN, "msgx_bench_relay")
 	if err != nil {
 		return bench.Result{}, err
 	}
-	defer func() { _ = sc.drop() }()
-	db, err := sc.open(ctx, int32(cfg.Producers+4))
+	defer func() { _ = sc.Drop() }()
+	db, err := openDSN(ctx, sc.DSN, int32(cfg.Producers+4))
 	if err != nil {
 		return bench.Result{}, err
 	}
@@ -247,7 +247,7 @@ func RunRelay(ctx context.Context, cfg RelayConfig, out io.Writer) (bench.Result
 	defer stopRelays()
 	var relays errgroup.Group
 	app := "msgx-bench-relay-" + run
-	relayDSN := withParam(sc.dsn, "application_name", app)
+	relayDSN := bench.WithParam(sc.DSN, "application_name", app)
 	for i := range cfg.Relays {
 		rdb, err := openDSN(ctx, relayDSN, int32(cfg.Workers+2))
 		if err != nil {

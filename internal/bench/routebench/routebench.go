@@ -7,18 +7,14 @@ package routebench
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -78,11 +74,12 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (bench.Result, error) {
 		return bench.Result{}, err
 	}
 
-	schema, dsn, err := newSchema(ctx, cfg.DSN)
+	sc, err := bench.NewSchema(ctx, cfg.DSN, "routebench")
 	if err != nil {
 		return bench.Result{}, err
 	}
-	defer dropSchema(cfg.DSN, schema)
+	defer func() { _ = sc.Drop() }()
+	dsn := bench.WithParam(sc.DSN, "application_name", appName)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	db, err := store.Open(ctx, dsn, store.WithMigrate(), store.WithLogger(quiet), store.WithMaxConns(8))
 	if err != nil {
@@ -208,38 +205,4 @@ func backendCPU(ctx context.Context, db *store.DB) time.Duration {
 		sum += c
 	}
 	return sum
-}
-
-func newSchema(ctx context.Context, dsn string) (name, schemaDSN string, err error) {
-	var b [5]byte
-	_, _ = rand.Read(b[:])
-	name = "routebench_" + hex.EncodeToString(b[:])
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return "", "", err
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{name}.Sanitize()); err != nil {
-		return "", "", err
-	}
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return "", "", err
-	}
-	q := u.Query()
-	q.Set("search_path", name)
-	q.Set("application_name", appName)
-	u.RawQuery = q.Encode()
-	return name, u.String(), nil
-}
-
-func dropSchema(dsn, name string) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return
-	}
-	defer conn.Close(ctx)
-	_, _ = conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{name}.Sanitize()+" CASCADE")
 }

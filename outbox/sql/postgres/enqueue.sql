@@ -6,9 +6,12 @@
 -- serialises the writers of a key from id allocation to commit and so makes
 -- the ids of a key grow in commit order; and pg_current_xact_id() gives the
 -- transaction its id before it takes any event id, which the relay's id
--- watermark relies on (see watermark.go).
+-- watermark relies on (see watermark.go). An event is due at once: at the
+-- producer's time, but never later than the database's (the relays judge
+-- what is due on the database's clock, so a producer whose clock runs ahead
+-- must not delay its events by its error).
 INSERT INTO msgx_outbox (event_id, target, topic, partition_key, event_type, payload, headers, created_at, next_attempt_at)
-SELECT e.event_id, e.target, e.topic, e.partition_key, e.event_type, e.payload, e.headers::jsonb, e.created_at, $8
+SELECT e.event_id, e.target, e.topic, e.partition_key, e.event_type, e.payload, e.headers::jsonb, e.created_at, LEAST($8::timestamptz, now())
 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::text[], $9::timestamptz[])
      AS e(event_id, target, topic, partition_key, event_type, payload, headers, created_at)
 WHERE (SELECT count(pg_advisory_xact_lock(k)) FROM unnest($10::bigint[]) AS k) >= 0
@@ -18,12 +21,12 @@ WHERE (SELECT count(pg_advisory_xact_lock(k)) FROM unnest($10::bigint[]) AS k) >
 -- Insert for a single event with a key: the same guarantees as Insert with
 -- less work (no arrays).
 INSERT INTO msgx_outbox (event_id, target, topic, partition_key, event_type, payload, headers, created_at, next_attempt_at)
-SELECT $1, $2, $3, $4, $5, $6, $7::jsonb, $9, $8
+SELECT $1, $2, $3, $4, $5, $6, $7::jsonb, $9, LEAST($8::timestamptz, now())
 WHERE (SELECT 1 FROM pg_advisory_xact_lock($10)) = 1
   AND pg_current_xact_id() IS NOT NULL
 
 -- name: InsertOneKeyless
 -- Insert for a single event without a key (no lock: no order to keep).
 INSERT INTO msgx_outbox (event_id, target, topic, partition_key, event_type, payload, headers, created_at, next_attempt_at)
-SELECT $1, $2, $3, $4, $5, $6, $7::jsonb, $9, $8
+SELECT $1, $2, $3, $4, $5, $6, $7::jsonb, $9, LEAST($8::timestamptz, now())
 WHERE pg_current_xact_id() IS NOT NULL
