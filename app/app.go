@@ -190,7 +190,7 @@ func addr(l net.Listener) string {
 func (a *App) openBrokers(ctx context.Context) error {
 	for _, name := range slices.Sorted(maps.Keys(a.cfg.Brokers)) {
 		c := a.cfg.Brokers[name]
-		drv, closer, err := newDriver(name, c, a.log, a.metrics)
+		drv, closer, err := newDriver(name, c, a.cfg.InstanceID, a.log, a.metrics)
 		if err != nil {
 			return fmt.Errorf("broker %s: %w", name, err)
 		}
@@ -515,7 +515,7 @@ func (a *App) Run(ctx context.Context) error {
 		wg.Go(func() { fail("relay", a.relay.Run(workCtx)) })
 	}
 	serve(a.ingSrv, a.ingressLn, "ingress")
-	a.log.Info("msgx serving", "profile", a.cfg.Profile, "shadow", a.cfg.Shadow, "streams", len(a.streams),
+	a.log.Info("msgx serving", "instance", a.cfg.InstanceID, "profile", a.cfg.Profile, "shadow", a.cfg.Shadow, "streams", len(a.streams),
 		"pipelines", len(a.pipelines), "admin", a.AdminAddr(), "ingress", a.IngressAddr())
 
 	var err error

@@ -23,7 +23,9 @@ import (
 )
 
 // newDriver builds the adapter a broker entry names.
-func newDriver(name string, c config.Broker, log *slog.Logger, reg prometheus.Registerer) (driver.Broker, func(), error) {
+// instance is the process's instance id: Kafka consumer groups use it for
+// static membership.
+func newDriver(name string, c config.Broker, instance string, log *slog.Logger, reg prometheus.Registerer) (driver.Broker, func(), error) {
 	// Adapters with metrics of their own get them labelled with the broker's
 	// name, so that two brokers of a kind can share the registry.
 	own := prometheus.WrapRegistererWith(prometheus.Labels{"broker": name}, reg)
@@ -44,7 +46,8 @@ func newDriver(name string, c config.Broker, log *slog.Logger, reg prometheus.Re
 		if weak || (c.Idempotence != nil && !*c.Idempotence) {
 			opts, weak = append(opts, kgo.DisableIdempotentWrite()), true
 		}
-		kopts := []kafka.Option{kafka.SeedBrokers(c.Seeds...), kafka.WithLogger(log), kafka.WithClientOptions(opts...)}
+		kopts := []kafka.Option{kafka.SeedBrokers(c.Seeds...), kafka.WithLogger(log), kafka.WithClientOptions(opts...),
+			kafka.WithInstanceID(instance), kafka.WithSessionTimeout(c.SessionTimeout.D())}
 		for _, topic := range c.CompactedTopics {
 			kopts = append(kopts, kafka.WithTopic(topic, -1, map[string]string{"cleanup.policy": "compact"}))
 		}

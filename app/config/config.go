@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -52,6 +53,14 @@ const (
 type Config struct {
 	// Profile is embedded (default) or production.
 	Profile string `yaml:"profile"`
+	// InstanceID names this process among the instances of the service:
+	// Kafka consumer groups know it as its static membership
+	// (group.instance.id), so that a restarted instance takes its partitions
+	// back at once. It must stay the same across restarts and differ between
+	// the instances that run at the same time. Default: the host name, plus
+	// "-<port>" of admin.listen (or of ingress.listen when the admin listener
+	// is off) when that port is fixed, so two instances on one host differ.
+	InstanceID string `yaml:"instance-id"`
 	// Shadow reads the mailboxes and processes, but never writes the processed
 	// mark (backfill) or the outbound mailbox, and takes no HTTP ingress.
 	Shadow    bool                `yaml:"shadow"`
@@ -119,6 +128,11 @@ type Broker struct {
 	// Idempotence is the Kafka producer's idempotent write (default true).
 	Idempotence *bool  `yaml:"idempotence"`
 	ClientID    string `yaml:"client-id"`
+	// SessionTimeout is how long a Kafka consumer group keeps a member that
+	// stopped heartbeating (default 45 s, the client's). A static member
+	// (instance-id) does not leave the group when it stops, so this is also
+	// how long the partitions of an instance that is gone for good wait.
+	SessionTimeout Duration `yaml:"session-timeout"`
 	// CompactedTopics are Kafka topics msgx creates at start when missing,
 	// with cleanup.policy=compact: the topics of compacted relay lanes
 	// (the SIS schd topic), whose consumers rebuild state from them.
@@ -296,6 +310,9 @@ func EmbeddedDefault() *Config {
 
 func (c *Config) setDefaults() {
 	orDefault(&c.Profile, Embedded)
+	if c.InstanceID == "" {
+		c.InstanceID = defaultInstanceID(os.Hostname, c.Admin.Listen, c.Ingress.Listen)
+	}
 	orDefault(&c.Log.Level, "info")
 	orDefault(&c.Log.Format, "text")
 	orDefault(&c.Store.Migrate, ptr(true))
@@ -370,6 +387,39 @@ func (c *Config) setDefaults() {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// defaultInstanceID is the host name (characters an instance id may not
+// hold replaced by '-') and, when the first listen address given has a
+// fixed port, "-<port>": two processes on one host cannot listen on the same
+// port, so their default ids differ, and a restart keeps its id. "" when the
+// host name is unknown (validation then asks for instance-id).
+func defaultInstanceID(hostname func() (string, error), listens ...string) string {
+	h, err := hostname()
+	if err != nil || h == "" {
+		return ""
+	}
+	id := []byte(h)
+	for i, b := range id {
+		if !idChar(b) {
+			id[i] = '-'
+		}
+	}
+	for _, l := range listens {
+		if l == "" {
+			continue
+		}
+		if _, port, err := net.SplitHostPort(l); err == nil && port != "" && port != "0" {
+			id = append(append(id, '-'), port...)
+		}
+		break
+	}
+	return string(id)
+}
+
+// idChar: Kafka's rule for a group.instance.id.
+func idChar(b byte) bool {
+	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '.' || b == '_' || b == '-'
+}
 
 // orDefault sets *p to v when it is the zero value (left out of the file).
 func orDefault[T comparable](p *T, v T) {

@@ -209,3 +209,40 @@ func TestParseStart(t *testing.T) {
 		}
 	}
 }
+
+func TestInstanceID(t *testing.T) {
+	host := func() (string, error) { return "node-7.example", nil }
+	for _, c := range []struct {
+		listens []string
+		want    string
+	}{
+		{[]string{"0.0.0.0:8081", ":8080"}, "node-7.example-8081"},
+		{[]string{"", ":8080"}, "node-7.example-8080"},
+		{[]string{"127.0.0.1:0", ":8080"}, "node-7.example"}, // an ephemeral port is no identity
+		{nil, "node-7.example"},
+	} {
+		if got := defaultInstanceID(host, c.listens...); got != c.want {
+			t.Errorf("defaultInstanceID(%q) = %q, want %q", c.listens, got, c.want)
+		}
+	}
+	odd := func() (string, error) { return "my host:1", nil }
+	if got := defaultInstanceID(odd); got != "my-host-1" {
+		t.Errorf("a host name with illegal characters: %q", got)
+	}
+	none := func() (string, error) { return "", errors.New("no name") }
+	if got := defaultInstanceID(none, ":8081"); got != "" {
+		t.Errorf("no host name: %q", got)
+	}
+
+	cfg, err := load(t, "store: {dsn: \"sqlite:a.db\"}\n", "MSGX_INSTANCE_ID=msgx-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.InstanceID != "msgx-a" {
+		t.Errorf("MSGX_INSTANCE_ID not applied: %q", cfg.InstanceID)
+	}
+	_, err = load(t, "store: {dsn: \"sqlite:a.db\"}\ninstance-id: \"a b\"\nbrokers: {r: {kind: rabbitmq, url: \"amqp://h\", session-timeout: 10s}, k: {kind: kafka, session-timeout: 100ms}}\n")
+	wantProblem(t, err, "instance-id", "only letters")
+	wantProblem(t, err, "brokers.k.session-timeout", "between 1s and 30m")
+	wantProblem(t, err, "brokers.r", "Kafka settings")
+}

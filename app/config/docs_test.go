@@ -27,7 +27,7 @@ func TestEveryKeyIsDocumented(t *testing.T) {
 		full := "`" + key + "`"
 		short := "`" + leaf + "`"
 		if !strings.Contains(string(doc), full) && !strings.Contains(string(doc), short) &&
-			!strings.Contains(string(doc), "`"+strings.Join(parts[len(parts)-2:], ".")+"`") &&
+			!strings.Contains(string(doc), "`"+strings.Join(parts[max(0, len(parts)-2):], ".")+"`") &&
 			!strings.Contains(string(doc), "."+leaf+"`") {
 			t.Errorf("docs/operations.md does not describe %s", key)
 		}

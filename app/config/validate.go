@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 )
 
 // validate returns every problem of a defaulted configuration, in key order.
@@ -33,6 +34,14 @@ func (c *Config) validate() []string {
 	}
 	if c.Store.MaxConns < 0 {
 		p.addf("store.max-conns", "must not be negative")
+	}
+	switch {
+	case c.InstanceID == "":
+		p.addf("instance-id", "missing and the host name is unknown: set %s", EnvName("instance-id"))
+	case len(c.InstanceID) > 200:
+		p.addf("instance-id", "at most 200 characters")
+	case strings.IndexFunc(c.InstanceID, func(r rune) bool { return r > 0x7f || !idChar(byte(r)) }) >= 0:
+		p.addf("instance-id", "%q: only letters, digits, '.', '_' and '-' (Kafka's rule for group instance ids)", c.InstanceID)
 	}
 	if c.ShutdownTimeout <= 0 {
 		p.addf("shutdown-timeout", "must be positive")
@@ -116,6 +125,9 @@ func (c *Config) validateBroker(p *problems, name string, b Broker, prod bool) {
 		if len(b.Seeds) == 0 {
 			p.addf(key+".seeds", "missing: at least one host:port")
 		}
+		if b.SessionTimeout != 0 && (b.SessionTimeout.D() < time.Second || b.SessionTimeout.D() > 30*time.Minute) {
+			p.addf(key+".session-timeout", "must be between 1s and 30m (the broker also bounds it, by default to 6s–30m)")
+		}
 		for _, s := range b.Seeds {
 			if _, _, err := net.SplitHostPort(s); err != nil {
 				p.addf(key+".seeds", "%q is not host:port", s)
@@ -130,8 +142,8 @@ func (c *Config) validateBroker(p *problems, name string, b Broker, prod bool) {
 	default:
 		p.addf(key+".kind", "%q is not a broker kind (kafka, rabbitmq, mqtt, nats, pulsar or mem)", b.Kind)
 	}
-	if b.Kind != KindKafka && (len(b.Seeds) > 0 || b.Acks != "" || b.Idempotence != nil) {
-		p.addf(key, "seeds, acks and idempotence are Kafka settings; this broker is %q", b.Kind)
+	if b.Kind != KindKafka && (len(b.Seeds) > 0 || b.Acks != "" || b.Idempotence != nil || b.SessionTimeout != 0) {
+		p.addf(key, "seeds, acks, idempotence and session-timeout are Kafka settings; this broker is %q", b.Kind)
 	}
 }
 

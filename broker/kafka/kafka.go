@@ -46,6 +46,7 @@ type Driver struct {
 	mu      sync.Mutex
 	prod    *kgo.Client
 	subs    map[*subscription]struct{}
+	members map[string]bool // static member ids of open subscriptions (see claimMember)
 	started bool
 	closed  bool
 }
@@ -56,7 +57,7 @@ func New(opts ...Option) *Driver {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	return &Driver{cfg: cfg, rep: newReporter(cfg.logger), subs: map[*subscription]struct{}{}}
+	return &Driver{cfg: cfg, rep: newReporter(cfg.logger), subs: map[*subscription]struct{}{}, members: map[string]bool{}}
 }
 
 // Capabilities implements driver.Broker.
@@ -92,6 +93,11 @@ func (d *Driver) Start(ctx context.Context) error {
 	defer d.mu.Unlock()
 	if d.started || d.closed {
 		return errors.New("kafka: driver already started")
+	}
+	if d.cfg.instanceID != "" {
+		if err := ValidInstanceID(d.cfg.instanceID); err != nil {
+			return fmt.Errorf("kafka: %w", err)
+		}
 	}
 	opts := append([]kgo.Opt{
 		kgo.ProducerLinger(d.cfg.linger),
@@ -249,6 +255,9 @@ func (d *Driver) Close(ctx context.Context) error {
 func (d *Driver) forget(s *subscription) {
 	d.mu.Lock()
 	delete(d.subs, s)
+	if s.member != "" {
+		delete(d.members, s.spec.Group+"\x00"+s.member)
+	}
 	d.mu.Unlock()
 }
 

@@ -24,6 +24,8 @@ type config struct {
 	linger         time.Duration
 	fetchMaxWait   time.Duration
 	weakDurability bool
+	instanceID     string
+	sessionTimeout time.Duration
 	clientOpts     []kgo.Opt
 	topics         []topicSpec
 }
@@ -118,3 +120,27 @@ func WithClientOptions(opts ...kgo.Opt) Option {
 // (acks other than all, idempotence disabled, idempotent produce
 // cancellation). Without it Start refuses them.
 func AllowWeakDurability() Option { return func(c *config) { c.weakDurability = true } }
+
+// WithInstanceID makes every consumer group member of the driver a static
+// member (KIP-345) whose group.instance.id derives from id (default: none,
+// dynamic members). A restarted process with the same id takes back its
+// members' partitions at once instead of waiting for the session timeout of
+// its dead members to expire and the group to rebalance. Two live processes
+// must never share an id: the newer one fences the older one out of the
+// group. A static member does not leave the group when it closes, so the
+// partitions of a process that stops for good wait for its session timeout
+// (see WithSessionTimeout) before another member gets them.
+//
+// The id must be made of ASCII letters, digits, '.', '_' and '-' (Kafka's
+// rule for instance ids); each subscription's member adds its topic to it
+// ("<id>.<topic>", and "-2", "-3", … for further subscriptions of the same
+// topic and group in one process), so one id serves every group of a process.
+func WithInstanceID(id string) Option { return func(c *config) { c.instanceID = id } }
+
+// WithSessionTimeout sets the consumer group session timeout (default 0:
+// the client's, 45 s): how long the group keeps a member that stopped
+// heartbeating before it gives its partitions to others. The heartbeat
+// interval is a third of it at most. The broker bounds it
+// (group.min.session.timeout.ms, 6 s by default, to
+// group.max.session.timeout.ms, 30 min).
+func WithSessionTimeout(d time.Duration) Option { return func(c *config) { c.sessionTimeout = d } }

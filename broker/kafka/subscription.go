@@ -40,6 +40,8 @@ type subscription struct {
 	d    *Driver
 	spec driver.SubscriptionSpec
 	cl   *kgo.Client
+	// member is the static group.instance.id, "" for a dynamic member.
+	member string
 
 	// commitMu serialises commits with revocation, so no commit for a
 	// partition can land after the revoke that gave it away.
@@ -105,7 +107,12 @@ func (d *Driver) Subscribe(ctx context.Context, spec driver.SubscriptionSpec) (d
 		// first subscription sees what was published before it.
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(d.cfg.fetchMaxWait),
-	}, d.baseOpts()...)
+	}, d.groupTimeouts()...)
+	opts = append(opts, d.baseOpts()...)
+	if d.cfg.instanceID != "" {
+		s.member = d.claimMember(spec)
+		opts = append(opts, kgo.InstanceID(s.member))
+	}
 	opts = append(opts,
 		kgo.ConsumerGroup(spec.Group),
 		kgo.ConsumeTopics(spec.Topic),
@@ -116,6 +123,7 @@ func (d *Driver) Subscribe(ctx context.Context, spec driver.SubscriptionSpec) (d
 	)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
+		d.forget(s)
 		return nil, fmt.Errorf("kafka: new consumer: %w", err)
 	}
 	s.cl = cl
@@ -123,12 +131,25 @@ func (d *Driver) Subscribe(ctx context.Context, spec driver.SubscriptionSpec) (d
 	if d.closed {
 		d.mu.Unlock()
 		cl.Close()
+		d.forget(s)
 		return nil, ErrNotStarted
 	}
 	d.subs[s] = struct{}{}
 	d.mu.Unlock()
 	go s.commitLoop()
 	return s, nil
+}
+
+// groupTimeouts are the session options (before the client options, which
+// may still override them).
+func (d *Driver) groupTimeouts() []kgo.Opt {
+	if d.cfg.sessionTimeout <= 0 {
+		return nil
+	}
+	return []kgo.Opt{
+		kgo.SessionTimeout(d.cfg.sessionTimeout),
+		kgo.HeartbeatInterval(min(3*time.Second, d.cfg.sessionTimeout/3)),
+	}
 }
 
 // Receive implements driver.Subscription. It hands out records already
@@ -573,7 +594,9 @@ func (s *subscription) awaitDrain(ps []*partState) {
 
 // Close implements driver.Subscription: it stops handing out deliveries,
 // commits the settled prefix of every partition and leaves the group.
-// Unsettled deliveries are redelivered to the group.
+// Unsettled deliveries are redelivered to the group. A static member (see
+// WithInstanceID) does not leave: its partitions wait for it to come back,
+// or for its session timeout.
 func (s *subscription) Close(ctx context.Context) error {
 	s.once.Do(func() {
 		s.mu.Lock()

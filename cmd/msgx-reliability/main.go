@@ -31,6 +31,7 @@ func main() {
 	flag.DurationVar(&cfg.CrashLoop, "crash-loop", time.Minute, "length of the crash loop (a kill every 1-2 s); 0: none")
 	flag.IntVar(&cfg.Cuts, "cuts", 5, "cuts of every database connection")
 	flag.DurationVar(&cfg.Outage, "outage", 30*time.Second, "one PostgreSQL outage and one MariaDB black hole of this length; 0: none")
+	kafkaOutage := flag.Duration("kafka-outage", -1, "one outage of Kafka of this length (every request's connection closed); 0: none; default: as --outage")
 	flag.BoolVar(&cfg.Second, "second", true, "run two instances at once")
 	flag.DurationVar(&cfg.Skew, "skew", 0, "clock skew: the first instance runs this far ahead of the host, the second this far behind (MSGX_CLOCK_SKEW)")
 	flag.BoolVar(&cfg.PrivateDB, "private-db", false, "run a PostgreSQL and a MariaDB server of the campaign's own (initdb, mariadb-install-db) instead of --postgres and --mariadb")
@@ -44,6 +45,10 @@ func main() {
 	flag.DurationVar(&cfg.Pace, "pace", 100*time.Millisecond, "pause between two messages of a writer or client")
 	flag.Float64Var(&cfg.DupRate, "dup-rate", 0.05, "share of mailbox inserts sent twice (a lost acknowledgement)")
 	flag.Parse()
+	cfg.KafkaOutage = *kafkaOutage
+	if cfg.KafkaOutage < 0 {
+		cfg.KafkaOutage = cfg.Outage
+	}
 	cfg.Progress = os.Stderr
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

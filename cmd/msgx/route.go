@@ -24,6 +24,7 @@ import (
 func newRouteCmd() *cobra.Command {
 	var (
 		dsn, seeds, group, listen   string
+		instance                    string
 		input, dlq, routeIn, georef string
 		testController, migrate     bool
 		batch                       int
@@ -50,7 +51,11 @@ pcp.route.georeference.v1, and dead-letters records that break the contract
 			defer db.Close()
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-			b := broker.New("kafka", kafka.New(kafka.SeedBrokers(strings.Split(seeds, ",")...), kafka.WithLogger(log)),
+			kopts := []kafka.Option{kafka.SeedBrokers(strings.Split(seeds, ",")...), kafka.WithLogger(log)}
+			if instance != "" {
+				kopts = append(kopts, kafka.WithInstanceID(instance))
+			}
+			b := broker.New("kafka", kafka.New(kopts...),
 				broker.WithLogger(log), broker.WithRegisterer(reg))
 			if err := b.Start(ctx); err != nil {
 				return err
@@ -92,6 +97,7 @@ pcp.route.georeference.v1, and dead-letters records that break the contract
 	f.BoolVar(&migrate, "migrate", true, "apply the embedded migrations first")
 	f.StringVar(&seeds, "kafka", "127.0.0.1:9092", "Kafka seed brokers, comma-separated")
 	f.StringVar(&group, "group", routepassport.DefaultGroup, "consumer group")
+	f.StringVar(&instance, "instance-id", "", "static group membership: a restart under the same id takes its partitions back at once (stable per process, unique among running ones); empty: a dynamic member")
 	f.StringVar(&input, "input-topic", routepassport.InputTopic, "input topic")
 	f.StringVar(&dlq, "dlq-topic", routepassport.DeadLetterTopic, "dead-letter topic")
 	f.StringVar(&routeIn, "route-in-topic", routepassport.RouteInTopic, "mission-planning output topic")

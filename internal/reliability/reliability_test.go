@@ -12,12 +12,15 @@ import (
 )
 
 // TestShortCampaign is the CI version of the campaign: the real binary in
-// the production profile, mailbox writers that insert twice now and then,
-// ingress clients, hostile bodies, three kill -9s and one cut of every
-// database connection; then the whole history is checked against the oracle.
-// The route-passport traffic is left to the full campaign: after a kill -9
-// its records wait out the Kafka consumer session (45 s) before another
-// member gets them, which alone would double this test's time.
+// the production profile, two instances whose clocks are 80 s apart,
+// mailbox writers that insert twice now and then, ingress clients,
+// route-passport records on Kafka, hostile bodies and records, three
+// kill -9s, one cut of every database connection, one real restart of the
+// private database servers and a Kafka outage of a few seconds; then the
+// whole history is checked against the oracle. Each restart takes the
+// route-passport partitions back under its instance id at once: a kill that
+// left them to the Kafka session (45 s) would show in the route-passport
+// ingestion wait, which is bounded here.
 func TestShortCampaign(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -35,6 +38,7 @@ func TestShortCampaign(t *testing.T) {
 		Duration:    30 * time.Second,
 		Kills:       3,
 		Cuts:        1,
+		KafkaOutage: 4 * time.Second,
 		Second:      true,
 		Skew:        40 * time.Second,
 		PrivateDB:   true,
@@ -43,6 +47,7 @@ func TestShortCampaign(t *testing.T) {
 		Writers:     3,
 		Clients:     2,
 		Flights:     5,
+		Routes:      3,
 		Pace:        100 * time.Millisecond,
 		DupRate:     0.05,
 		Progress:    testWriter{t},
@@ -51,8 +56,14 @@ func TestShortCampaign(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("figures:\n%s", f)
-	if f.Kills != 3 || f.Cuts != 1 || f.Restarts != 1 || f.Instances != 2 || f.MailboxDuplicates == 0 || f.EventsExpected == 0 || f.BadInputTried < 9 {
+	if f.Kills != 3 || f.Cuts != 1 || f.Restarts != 1 || f.Instances != 2 || f.KafkaOutages != 1 || f.KafkaRefused == 0 ||
+		f.MailboxDuplicates == 0 || f.EventsExpected == 0 || f.RouteRecords == 0 || f.BadInputTried < 9+13 {
 		t.Errorf("the campaign did not do what it should: %+v", f)
+	}
+	// The wait includes the outage and a restart; a kill whose partitions
+	// waited for the dead member's session would add the 45 s session.
+	if f.RouteIngestMax > 30*time.Second {
+		t.Errorf("a route-passport record waited %s to be ingested: the group did not take the restarted instance back at once", f.RouteIngestMax)
 	}
 	if n := f.Violations.Count(); n > 0 {
 		t.Errorf("%d violations:\n%s", n, f.Violations)

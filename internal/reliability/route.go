@@ -29,7 +29,8 @@ type produced struct {
 	value     string
 	partition int32
 	offset    int64
-	hostile   string // its kind when it is hostile
+	hostile   string    // its kind when it is hostile
+	at        time.Time // its timestamp
 }
 
 // routeLog is what the producer wrote, with the positions Kafka gave.
@@ -79,13 +80,16 @@ func produceRoutes(ctx context.Context, seeds []string, routes int, pace time.Du
 	defer cl.Close()
 	send := func(key, value, kind string) error {
 		r := &kgo.Record{Key: []byte(key), Value: []byte(value)}
-		pctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		// Long enough to outlast a Kafka outage: the idempotent producer
+		// retries until the record is written, and a record the log does not
+		// know would be an unexplained event to the checker.
+		pctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		if err := cl.ProduceSync(pctx, r).FirstErr(); err != nil {
 			return err
 		}
 		log.mu.Lock()
-		log.recs = append(log.recs, produced{key: key, value: value, partition: r.Partition, offset: r.Offset, hostile: kind})
+		log.recs = append(log.recs, produced{key: key, value: value, partition: r.Partition, offset: r.Offset, hostile: kind, at: r.Timestamp})
 		log.mu.Unlock()
 		return nil
 	}

@@ -2,8 +2,9 @@
 // builds and runs `msgx serve` in the production profile against
 // PostgreSQL, a MariaDB mailbox and a Kafka (kfake), feeds traffic the way
 // the legacy systems do, injects faults (kill -9, crash loops, connection
-// cuts, outages and black holes through TCP proxies, two instances, clocks
-// skewed between them, real restarts of private database servers), records
+// cuts, outages and black holes through TCP proxies, Kafka outages through
+// kfake's control hook, two instances, clocks skewed between them, real
+// restarts of private database servers), records
 // the history and checks it afterwards against an oracle of its own.
 package reliability
 
@@ -54,6 +55,9 @@ type Config struct {
 	Skew      time.Duration // clock skew: the first instance runs this far ahead of the host, the second this far behind
 	PrivateDB bool          // run PostgreSQL and MariaDB servers of the campaign's own instead of PostgresURL and MariaDSN
 	Restarts  int           // real restarts of the private servers (PrivateDB), spread over Duration
+	// KafkaOutage is one outage of the in-process Kafka of this length (every
+	// request's connection closed), 0: none.
+	KafkaOutage time.Duration
 
 	Writers int           // concurrent mailbox writers
 	Clients int           // concurrent HTTP ingress clients
@@ -78,7 +82,12 @@ type Figures struct {
 	BadInputTried, BadInputRefused                   int // refused: at the door (HTTP 4xx, the mailbox's own column check)
 	BadInputOutcomes                                 []string
 	EventsExpected, EventsSeen, WireDuplicates       int
-	RouteRecords                                     int       // valid route-passport records produced
+	RouteRecords                                     int // valid route-passport records produced
+	KafkaOutages, KafkaRefused                       int // Kafka outages, requests refused in them
+	KafkaOutageLength                                time.Duration
+	RouteJoins, RouteGeneration, RouteMembers        int           // route-passport group: joins of a process, rebalances, members at the end
+	RouteIngestMax, RouteIngestP99, RouteGapMax      time.Duration // see routeTiming
+	RouteLagMax, RouteLagP99                         time.Duration
 	Goroutines, RSS                                  []float64 // scraped during the run
 	Drain, Soak                                      time.Duration
 	Tables                                           map[string]int
@@ -92,7 +101,12 @@ func (f *Figures) String() string {
 	fmt.Fprintf(&b, "clock skew ±%s between the instances, real database restarts %d\n", f.Skew, f.Restarts)
 	fmt.Fprintf(&b, "mailbox rows %d (duplicate inserts %d), ingress posts %d (retries %d), bad inputs %d (%d refused at the door)\n",
 		f.MailboxRows, f.MailboxDuplicates, f.IngressPosts, f.IngressRetries, f.BadInputTried, f.BadInputRefused)
-	fmt.Fprintf(&b, "route-passport records %d\n", f.RouteRecords)
+	fmt.Fprintf(&b, "route-passport records %d; group: %d joins, generation %d, %d members at the end\n",
+		f.RouteRecords, f.RouteJoins, f.RouteGeneration, f.RouteMembers)
+	fmt.Fprintf(&b, "route-passport wait until ingested max %s, p99 %s; longest time without ingestion %s; until the event max %s, p99 %s\n",
+		f.RouteIngestMax.Round(time.Millisecond), f.RouteIngestP99.Round(time.Millisecond), f.RouteGapMax.Round(time.Millisecond),
+		f.RouteLagMax.Round(time.Millisecond), f.RouteLagP99.Round(time.Millisecond))
+	fmt.Fprintf(&b, "Kafka outages %d of %s (%d requests refused)\n", f.KafkaOutages, f.KafkaOutageLength, f.KafkaRefused)
 	fmt.Fprintf(&b, "events expected %d, seen %d, duplicates on the wire %d, drain after the faults %s\n",
 		f.EventsExpected, f.EventsSeen, f.WireDuplicates, f.Drain.Round(time.Second))
 	if n := len(f.Goroutines); n > 0 {
@@ -133,6 +147,7 @@ type campaign struct {
 	logMu   sync.Mutex
 	mu      sync.Mutex
 	inst    []*Instance // by slot; nil while down
+	kw      *kafkaWatch
 	hostile map[int64]string
 	private *privateDBs // PrivateDB: the servers Restarts restarts
 }
@@ -253,6 +268,7 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 		return nil, err
 	}
 	defer kf.Close()
+	c.kw = watchKafka(kf)
 	w, stopWire, err := consume(ctx, kf.ListenAddrs(), "sis.msg", "sis.schd", routeDLQ, routeIn, routeGeo)
 	if err != nil {
 		return nil, err
@@ -282,6 +298,7 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 		"MSGX_RELAY_TARGETS_KAFKA_SCHD_FLUSH_PERIOD=1s",
 		"MSGX_LOG_LEVEL=info",
 	}
+	c.env = append(c.env, kafkaEnv(cfg.KafkaOutage)...)
 	slots := 1
 	if cfg.Second {
 		slots = 2
@@ -464,6 +481,12 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 		return nil, err
 	}
 	checkRoutes(routes.snapshot(), w, c.fig, &v)
+	if cfg.Routes > 0 {
+		if err := routeTiming(ctx, pg, routes.snapshot(), w, c.fig); err != nil {
+			return nil, err
+		}
+	}
+	routeGroupFigures(kf, c.kw, c.fig)
 	v.Leak = c.fig.Violations.Leak
 	v.BadInputFates = append(c.fig.Violations.BadInputFates, v.BadInputFates...)
 	for _, in := range c.snapshot() {
@@ -487,7 +510,7 @@ func proxiedMaria(dsn string) (addr, proxied string, err error) {
 }
 
 func (c *campaign) start(ctx context.Context, slot int) error {
-	in, err := Launch(ctx, "msgx-"+strconv.Itoa(slot), c.bin, c.config, c.envFor(slot), c.log, &c.logMu)
+	in, err := Launch(ctx, "msgx-"+strconv.Itoa(slot), c.bin, c.config, c.instanceEnv(slot), c.log, &c.logMu)
 	if err != nil {
 		return err
 	}
@@ -564,6 +587,9 @@ func (c *campaign) faults(ctx context.Context, pgProxy, mProxy *Proxy) {
 	if cfg.CrashLoop > 0 {
 		plan = append(plan, fault{cfg.Duration * 3 / 4, "crashloop"})
 	}
+	if cfg.KafkaOutage > 0 {
+		plan = append(plan, fault{cfg.Duration * 5 / 8, "kafka"})
+	}
 	// In time order.
 	for i := range plan {
 		for j := i + 1; j < len(plan); j++ {
@@ -605,6 +631,8 @@ func (c *campaign) faults(ctx context.Context, pgProxy, mProxy *Proxy) {
 			pause(ctx, cfg.Outage)
 			mProxy.BlackHole(false)
 			c.fig.BlackHoles++
+		case "kafka":
+			c.kafkaOutage(ctx, cfg.KafkaOutage)
 		case "crashloop":
 			c.say("crash loop of %s", cfg.CrashLoop)
 			end := time.Now().Add(cfg.CrashLoop)
@@ -613,7 +641,7 @@ func (c *campaign) faults(ctx context.Context, pgProxy, mProxy *Proxy) {
 				c.kill(slot)
 				c.fig.CrashLoopKills++
 				lctx, cancel := context.WithTimeout(ctx, time.Second+time.Duration(rand.Int64N(int64(time.Second))))
-				in, err := Launch(lctx, "msgx-"+strconv.Itoa(slot), c.bin, c.config, c.envFor(slot), c.log, &c.logMu)
+				in, err := Launch(lctx, "msgx-"+strconv.Itoa(slot), c.bin, c.config, c.instanceEnv(slot), c.log, &c.logMu)
 				if err == nil {
 					c.mu.Lock()
 					c.inst[slot] = in

@@ -21,6 +21,7 @@ type wireRec struct {
 	srcPartition int32
 	srcOffset    int64
 	errClass     string
+	at           time.Time // the record's timestamp (when it was produced)
 }
 
 // wire records every record of the event topics, duplicates included.
@@ -53,7 +54,7 @@ func consume(ctx context.Context, seeds []string, topics ...string) (*wire, func
 		defer close(done)
 		for ctx.Err() == nil {
 			cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
-				rec := wireRec{topic: r.Topic, key: string(r.Key), value: string(r.Value)}
+				rec := wireRec{topic: r.Topic, key: string(r.Key), value: string(r.Value), at: r.Timestamp}
 				for _, h := range r.Headers {
 					switch h.Key {
 					case "msgx-event-id":
