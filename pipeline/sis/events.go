@@ -2,7 +2,6 @@ package sis
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -79,7 +78,7 @@ func (p *Processor) events(msg *inbox.Message, m *sisxml.Message, c change, head
 		FLID: f.FLID, OperationDay: f.OperationDay, Status: f.Status, StateVersion: f.Version,
 		Body: msgBody(m, c.record),
 	}
-	mb, err := json.Marshal(me)
+	mb, err := appendMsgEvent(make([]byte, 0, 1024), &me)
 	if err != nil {
 		return eventPair{}, err
 	}
@@ -100,17 +99,13 @@ func (p *Processor) events(msg *inbox.Message, m *sisxml.Message, c change, head
 // flight's encoded state ({"fields":…,"collections":…}) rather than by
 // encoding the state a second time.
 func schdPayload(f *Flight) ([]byte, error) {
-	head, err := json.Marshal(SchdHead{Schema: SchemaSchd, FLID: f.FLID, OperationDay: f.OperationDay, Status: f.Status,
-		StateVersion: f.Version, LastMsgID: f.LastMsgID})
-	if err != nil {
-		return nil, err
-	}
 	if len(f.doc) < 2 || f.doc[0] != '{' {
 		return nil, fmt.Errorf("sis: flight %s: state not encoded", f.FLID)
 	}
-	out := make([]byte, 0, len(head)+len(f.doc))
-	out = append(out, head[:len(head)-1]...)
-	out = append(out, ',')
+	out := make([]byte, 0, 192+len(f.doc))
+	out = appendSchdHead(out, &SchdHead{Schema: SchemaSchd, FLID: f.FLID, OperationDay: f.OperationDay, Status: f.Status,
+		StateVersion: f.Version, LastMsgID: f.LastMsgID})
+	out[len(out)-1] = ','
 	return append(out, f.doc[1:]...), nil
 }
 

@@ -127,7 +127,7 @@ func (f *Flight) collectionJSON(name string) ([]byte, error) {
 	if !ok {
 		return nil, nil
 	}
-	return json.Marshal(its)
+	return marshalJSON(its)
 }
 
 func (f *Flight) clone() *Flight {

@@ -106,15 +106,21 @@ func (p *Processor) singleFlight(ctx context.Context, tx store.Tx, msg *inbox.Me
 func (p *Processor) flop(ctx context.Context, tx store.Tx, msg *inbox.Message, m *sisxml.Message) (inbox.Outcome, bool, error) {
 	styp := m.Meta.Subtype
 	return p.singleFlight(ctx, tx, msg, m, func(f *Flight, b *sisxml.Element) (bool, []string) {
-		if fields, ok := flopScalars[styp]; ok {
-			for _, name := range fields {
-				setScalar(f.Fields, name, b.Child(name))
-			}
-			return false, nil
-		}
-		f.setCollection(styp, items(b.All(styp)))
-		return false, []string{styp}
+		return false, applyFlop(f, styp, b)
 	})
+}
+
+// applyFlop applies the body b of a FLOP of subtype styp to f and returns
+// the collections it touched.
+func applyFlop(f *Flight, styp string, b *sisxml.Element) (touched []string) {
+	if fields, ok := flopScalars[styp]; ok {
+		for _, name := range fields {
+			setScalar(f.Fields, name, b.Child(name))
+		}
+		return nil
+	}
+	f.setCollection(styp, items(b.All(styp)))
+	return []string{styp}
 }
 
 // fdel deletes a flight softly: STATUS=DELETED, a new version, the FDEL

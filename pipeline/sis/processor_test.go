@@ -528,3 +528,40 @@ func TestIdentityDayBoundary(t *testing.T) {
 		}
 	}
 }
+
+// TestTablesFollowEveryFlop: after each FLOP, set and then cleared again
+// (an empty element clears a field and its attributes), the flight's row and
+// detail tables hold exactly the state its schd event carries: a column or
+// detail row a message should have set or cleared and did not shows here at
+// that message, not only in the end state TestEveryFixtureIsHandled checks.
+func TestTablesFollowEveryFlop(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := loaded(t, db)
+		check := func(name string) {
+			t.Helper()
+			var last *event
+			for _, e := range h.events() {
+				if e.Target == sis.TargetSchd && e.Key == "121112312" {
+					last = &e
+				}
+			}
+			s, f := schdState(t, *last), h.flight("121112312")
+			if f.Version != s.StateVersion || !reflect.DeepEqual(f.Fields, s.Fields) || !reflect.DeepEqual(norm(f.Collections), norm(s.Collections)) {
+				t.Fatalf("after %s: tables and state differ:\ntables %+v\nstate  %+v", name, f, s)
+			}
+		}
+		flop := regexp.MustCompile(`(?s)<FLOP>.*</FLOP>`)
+		for _, name := range traffic.Names() {
+			if !strings.HasPrefix(name, "FLOP_") || strings.HasPrefix(name, "FLOP_FDEL") {
+				continue
+			}
+			msg := regexp.MustCompile(`<FLID>[^<]*</FLID>`).ReplaceAll(fixture(t, name), []byte("<FLID>121112312</FLID>"))
+			h.ok(msg)
+			check(name)
+			styp := strings.Split(name, "_")[1]
+			cleared := flop.ReplaceAll(msg, []byte("<FLOP><FLID>121112312</FLID><"+styp+"></"+styp+"></FLOP>"))
+			h.ok(withSeq(cleared, 800000+h.next))
+			check(name + " cleared")
+		}
+	})
+}

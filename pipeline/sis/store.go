@@ -107,11 +107,12 @@ func (s flightStore) load(ctx context.Context, q store.Querier, flids []string) 
 		if err := rows.Scan(&f.FLID, &f.OperationDay, &f.Status, &f.Version, &f.LastMsgID, &doc); err != nil {
 			return nil, fmt.Errorf("sis: load flights: %w", err)
 		}
-		var st storedState
-		if err := json.Unmarshal([]byte(doc), &st); err != nil {
+		f.doc = []byte(doc)
+		fields, colls, err := parseState(f.doc)
+		if err != nil {
 			return nil, fmt.Errorf("sis: flight %s: state: %w", f.FLID, err)
 		}
-		f.Fields, f.Collections, f.raw, f.doc = st.Fields, map[string][]Item{}, st.Collections, []byte(doc)
+		f.Fields, f.Collections, f.raw = fields, map[string][]Item{}, colls
 		out[f.FLID] = f
 	}
 	if err := rows.Err(); err != nil {
@@ -160,12 +161,42 @@ func (s flightStore) save(f, old *Flight, touched []string, now time.Time) ([]st
 	}
 	for _, name := range changed {
 		t := tableOf(name)
+		if s.d == store.Postgres {
+			stmts = append(stmts, s.replace(t, f.FLID, name, f.Collections[name]))
+			continue
+		}
 		stmts = append(stmts, store.Stmt{SQL: s.q.Get("Delete" + t.name), Args: []any{f.FLID, name}})
 		for pos, it := range f.Collections[name] {
 			stmts = append(stmts, store.Stmt{SQL: s.q.Get("Insert" + t.name), Args: s.itemArgs(t, f.FLID, name, pos, it)})
 		}
 	}
 	return stmts, nil
+}
+
+// replace is the statement that replaces a collection's rows with its
+// items on PostgreSQL: one statement whatever their number (a delete and
+// an insert per item otherwise), the items' columns as arrays.
+func (s flightStore) replace(t *detailTable, flid, coll string, its []Item) store.Stmt {
+	ncols := len(t.keys) + 2 // seq, the keys, extra
+	pos := make([]int32, len(its))
+	cols := make([][]*string, ncols)
+	for c := range cols {
+		cols[c] = make([]*string, len(its))
+	}
+	for i, it := range its {
+		pos[i] = int32(i)
+		for c, v := range s.itemArgs(t, flid, coll, i, it)[3:] {
+			if v, ok := v.(string); ok {
+				cols[c][i] = &v
+			}
+		}
+	}
+	args := make([]any, 0, 3+ncols)
+	args = append(args, flid, coll, pos)
+	for _, c := range cols {
+		args = append(args, c)
+	}
+	return store.Stmt{SQL: s.q.Get("Replace" + t.name), Args: args}
 }
 
 // setStatus returns the statement that changes only a flight's status and
@@ -220,7 +251,7 @@ func (s flightStore) itemArgs(t *detailTable, flid, coll string, pos int, it Ite
 	}
 	if t.keys == nil {
 		// The generic table keeps the item whole.
-		b, _ := json.Marshal(it)
+		b, _ := marshalJSON(it) // the generic shape always marshals
 		return append(args, string(b))
 	}
 	return append(args, s.jsonArg(rest))
@@ -238,7 +269,7 @@ func (s flightStore) jsonArg(m any) any {
 			return nil
 		}
 	}
-	b, _ := json.Marshal(m)
+	b, _ := marshalJSON(m) // maps of strings and of the generic shape always marshal
 	return string(b)
 }
 

@@ -218,3 +218,80 @@ INSERT INTO flight_detail (flid, coll, pos, seq, extra) VALUES ($1, $2, $3, $4, 
 
 -- name: ReadDetail
 SELECT flid, coll, pos, seq, extra::text FROM flight_detail WHERE flid = ANY($1::text[]) ORDER BY flid, coll, pos
+
+
+-- name: ReplaceRoute
+-- One collection's rows replaced in one statement (the
+-- arrays hold the new items' columns in position order). The sub-select in
+-- WHERE runs before the first row is inserted and reads the whole DELETE,
+-- so the old rows are gone before a new one takes their key (a
+-- data-modifying WITH nothing reads would run after the INSERT). With empty
+-- arrays the collection is just deleted.
+WITH gone AS (DELETE FROM flight_route WHERE flid = $1 AND coll = $2 RETURNING 1)
+INSERT INTO flight_route (flid, coll, pos, seq, apcd, scat, scdt, extra)
+SELECT $1, $2, r.pos, r.seq, r.apcd, r.scat, r.scdt, r.extra::jsonb
+FROM unnest($3::int[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[]) AS r(pos, seq, apcd, scat, scdt, extra)
+WHERE (SELECT count(*) FROM gone) >= 0
+
+-- name: ReplaceGate
+WITH gone AS (DELETE FROM flight_gate WHERE flid = $1 AND coll = $2 RETURNING 1)
+INSERT INTO flight_gate (flid, coll, pos, seq, gate, pgot, pgct, gotm, gctm, gtyp, extra)
+SELECT $1, $2, r.pos, r.seq, r.gate, r.pgot, r.pgct, r.gotm, r.gctm, r.gtyp, r.extra::jsonb
+FROM unnest($3::int[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[]) AS r(pos, seq, gate, pgot, pgct, gotm, gctm, gtyp, extra)
+WHERE (SELECT count(*) FROM gone) >= 0
+
+-- name: ReplaceStand
+WITH gone AS (DELETE FROM flight_stand WHERE flid = $1 AND coll = $2 RETURNING 1)
+INSERT INTO flight_stand (flid, coll, pos, seq, psst, stst, stet, extra)
+SELECT $1, $2, r.pos, r.seq, r.psst, r.stst, r.stet, r.extra::jsonb
+FROM unnest($3::int[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[]) AS r(pos, seq, psst, stst, stet, extra)
+WHERE (SELECT count(*) FROM gone) >= 0
+
+-- name: ReplaceCheckin
+WITH gone AS (DELETE FROM flight_checkin WHERE flid = $1 AND coll = $2 RETURNING 1)
+INSERT INTO flight_checkin (flid, coll, pos, seq, chkc, ccls, pcot, pcct, cotm, cctm, ctyp, extra)
+SELECT $1, $2, r.pos, r.seq, r.chkc, r.ccls, r.pcot, r.pcct, r.cotm, r.cctm, r.ctyp, r.extra::jsonb
+FROM unnest($3::int[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[]) AS r(pos, seq, chkc, ccls, pcot, pcct, cotm, cctm, ctyp, extra)
+WHERE (SELECT count(*) FROM gone) >= 0
+
+-- name: ReplaceCarousel
+WITH gone AS (DELETE FROM flight_carousel WHERE flid = $1 AND coll = $2 RETURNING 1)
+INSERT INTO flight_carousel (flid, coll, pos, seq, belt, bcls, pcot, pcct, cotm, cctm, btyp, extra)
+SELECT $1, $2, r.pos, r.seq, r.belt, r.bcls, r.pcot, r.pcct, r.cotm, r.cctm, r.btyp, r.extra::jsonb
+FROM unnest($3::int[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[]) AS r(pos, seq, belt, bcls, pcot, pcct, cotm, cctm, btyp, extra)
+WHERE (SELECT count(*) FROM gone) >= 0
+
+-- name: ReplaceChute
+WITH gone AS (DELETE FROM flight_chute WHERE flid = $1 AND coll = $2 RETURNING 1)
+INSERT INTO flight_chute (flid, coll, pos, seq, chut, ccls, pcbt, pcet, cbtm, cetm, ctyp, extra)
+SELECT $1, $2, r.pos, r.seq, r.chut, r.ccls, r.pcbt, r.pcet, r.cbtm, r.cetm, r.ctyp, r.extra::jsonb
+FROM unnest($3::int[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[]) AS r(pos, seq, chut, ccls, pcbt, pcet, cbtm, cetm, ctyp, extra)
+WHERE (SELECT count(*) FROM gone) >= 0
+
+-- name: ReplaceAirbridge
+WITH gone AS (DELETE FROM flight_airbridge WHERE flid = $1 AND coll = $2 RETURNING 1)
+INSERT INTO flight_airbridge (flid, coll, pos, seq, abdg, abop, aotm, extra)
+SELECT $1, $2, r.pos, r.seq, r.abdg, r.abop, r.aotm, r.extra::jsonb
+FROM unnest($3::int[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[]) AS r(pos, seq, abdg, abop, aotm, extra)
+WHERE (SELECT count(*) FROM gone) >= 0
+
+-- name: ReplaceChocks
+WITH gone AS (DELETE FROM flight_chocks WHERE flid = $1 AND coll = $2 RETURNING 1)
+INSERT INTO flight_chocks (flid, coll, pos, seq, chtm, chid, chst, extra)
+SELECT $1, $2, r.pos, r.seq, r.chtm, r.chid, r.chst, r.extra::jsonb
+FROM unnest($3::int[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[]) AS r(pos, seq, chtm, chid, chst, extra)
+WHERE (SELECT count(*) FROM gone) >= 0
+
+-- name: ReplaceDelay
+WITH gone AS (DELETE FROM flight_delay WHERE flid = $1 AND coll = $2 RETURNING 1)
+INSERT INTO flight_delay (flid, coll, pos, seq, code, strt, dura, reason, extra)
+SELECT $1, $2, r.pos, r.seq, r.code, r.strt, r.dura, r.reason, r.extra::jsonb
+FROM unnest($3::int[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[]) AS r(pos, seq, code, strt, dura, reason, extra)
+WHERE (SELECT count(*) FROM gone) >= 0
+
+-- name: ReplaceDetail
+WITH gone AS (DELETE FROM flight_detail WHERE flid = $1 AND coll = $2 RETURNING 1)
+INSERT INTO flight_detail (flid, coll, pos, seq, extra)
+SELECT $1, $2, r.pos, r.seq, r.extra::jsonb
+FROM unnest($3::int[], $4::text[], $5::text[]) AS r(pos, seq, extra)
+WHERE (SELECT count(*) FROM gone) >= 0
