@@ -3,7 +3,7 @@
 // the checker finds a violation. Run it from the module's root:
 //
 //	go run ./cmd/msgx-reliability --duration 10m --kills 100 --crash-loop 1m --outage 30s --second \
-//	    --skew 40s --private-db --restarts 2
+//	    --skew 40s --private-db --restarts 2 --private-rabbit
 package main
 
 import (
@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/msgx/msgx/broker/rabbitmq"
 	"github.com/msgx/msgx/internal/reliability"
 )
 
@@ -32,10 +33,14 @@ func main() {
 	flag.IntVar(&cfg.Cuts, "cuts", 5, "cuts of every database connection")
 	flag.DurationVar(&cfg.Outage, "outage", 30*time.Second, "one PostgreSQL outage and one MariaDB black hole of this length; 0: none")
 	kafkaOutage := flag.Duration("kafka-outage", -1, "one outage of Kafka of this length (every request's connection closed); 0: none; default: as --outage")
+	flag.StringVar(&cfg.RabbitURL, "rabbit", envOr("MSGX_TEST_RABBITMQ", rabbitmq.DefaultURL), "RabbitMQ URL of the RabbitMQ sender and the sis stream's broker source (an exchange and queue of its own, deleted at the end); empty: no RabbitMQ traffic")
+	rabbitOutage := flag.Duration("rabbit-outage", -1, "one RabbitMQ outage (connections cut, new ones refused) and one black hole of this length; 0: none; default: as --outage")
+	flag.BoolVar(&cfg.PrivateRabbit, "private-rabbit", false, "run a RabbitMQ node of the campaign's own (own node name, ports and data in a temporary directory) instead of --rabbit")
+	rabbitRestarts := flag.Int("rabbit-restarts", -1, "kill -9 and start of the private RabbitMQ node (needs --private-rabbit); default: as --restarts")
 	flag.BoolVar(&cfg.Second, "second", true, "run two instances at once")
 	flag.DurationVar(&cfg.Skew, "skew", 0, "clock skew: the first instance runs this far ahead of the host, the second this far behind (MSGX_CLOCK_SKEW)")
 	flag.BoolVar(&cfg.PrivateDB, "private-db", false, "run a PostgreSQL and a MariaDB server of the campaign's own (initdb, mariadb-install-db) instead of --postgres and --mariadb")
-	flag.IntVar(&cfg.Restarts, "restarts", 0, "real restarts of the private servers (needs --private-db): PostgreSQL crashed and started, MariaDB killed -9 and started")
+	flag.IntVar(&cfg.Restarts, "restarts", 0, "real restarts of the private servers (--private-db, --private-rabbit): PostgreSQL crashed and started, MariaDB killed -9 and started, the RabbitMQ node killed -9 and started")
 	flag.BoolVar(&cfg.BadInput, "bad-input", true, "send the hostile bodies")
 	flag.DurationVar(&cfg.Soak, "soak", 5*time.Minute, "steady traffic without faults after them, memory and goroutines watched")
 	flag.IntVar(&cfg.Writers, "writers", 4, "concurrent mailbox writers")
@@ -48,6 +53,22 @@ func main() {
 	cfg.KafkaOutage = *kafkaOutage
 	if cfg.KafkaOutage < 0 {
 		cfg.KafkaOutage = cfg.Outage
+	}
+	if *rabbitOutage < 0 {
+		*rabbitOutage = cfg.Outage
+	}
+	if cfg.RabbitURL != "" || cfg.PrivateRabbit {
+		cfg.RabbitOutage, cfg.RabbitBlackHole = *rabbitOutage, *rabbitOutage
+	}
+	cfg.RabbitRestarts = *rabbitRestarts
+	if cfg.RabbitRestarts < 0 {
+		cfg.RabbitRestarts = 0
+		if cfg.PrivateRabbit {
+			cfg.RabbitRestarts = cfg.Restarts
+			if !cfg.PrivateDB {
+				cfg.Restarts = 0 // --restarts names the private node's only
+			}
+		}
 	}
 	cfg.Progress = os.Stderr
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/msgx/msgx/broker/rabbitmq"
 	"github.com/msgx/msgx/store/storetest"
 )
 
@@ -16,7 +17,9 @@ import (
 // mailbox writers that insert twice now and then, ingress clients,
 // route-passport records on Kafka, hostile bodies and records, three
 // kill -9s, one cut of every database connection, one real restart of the
-// private database servers and a Kafka outage of a few seconds; then the
+// private database servers, a Kafka outage and a RabbitMQ outage of a few
+// seconds, while a RabbitMQ sender publishes to the sis stream's broker
+// source with publisher confirms (re-sending what is not confirmed); then the
 // whole history is checked against the oracle. Each restart takes the
 // route-passport partitions back under its instance id at once: a kill that
 // left them to the Kafka session (45 s) would show in the route-passport
@@ -31,33 +34,36 @@ func TestShortCampaign(t *testing.T) {
 		}
 	})
 	f, err := Run(ctx, Config{
-		Root:        "../..",
-		Workdir:     dir,
-		PostgresURL: storetest.PostgresURL(),
-		MariaDSN:    storetest.MySQLDSN(),
-		Duration:    30 * time.Second,
-		Kills:       3,
-		Cuts:        1,
-		KafkaOutage: 4 * time.Second,
-		Second:      true,
-		Skew:        40 * time.Second,
-		PrivateDB:   true,
-		Restarts:    1,
-		BadInput:    true,
-		Writers:     3,
-		Clients:     2,
-		Flights:     5,
-		Routes:      3,
-		Pace:        100 * time.Millisecond,
-		DupRate:     0.05,
-		Progress:    testWriter{t},
+		Root:         "../..",
+		Workdir:      dir,
+		PostgresURL:  storetest.PostgresURL(),
+		MariaDSN:     storetest.MySQLDSN(),
+		Duration:     30 * time.Second,
+		Kills:        3,
+		Cuts:         1,
+		KafkaOutage:  4 * time.Second,
+		RabbitURL:    rabbitmq.DefaultURL,
+		RabbitOutage: 4 * time.Second,
+		Second:       true,
+		Skew:         40 * time.Second,
+		PrivateDB:    true,
+		Restarts:     1,
+		BadInput:     true,
+		Writers:      3,
+		Clients:      2,
+		Flights:      5,
+		Routes:       3,
+		Pace:         100 * time.Millisecond,
+		DupRate:      0.05,
+		Progress:     testWriter{t},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("figures:\n%s", f)
 	if f.Kills != 3 || f.Cuts != 1 || f.Restarts != 1 || f.Instances != 2 || f.KafkaOutages != 1 || f.KafkaRefused == 0 ||
-		f.MailboxDuplicates == 0 || f.EventsExpected == 0 || f.RouteRecords == 0 || f.BadInputTried < 9+13 {
+		f.MailboxDuplicates == 0 || f.EventsExpected == 0 || f.RouteRecords == 0 || f.BadInputTried < 9+13 ||
+		f.RabbitOutages != 1 || f.RabbitConfirmed == 0 || f.RabbitRows < f.RabbitConfirmed || f.RabbitDuplicates == 0 {
 		t.Errorf("the campaign did not do what it should: %+v", f)
 	}
 	// The wait includes the outage and a restart; a kill whose partitions

@@ -58,6 +58,14 @@ type Config struct {
 	// KafkaOutage is one outage of the in-process Kafka of this length (every
 	// request's connection closed), 0: none.
 	KafkaOutage time.Duration
+	// RabbitURL is the RabbitMQ server of the RabbitMQ sender and the sis
+	// stream's broker source (see rabbit.go); "" and no PrivateRabbit: no
+	// RabbitMQ traffic.
+	RabbitURL       string
+	RabbitOutage    time.Duration // one RabbitMQ outage (cut and refused) of this length, 0: none
+	RabbitBlackHole time.Duration // one black hole of the RabbitMQ connections of this length, 0: none
+	PrivateRabbit   bool          // run a RabbitMQ node of the campaign's own instead of RabbitURL
+	RabbitRestarts  int           // kill -9 and start of the private node (PrivateRabbit), spread over Duration
 
 	Writers int           // concurrent mailbox writers
 	Clients int           // concurrent HTTP ingress clients
@@ -89,6 +97,13 @@ type Figures struct {
 	RouteIngestMax, RouteIngestP99, RouteGapMax      time.Duration // see routeTiming
 	RouteLagMax, RouteLagP99                         time.Duration
 	Goroutines, RSS                                  []float64 // scraped during the run
+	RabbitSent, RabbitConfirmed, RabbitResent        int       // the RabbitMQ sender's publishes, confirmed messages, re-sends after no confirm
+	RabbitLostAcks, RabbitPending                    int       // re-sends after a simulated lost confirm; never confirmed at the end
+	RabbitRows, RabbitDuplicates                     int       // mailbox rows of confirmed RabbitMQ messages, of them later copies
+	RabbitOutages, RabbitBlackHoles, RabbitRestarts  int
+	RabbitOutageLength, RabbitBlackHoleLength        time.Duration
+	RabbitStart                                      time.Duration   // the private node's first start
+	RabbitRestartTimes                               []time.Duration // each restart: from the kill until it took connections
 	Drain, Soak                                      time.Duration
 	Tables                                           map[string]int
 	Violations                                       Violations
@@ -107,6 +122,7 @@ func (f *Figures) String() string {
 		f.RouteIngestMax.Round(time.Millisecond), f.RouteIngestP99.Round(time.Millisecond), f.RouteGapMax.Round(time.Millisecond),
 		f.RouteLagMax.Round(time.Millisecond), f.RouteLagP99.Round(time.Millisecond))
 	fmt.Fprintf(&b, "Kafka outages %d of %s (%d requests refused)\n", f.KafkaOutages, f.KafkaOutageLength, f.KafkaRefused)
+	b.WriteString(f.rabbitFigures())
 	fmt.Fprintf(&b, "events expected %d, seen %d, duplicates on the wire %d, drain after the faults %s\n",
 		f.EventsExpected, f.EventsSeen, f.WireDuplicates, f.Drain.Round(time.Second))
 	if n := len(f.Goroutines); n > 0 {
@@ -150,6 +166,7 @@ type campaign struct {
 	kw      *kafkaWatch
 	hostile map[int64]string
 	private *privateDBs // PrivateDB: the servers Restarts restarts
+	rabbit  *rabbitSide // RabbitMQ traffic and faults; nil: none
 }
 
 func (c *campaign) say(format string, args ...any) {
@@ -164,6 +181,9 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 	if cfg.Restarts > 0 && !cfg.PrivateDB {
 		return nil, errors.New("real restarts need the private servers (PrivateDB)")
 	}
+	if (cfg.RabbitRestarts > 0 && !cfg.PrivateRabbit) || ((cfg.RabbitOutage > 0 || cfg.RabbitBlackHole > 0) && !cfg.PrivateRabbit && cfg.RabbitURL == "") {
+		return nil, errors.New("RabbitMQ faults need RabbitMQ traffic (RabbitURL or PrivateRabbit), restarts the private node")
+	}
 	c := &campaign{cfg: cfg, fig: &Figures{Tables: map[string]int{}, Skew: cfg.Skew}, hostile: map[int64]string{}}
 	if cfg.PrivateDB {
 		p, err := startPrivate(ctx, c.say)
@@ -174,6 +194,13 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 		c.private = p
 		cfg.PostgresURL, cfg.MariaDSN = p.pg.URL(), p.maria.DSN()
 		c.cfg = cfg
+	}
+	if cfg.PrivateRabbit || cfg.RabbitURL != "" {
+		stop, err := c.openRabbit(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
 	}
 	if err := os.MkdirAll(cfg.Workdir, 0o755); err != nil {
 		return nil, err
@@ -201,6 +228,11 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 			base = append(base[:i:i], append([]byte(entry), base[i:]...)...)
 		} else {
 			base = append(base, "pipelines:\n"+entry...)
+		}
+	}
+	if c.rabbit != nil {
+		if base, err = c.rabbit.addConfig(base); err != nil {
+			return nil, err
 		}
 	}
 	c.config = filepath.Join(cfg.Workdir, "msgx.yaml")
@@ -299,6 +331,9 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 		"MSGX_LOG_LEVEL=info",
 	}
 	c.env = append(c.env, kafkaEnv(cfg.KafkaOutage)...)
+	if c.rabbit != nil {
+		c.env = append(c.env, c.rabbit.env()...)
+	}
 	slots := 1
 	if cfg.Second {
 		slots = 2
@@ -382,6 +417,10 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 	}
 	wg.Add(1)
 	go func() { defer wg.Done(); c.scrape(tctx) }()
+	if c.rabbit != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.rabbit.produce(tctx, g, cfg.Pace, cfg.DupRate, c.say) }()
+	}
 	routes := &routeLog{}
 	if cfg.Routes > 0 {
 		wg.Add(1)
@@ -444,7 +483,7 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 			next = time.Now().Add(20 * time.Second)
 			c.say("draining: SIS done %v; route passports: %s", sis, rp)
 		}
-		return sis && rp == ""
+		return sis && rp == "" && (c.rabbit == nil || c.rabbit.drained(ctx, mdb, table))
 	}); err != nil {
 		c.say("not drained after 5 minutes: the checker reports what is stuck")
 	}
@@ -479,6 +518,11 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 	v, err := check(ctx, pg, mrows, c.hostile, w, c.fig)
 	if err != nil {
 		return nil, err
+	}
+	if c.rabbit != nil {
+		if err := c.checkRabbit(ctx, pg, mrows, &v); err != nil {
+			return nil, err
+		}
 	}
 	checkRoutes(routes.snapshot(), w, c.fig, &v)
 	if cfg.Routes > 0 {
@@ -590,6 +634,13 @@ func (c *campaign) faults(ctx context.Context, pgProxy, mProxy *Proxy) {
 	if cfg.KafkaOutage > 0 {
 		plan = append(plan, fault{cfg.Duration * 5 / 8, "kafka"})
 	}
+	if cfg.RabbitOutage > 0 {
+		plan = append(plan, fault{cfg.Duration * 3 / 8, "rabbit-outage"})
+	}
+	if cfg.RabbitBlackHole > 0 {
+		plan = append(plan, fault{cfg.Duration * 7 / 8, "rabbit-blackhole"})
+	}
+	spread(cfg.RabbitRestarts, "rabbit-restart")
 	// In time order.
 	for i := range plan {
 		for j := i + 1; j < len(plan); j++ {
@@ -633,6 +684,8 @@ func (c *campaign) faults(ctx context.Context, pgProxy, mProxy *Proxy) {
 			c.fig.BlackHoles++
 		case "kafka":
 			c.kafkaOutage(ctx, cfg.KafkaOutage)
+		case "rabbit-outage", "rabbit-blackhole", "rabbit-restart":
+			c.rabbitFault(ctx, f.name)
 		case "crashloop":
 			c.say("crash loop of %s", cfg.CrashLoop)
 			end := time.Now().Add(cfg.CrashLoop)
