@@ -211,7 +211,7 @@ func (r *rabbitSide) produce(ctx context.Context, g *gen, pace time.Duration, du
 			})
 			if !ok {
 				if ctx.Err() != nil {
-					r.count(func() { r.pending++ })
+					retry = true
 					break
 				}
 				say("RabbitMQ sender: %v; sending again on a new connection", err)
@@ -225,6 +225,9 @@ func (r *rabbitSide) produce(ctx context.Context, g *gen, pace time.Duration, du
 			if done < copies {
 				r.count(func() { r.lostAcks++ })
 			}
+		}
+		if retry {
+			r.count(func() { r.pending++ }) // the traffic stopped before its confirm came
 		}
 		pause(ctx, pace)
 	}
