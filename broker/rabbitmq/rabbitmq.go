@@ -326,6 +326,7 @@ func (d *Driver) dial(ctx context.Context, role string) (*amqp.Connection, error
 	props := amqp.NewConnectionProperties()
 	props.SetClientConnectionName(d.opts.connName + " " + role)
 	var stop func() bool
+	var raw net.Conn
 	cfg := amqp.Config{
 		Heartbeat:       d.opts.heartbeat,
 		TLSClientConfig: d.opts.tls,
@@ -345,6 +346,7 @@ func (d *Driver) dial(ctx context.Context, role string) (*amqp.Connection, error
 			}
 			// A cancelled ctx ends the handshake at once.
 			stop = context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
+			raw = c
 			return c, nil
 		},
 	}
@@ -357,6 +359,13 @@ func (d *Driver) dial(ctx context.Context, role string) (*amqp.Connection, error
 	}
 	if err != nil {
 		return nil, fmt.Errorf("rabbitmq: connect %s (%s): %w", d.addr(), role, err)
+	}
+	// amqp091 clears the socket's deadlines when the handshake ends and
+	// arms its heartbeat read deadline (three half-intervals) only when the
+	// next frame arrives: a connection that goes silent before that would
+	// never be found dead. Arm it now; every frame read re-arms it.
+	if hb := conn.Config.Heartbeat; hb > 0 && raw != nil {
+		_ = raw.SetReadDeadline(time.Now().Add(3 * hb / 2))
 	}
 	return conn, nil
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -195,4 +196,38 @@ func onAdmin(conn *amqp.Connection, f func(*amqp.Channel) error) error {
 
 func TestConformance(t *testing.T) {
 	brokertest.Run(t, newHarness(t), brokertest.Options{})
+}
+
+// A connection that goes silent right after it opened, before the broker's
+// first heartbeat reached it, is found dead by the heartbeat and reported
+// (amqp091 clears the socket's deadline when the handshake ends and arms the
+// heartbeat's read deadline only when the next frame arrives: without one
+// such a connection stayed "up" for good, its consumer starved).
+func TestSilentRightAfterOpenIsReported(t *testing.T) {
+	proxy, err := brokertest.NewProxy(brokerAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	d := rabbitmq.New(rabbitmq.WithURL(url(proxy.Addr())), rabbitmq.WithHeartbeat(2*time.Second),
+		rabbitmq.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close(context.Background())
+	proxy.Stall() // the consuming connection has read nothing since its handshake
+	defer proxy.Resume()
+	deadline := time.After(15 * time.Second) // three heartbeat intervals are 3 s
+	for {
+		select {
+		case err := <-d.Errors():
+			if strings.Contains(err.Error(), "consume connection lost") {
+				return
+			}
+		case <-deadline:
+			t.Fatal("a silent consuming connection was not reported lost within 15 s")
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net/url"
 	"os"
@@ -78,7 +79,9 @@ func (r *rabbitSide) addConfig(base []byte) ([]byte, error) {
 // queue arguments msgx declares, so that the sender's first messages are
 // routed before any consumer runs) and opens the proxy.
 func (r *rabbitSide) start(ctx context.Context) error {
-	d := rabbitmq.New(rabbitmq.WithURL(r.direct), rabbitmq.WithConnectionName("msgx-reliability"))
+	// Its connection lines would mix with the campaign's progress lines.
+	quiet := slog.New(slog.DiscardHandler)
+	d := rabbitmq.New(rabbitmq.WithURL(r.direct), rabbitmq.WithConnectionName("msgx-reliability"), rabbitmq.WithLogger(quiet))
 	if err := d.Start(ctx); err != nil {
 		return fmt.Errorf("RabbitMQ: %w", err)
 	}
