@@ -332,22 +332,28 @@ func (r *rabbitSide) check(ctx context.Context, rows []mailboxRow, inbox map[int
 			v.State = append(v.State, fmt.Sprintf("RabbitMQ message %s: mailbox row %d is %s, the oracle says %s", p.identity, m.id, in.status, o.accepted[m.id]))
 		}
 	}
-	var lost []string
+	var missing []string
 	for id := range confirmed {
 		if copies[id] == 0 {
-			lost = append(lost, id)
+			missing = append(missing, id)
 		}
 	}
-	sort.Strings(lost)
-	for _, id := range lost {
-		v.Lost = append(v.Lost, "RabbitMQ message "+id+" confirmed by the broker, not in the mailbox")
-	}
+	sort.Strings(missing)
 	ready, dead, err := r.queued(ctx)
 	if err != nil {
 		return fmt.Errorf("RabbitMQ queues: %w", err)
 	}
 	if ready > 0 {
 		v.Stuck = append(v.Stuck, fmt.Sprintf("%d messages still in the RabbitMQ source's queue", ready))
+	}
+	// A confirmed message not in the mailbox while as many wait in the queue
+	// may be one of them: stuck, not lost. Beyond that count they are lost.
+	for i, id := range missing {
+		if i < ready {
+			v.Stuck = append(v.Stuck, "RabbitMQ message "+id+" confirmed by the broker, not in the mailbox (the queue still holds messages)")
+		} else {
+			v.Lost = append(v.Lost, "RabbitMQ message "+id+" confirmed by the broker, not in the mailbox")
+		}
 	}
 	if dead > 0 {
 		v.DeadByFault = append(v.DeadByFault, fmt.Sprintf("%d messages in the RabbitMQ source's dead-letter queue", dead))
