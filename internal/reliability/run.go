@@ -4,7 +4,8 @@
 // the legacy systems do, injects faults (kill -9, crash loops, connection
 // cuts, outages and black holes through TCP proxies, Kafka outages through
 // kfake's control hook, two instances, clocks skewed between them, real
-// restarts of private database servers), records
+// restarts of private database servers; RabbitMQ feeding the sis stream's
+// broker source, cut, black-holed and restarted: rabbit.go), records
 // the history and checks it afterwards against an oracle of its own.
 package reliability
 
