@@ -3,7 +3,7 @@
 // the checker finds a violation. Run it from the module's root:
 //
 //	go run ./cmd/msgx-reliability --duration 10m --kills 100 --crash-loop 1m --outage 30s --second \
-//	    --skew 40s --private-db --restarts 2
+//	    --skew 40s --private-db --restarts 2 --aimed 20
 package main
 
 import (
@@ -28,6 +28,7 @@ func main() {
 	flag.BoolVar(&cfg.Race, "race", false, "build msgx with the race detector")
 	flag.DurationVar(&cfg.Duration, "duration", 10*time.Minute, "traffic and faults")
 	flag.IntVar(&cfg.Kills, "kills", 100, "kill -9 at random moments")
+	flag.IntVar(&cfg.Aimed, "aimed", 20, "aimed kills: an instance restarted with one failpoint armed (MSGX_FAILPOINTS) kills itself inside the window it names; the points in turn")
 	flag.DurationVar(&cfg.CrashLoop, "crash-loop", time.Minute, "length of the crash loop (a kill every 1-2 s); 0: none")
 	flag.IntVar(&cfg.Cuts, "cuts", 5, "cuts of every database connection")
 	flag.DurationVar(&cfg.Outage, "outage", 30*time.Second, "one PostgreSQL outage and one MariaDB black hole of this length; 0: none")

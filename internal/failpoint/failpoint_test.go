@@ -2,9 +2,13 @@ package failpoint
 
 import (
 	"bytes"
+	"errors"
 	"log/slog"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -85,5 +89,34 @@ func TestNilSetAndWith(t *testing.T) {
 	b.Hit(SISMidSnapshot) // the count is shared: the second hit, through b
 	if kills != 1 || a.Hits(SISMidSnapshot) != 2 {
 		t.Fatalf("kills %d hits %d: With must share the counts and apply its options", kills, a.Hits(SISMidSnapshot))
+	}
+}
+
+// TestDefaultKill runs this test binary again with a point armed at its
+// first hit and no kill replaced: the child must die by SIGKILL right after
+// the point's line.
+func TestDefaultKill(t *testing.T) {
+	if os.Getenv("FAILPOINT_CHILD") == "1" {
+		s, err := Parse("outbox-after-confirm=1", WithLogger(slog.New(slog.NewJSONHandler(os.Stderr, nil))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Hit(OutboxAfterConfirm)
+		t.Fatal("still alive after the point")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestDefaultKill$")
+	cmd.Env = append(os.Environ(), "FAILPOINT_CHILD=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		t.Fatalf("child: %v, want an exit by SIGKILL", err)
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("child ended with %v, want SIGKILL", err)
+	}
+	if !strings.Contains(stderr.String(), `"msg":"`+LogMessage+`","failpoint":"outbox-after-confirm","hit":1`) {
+		t.Fatalf("child's stderr lacks the point's line: %q", stderr.String())
 	}
 }

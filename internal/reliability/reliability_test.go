@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/msgx/msgx/internal/failpoint"
 	"github.com/msgx/msgx/store/storetest"
 )
 
@@ -16,7 +17,9 @@ import (
 // mailbox writers that insert twice now and then, ingress clients,
 // route-passport records on Kafka, hostile bodies and records, three
 // kill -9s, one cut of every database connection, one real restart of the
-// private database servers and a Kafka outage of a few seconds; then the
+// private database servers, a Kafka outage of a few seconds and one aimed
+// kill per failpoint (an instance restarted with the point armed kills
+// itself inside the window it names); then the
 // whole history is checked against the oracle. Each restart takes the
 // route-passport partitions back under its instance id at once: a kill that
 // left them to the Kafka session (45 s) would show in the route-passport
@@ -43,6 +46,7 @@ func TestShortCampaign(t *testing.T) {
 		Skew:        40 * time.Second,
 		PrivateDB:   true,
 		Restarts:    1,
+		Aimed:       len(failpoint.Points),
 		BadInput:    true,
 		Writers:     3,
 		Clients:     2,
@@ -59,6 +63,13 @@ func TestShortCampaign(t *testing.T) {
 	if f.Kills != 3 || f.Cuts != 1 || f.Restarts != 1 || f.Instances != 2 || f.KafkaOutages != 1 || f.KafkaRefused == 0 ||
 		f.MailboxDuplicates == 0 || f.EventsExpected == 0 || f.RouteRecords == 0 || f.BadInputTried < 9+13 {
 		t.Errorf("the campaign did not do what it should: %+v", f)
+	}
+	// Every armed point must have been reached: a point the traffic never
+	// reaches (moved, or its window gone) fails here.
+	for _, p := range failpoint.Points {
+		if a := f.Aimed[p]; a == nil || a.Died < 1 {
+			t.Errorf("failpoint %s: the instance armed with it never died there: %+v", p, a)
+		}
 	}
 	// The wait includes the outage and a restart; a kill whose partitions
 	// waited for the dead member's session would add the 45 s session.

@@ -58,6 +58,9 @@ type Config struct {
 	// KafkaOutage is one outage of the in-process Kafka of this length (every
 	// request's connection closed), 0: none.
 	KafkaOutage time.Duration
+	// Aimed is the number of aimed kills: an instance restarted with one
+	// failpoint armed, cycling through failpoint.Points (see aimed.go).
+	Aimed int
 
 	Writers int           // concurrent mailbox writers
 	Clients int           // concurrent HTTP ingress clients
@@ -91,6 +94,7 @@ type Figures struct {
 	Goroutines, RSS                                  []float64 // scraped during the run
 	Drain, Soak                                      time.Duration
 	Tables                                           map[string]int
+	Aimed                                            map[string]*AimedPoint // by failpoint
 	Violations                                       Violations
 }
 
@@ -98,6 +102,7 @@ func (f *Figures) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "kills %d (crash loop: %d in %s), connection cuts %d, outages %d of %s, black holes %d, instances %d\n",
 		f.Kills+f.CrashLoopKills, f.CrashLoopKills, f.CrashLoop, f.Cuts, f.Outages, f.OutageLength, f.BlackHoles, f.Instances)
+	b.WriteString(f.aimedString())
 	fmt.Fprintf(&b, "clock skew ±%s between the instances, real database restarts %d\n", f.Skew, f.Restarts)
 	fmt.Fprintf(&b, "mailbox rows %d (duplicate inserts %d), ingress posts %d (retries %d), bad inputs %d (%d refused at the door)\n",
 		f.MailboxRows, f.MailboxDuplicates, f.IngressPosts, f.IngressRetries, f.BadInputTried, f.BadInputRefused)
@@ -150,6 +155,7 @@ type campaign struct {
 	kw      *kafkaWatch
 	hostile map[int64]string
 	private *privateDBs // PrivateDB: the servers Restarts restarts
+	aim     *aimer      // Aimed
 }
 
 func (c *campaign) say(format string, args ...any) {
@@ -325,6 +331,7 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 		return nil, fmt.Errorf("the DNLD was not applied: %w", err)
 	}
 	c.say("flights announced; traffic and faults for %s", cfg.Duration)
+	c.aim = &aimer{pg: pg, mb: mb, g: g}
 
 	tctx, stopTraffic := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -581,6 +588,7 @@ func (c *campaign) faults(ctx context.Context, pgProxy, mProxy *Proxy) {
 	spread(cfg.Kills, "kill")
 	spread(cfg.Cuts, "cut")
 	spread(cfg.Restarts, "restart")
+	spread(cfg.Aimed, "aimed")
 	if cfg.Outage > 0 {
 		plan = append(plan, fault{cfg.Duration / 4, "outage"}, fault{cfg.Duration / 2, "blackhole"})
 	}
@@ -613,6 +621,8 @@ func (c *campaign) faults(ctx context.Context, pgProxy, mProxy *Proxy) {
 			}
 		case "restart":
 			c.restart(ctx)
+		case "aimed":
+			c.aimedKill(ctx)
 		case "cut":
 			n := pgProxy.Cut() + mProxy.Cut()
 			c.fig.Cuts++
