@@ -4,15 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/msgx/msgx/internal/failpoint"
 	"github.com/msgx/msgx/source/mailbox"
@@ -25,9 +26,9 @@ import (
 
 // AimedPoint are the figures of one failpoint.
 type AimedPoint struct {
-	Armed  int           // instances started with the point armed
-	Died   int           // of them, killed by SIGKILL right after the point's line
-	Missed int           // the point was not reached within aimedWait (restarted unarmed)
+	Armed  int           // aimed kills of the point
+	Died   int           // armed instances killed by SIGKILL right after the point's line
+	Missed int           // rounds where no armed instance reached it within aimedWait
 	Other  int           // exited otherwise: a violation
 	MaxHit time.Duration // longest wait from the armed start to the death
 }
@@ -37,7 +38,6 @@ const aimedWait = 45 * time.Second
 
 // aimer holds what the aimed kills need besides the campaign.
 type aimer struct {
-	pg    *pgxpool.Pool
 	mb    *mailbox.Table
 	g     *gen
 	n     int          // aimed kills so far
@@ -47,8 +47,12 @@ type aimer struct {
 // inboxPoint: reached only by the process leading the SIS stream.
 func inboxPoint(p string) bool { return p != failpoint.OutboxAfterConfirm }
 
-// aimedKill arms the next point in an instance and waits for it to die
-// there.
+// aimedKill arms the next point and waits for an armed instance to die
+// there. The inbox points are reached only by the process leading the SIS
+// stream, and which one leads after a restart is a race on the lease: every
+// instance is restarted with the point armed, the first to die there ends
+// the round and the others are restarted unarmed. The relay's point is
+// reached by every instance: one, at random, is armed.
 func (c *campaign) aimedKill(ctx context.Context) {
 	a := c.aim
 	point := failpoint.Points[a.n%len(failpoint.Points)]
@@ -62,48 +66,45 @@ func (c *campaign) aimedKill(ctx context.Context) {
 		fp = &AimedPoint{}
 		c.fig.Aimed[point] = fp
 	}
-	slot := rand.IntN(len(c.inst))
-	others := []int{}
+	slots := []int{rand.IntN(len(c.inst))}
 	if inboxPoint(point) {
-		// The armed instance must lead the stream: every instance stops
-		// (cleanly: the lease is released), the armed one starts alone and
-		// takes the lease, then the others start.
+		slots = slots[:0]
 		for i := range c.inst {
-			if i != slot {
-				others = append(others, i)
-			}
-		}
-		for _, i := range others {
-			c.stopSlot(i)
+			slots = append(slots, i)
 		}
 	}
-	c.stopSlot(slot)
+	// Stopped and started side by side: the instances are down together
+	// for one stop and one start.
+	var wg sync.WaitGroup
+	for _, i := range slots {
+		wg.Go(func() { c.stopSlot(i) })
+	}
+	wg.Wait()
 	spec := point + "=" + strconv.Itoa(nth)
-	env := append(c.instanceEnv(slot), "MSGX_FAILPOINTS="+spec, "MSGX_FAILPOINTS_IN_PRODUCTION=true")
 	begin := time.Now()
-	in, err := Launch(ctx, "msgx-"+strconv.Itoa(slot), c.bin, c.config, env, c.log, &c.logMu)
-	if err != nil {
-		c.say("aimed %s: start: %v", spec, err)
-		c.restartMissing(ctx)
-		return
-	}
-	c.mu.Lock()
-	c.inst[slot] = in
-	c.mu.Unlock()
-	fp.Armed++
-	c.say("aimed kill %d: msgx-%d armed with %s", a.n, slot, spec)
-	if len(others) > 0 {
-		if err := waitFor(ctx, aimedWait, func() bool { return !in.Alive() || a.leads(ctx, in) }); err != nil {
-			c.say("aimed %s: msgx-%d did not take the stream lease: %v", spec, slot, err)
-		}
-		for _, i := range others {
-			if err := c.start(ctx, i); err != nil {
+	armed := map[int]*Instance{}
+	var armedMu sync.Mutex
+	for _, i := range slots {
+		wg.Go(func() {
+			env := append(c.instanceEnv(i), "MSGX_FAILPOINTS="+spec, "MSGX_FAILPOINTS_IN_PRODUCTION=true")
+			in, err := Launch(ctx, "msgx-"+strconv.Itoa(i), c.bin, c.config, env, c.log, &c.logMu)
+			if err != nil {
 				c.say("aimed %s: start msgx-%d: %v", spec, i, err)
+				return
 			}
-		}
+			c.mu.Lock()
+			c.inst[i] = in
+			c.mu.Unlock()
+			armedMu.Lock()
+			armed[i] = in
+			armedMu.Unlock()
+		})
 	}
+	wg.Wait()
+	fp.Armed++
+	c.say("aimed kill %d: %d instance(s) armed with %s", a.n, len(armed), spec)
 	// The snapshot point needs snapshots: ADFTs of new flights, one every
-	// quarter second until the instance dies.
+	// quarter second until an armed instance dies.
 	feed, stopFeed := context.WithCancel(ctx)
 	if point == failpoint.SISMidSnapshot {
 		go func() {
@@ -114,28 +115,36 @@ func (c *campaign) aimedKill(ctx context.Context) {
 			}
 		}()
 	}
-	t := time.NewTimer(aimedWait)
-	select {
-	case <-in.exited:
-	case <-t.C:
-	case <-ctx.Done():
-	}
-	t.Stop()
+	_ = waitFor(ctx, aimedWait, func() bool {
+		for _, in := range armed {
+			if !in.Alive() {
+				return true
+			}
+		}
+		return len(armed) == 0
+	})
 	stopFeed()
-	switch {
-	case in.Alive():
+	died := false
+	for _, i := range slices.Sorted(maps.Keys(armed)) {
+		in := armed[i]
+		switch {
+		case in.Alive():
+			c.stopSlot(i) // not to stay armed
+		case diedAt(in, point):
+			died = true
+			fp.Died++
+			fp.MaxHit = max(fp.MaxHit, time.Since(begin))
+			c.say("aimed %s: msgx-%d killed itself there after %s", spec, i, time.Since(begin).Round(10*time.Millisecond))
+			c.kill(i) // already gone: clears the slot
+		default:
+			fp.Other++
+			c.fig.Violations.Stuck = append(c.fig.Violations.Stuck, fmt.Sprintf("msgx-%d armed with %s exited otherwise: %v", i, spec, in.err))
+			c.kill(i)
+		}
+	}
+	if !died {
 		fp.Missed++
-		c.say("aimed %s: not reached within %s; msgx-%d restarted unarmed", spec, aimedWait, slot)
-		c.stopSlot(slot)
-	case diedAt(in, point):
-		fp.Died++
-		fp.MaxHit = max(fp.MaxHit, time.Since(begin))
-		c.say("aimed %s: msgx-%d killed itself there after %s", spec, slot, time.Since(begin).Round(10*time.Millisecond))
-		c.kill(slot) // already gone: clears the slot
-	default:
-		fp.Other++
-		c.fig.Violations.Stuck = append(c.fig.Violations.Stuck, fmt.Sprintf("msgx-%d armed with %s exited otherwise: %v", slot, spec, in.err))
-		c.kill(slot)
+		c.say("aimed %s: not reached within %s", spec, aimedWait)
 	}
 	c.restartMissing(ctx)
 }
@@ -162,17 +171,6 @@ func (c *campaign) restartMissing(ctx context.Context) {
 			}
 		}
 	}
-}
-
-// leads reports whether in holds the SIS stream's lease (its owner name is
-// host-pid-random).
-func (a *aimer) leads(ctx context.Context, in *Instance) bool {
-	var owner string
-	if a.pg.QueryRow(ctx, "SELECT owner FROM msgx_lease WHERE name = 'inbox:sis' AND expires_at > now()").Scan(&owner) != nil {
-		return false
-	}
-	parts := strings.Split(owner, "-")
-	return len(parts) >= 3 && parts[len(parts)-2] == strconv.Itoa(in.cmd.Process.Pid)
 }
 
 // diedAt: the process exited by SIGKILL and its last lines hold the

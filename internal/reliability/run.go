@@ -331,7 +331,7 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 		return nil, fmt.Errorf("the DNLD was not applied: %w", err)
 	}
 	c.say("flights announced; traffic and faults for %s", cfg.Duration)
-	c.aim = &aimer{pg: pg, mb: mb, g: g}
+	c.aim = &aimer{mb: mb, g: g}
 
 	tctx, stopTraffic := context.WithCancel(ctx)
 	var wg sync.WaitGroup
