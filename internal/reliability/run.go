@@ -496,6 +496,7 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 	routeGroupFigures(kf, c.kw, c.fig)
 	v.Leak = c.fig.Violations.Leak
 	v.BadInputFates = append(c.fig.Violations.BadInputFates, v.BadInputFates...)
+	v.Stuck = append(c.fig.Violations.Stuck, v.Stuck...) // an armed instance that exited otherwise
 	for _, in := range c.snapshot() {
 		if in != nil && !in.Alive() {
 			v.Stuck = append(v.Stuck, in.Name+" exited by itself")
