@@ -33,6 +33,7 @@ func main() {
 	flag.IntVar(&cfg.Cuts, "cuts", 5, "cuts of every database connection")
 	flag.DurationVar(&cfg.Outage, "outage", 30*time.Second, "one PostgreSQL outage and one MariaDB black hole of this length; 0: none")
 	kafkaOutage := flag.Duration("kafka-outage", -1, "one outage of Kafka of this length (every request's connection closed); 0: none; default: as --outage")
+	flag.DurationVar(&cfg.StreamLease, "stream-lease", 0, "the SIS stream's lease (MSGX_STREAMS_SIS_LEASE); 0: the sample's (30s). A killed leader's stream waits for it to expire")
 	flag.BoolVar(&cfg.Second, "second", true, "run two instances at once")
 	flag.DurationVar(&cfg.Skew, "skew", 0, "clock skew: the first instance runs this far ahead of the host, the second this far behind (MSGX_CLOCK_SKEW)")
 	flag.BoolVar(&cfg.PrivateDB, "private-db", false, "run a PostgreSQL and a MariaDB server of the campaign's own (initdb, mariadb-install-db) instead of --postgres and --mariadb")

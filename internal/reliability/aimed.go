@@ -26,15 +26,22 @@ import (
 
 // AimedPoint are the figures of one failpoint.
 type AimedPoint struct {
-	Armed  int           // aimed kills of the point
-	Died   int           // armed instances killed by SIGKILL right after the point's line
-	Missed int           // rounds where no armed instance reached it within aimedWait
-	Other  int           // exited otherwise: a violation
+	Armed  int // aimed kills of the point
+	Died   int // armed instances killed by SIGKILL right after the point's line
+	Missed int // rounds where no armed instance reached it within aimedWait
+	Other  int // exited otherwise: a violation
+	// Forced: clean stops (SIGTERM) of the round that had not ended after
+	// stopLimit and were finished with SIGKILL (the stream lease is given
+	// back early in a stop, before the brokers are closed).
+	Forced int
 	MaxHit time.Duration // longest wait from the armed start to the death
 }
 
 // aimedWait bounds the wait for an armed point to be reached.
 const aimedWait = 45 * time.Second
+
+// stopLimit bounds a clean stop of the aimed kills.
+const stopLimit = 10 * time.Second
 
 // aimer holds what the aimed kills need besides the campaign.
 type aimer struct {
@@ -77,7 +84,7 @@ func (c *campaign) aimedKill(ctx context.Context) {
 	// for one stop and one start.
 	var wg sync.WaitGroup
 	for _, i := range slots {
-		wg.Go(func() { c.stopSlot(i) })
+		wg.Go(func() { c.stopSlot(i, fp) })
 	}
 	wg.Wait()
 	spec := point + "=" + strconv.Itoa(nth)
@@ -115,7 +122,9 @@ func (c *campaign) aimedKill(ctx context.Context) {
 			}
 		}()
 	}
+	var hitAfter time.Duration
 	_ = waitFor(ctx, aimedWait, func() bool {
+		hitAfter = time.Since(begin)
 		for _, in := range armed {
 			if !in.Alive() {
 				return true
@@ -129,12 +138,12 @@ func (c *campaign) aimedKill(ctx context.Context) {
 		in := armed[i]
 		switch {
 		case in.Alive():
-			c.stopSlot(i) // not to stay armed
+			c.stopSlot(i, fp) // not to stay armed
 		case diedAt(in, point):
 			died = true
 			fp.Died++
-			fp.MaxHit = max(fp.MaxHit, time.Since(begin))
-			c.say("aimed %s: msgx-%d killed itself there after %s", spec, i, time.Since(begin).Round(10*time.Millisecond))
+			fp.MaxHit = max(fp.MaxHit, hitAfter)
+			c.say("aimed %s: msgx-%d killed itself there after %s", spec, i, hitAfter.Round(10*time.Millisecond))
 			c.kill(i) // already gone: clears the slot
 		default:
 			fp.Other++
@@ -149,16 +158,24 @@ func (c *campaign) aimedKill(ctx context.Context) {
 	c.restartMissing(ctx)
 }
 
-// stopSlot stops the slot's instance cleanly (SIGTERM) and clears the slot.
-func (c *campaign) stopSlot(slot int) {
+// stopSlot stops the slot's instance cleanly (SIGTERM), with SIGKILL after
+// stopLimit, and clears the slot.
+func (c *campaign) stopSlot(slot int, fp *AimedPoint) {
 	c.mu.Lock()
 	in := c.inst[slot]
 	c.inst[slot] = nil
 	c.mu.Unlock()
-	if in != nil {
-		if err := in.Stop(30 * time.Second); err != nil && !killedBy(in.err, syscall.SIGTERM) {
-			c.say("stop msgx-%d: %v", slot, err)
+	if in == nil {
+		return
+	}
+	begin := time.Now()
+	if err := in.Stop(stopLimit); err != nil {
+		if killedBy(in.err, syscall.SIGKILL) {
+			c.mu.Lock()
+			fp.Forced++
+			c.mu.Unlock()
 		}
+		c.say("stop msgx-%d: %v (after %s)", slot, err, time.Since(begin).Round(100*time.Millisecond))
 	}
 }
 
@@ -209,16 +226,27 @@ func (g *gen) adft(k int64) []byte {
 	return []byte(b.String())
 }
 
+// leaseEnv sets the SIS stream's lease when d is not 0. Every aimed kill at
+// an inbox point kills the leader, and the stream then waits for the lease
+// to expire: the CI version shortens it so that its rounds do not wait 30 s
+// each.
+func leaseEnv(d time.Duration) []string {
+	if d <= 0 {
+		return nil
+	}
+	return []string{"MSGX_STREAMS_SIS_LEASE=" + d.String()}
+}
+
 // aimedString is the figures' line per point.
 func (f *Figures) aimedString() string {
 	if len(f.Aimed) == 0 {
 		return ""
 	}
 	var b strings.Builder
-	b.WriteString("aimed kills (armed / died there / not reached / exited otherwise, longest wait):")
+	b.WriteString("aimed kills (armed / died there / not reached / exited otherwise / clean stops forced, longest wait):")
 	for _, p := range failpoint.Points {
 		if a := f.Aimed[p]; a != nil {
-			fmt.Fprintf(&b, " %s %d/%d/%d/%d %s;", p, a.Armed, a.Died, a.Missed, a.Other, a.MaxHit.Round(100*time.Millisecond))
+			fmt.Fprintf(&b, " %s %d/%d/%d/%d/%d %s;", p, a.Armed, a.Died, a.Missed, a.Other, a.Forced, a.MaxHit.Round(100*time.Millisecond))
 		}
 	}
 	return strings.TrimSuffix(b.String(), ";") + "\n"

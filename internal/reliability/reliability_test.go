@@ -47,6 +47,7 @@ func TestShortCampaign(t *testing.T) {
 		PrivateDB:   true,
 		Restarts:    1,
 		Aimed:       len(failpoint.Points),
+		StreamLease: 10 * time.Second,
 		BadInput:    true,
 		Writers:     3,
 		Clients:     2,

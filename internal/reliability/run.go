@@ -61,6 +61,9 @@ type Config struct {
 	// Aimed is the number of aimed kills: an instance restarted with one
 	// failpoint armed, cycling through failpoint.Points (see aimed.go).
 	Aimed int
+	// StreamLease is the SIS stream's lease (streams.sis.lease), 0: the
+	// sample's. After a leader dies, the stream waits for it to expire.
+	StreamLease time.Duration
 
 	Writers int           // concurrent mailbox writers
 	Clients int           // concurrent HTTP ingress clients
@@ -305,6 +308,7 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 		"MSGX_LOG_LEVEL=info",
 	}
 	c.env = append(c.env, kafkaEnv(cfg.KafkaOutage)...)
+	c.env = append(c.env, leaseEnv(cfg.StreamLease)...)
 	slots := 1
 	if cfg.Second {
 		slots = 2
