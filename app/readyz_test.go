@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/msgx/msgx/admin"
+	"github.com/msgx/msgx/app/config"
 	"github.com/msgx/msgx/broker/brokertest"
 	"github.com/msgx/msgx/store/storetest"
 )
@@ -63,29 +64,11 @@ admin: {listen: "127.0.0.1:0"}
 ingress: {listen: ""}
 brokers: {k: {kind: kafka, seeds: ["127.0.0.1:%d"]}}
 `, dsn, port))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	a, err := New(ctx, cfg, registry(), WithLogOutput(io.Discard))
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	a := runApp(t, cfg)
 
 	wait := func(what string, cond func(int, map[string]string) bool) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			code, failed := readyz(t, a.AdminAddr())
-			if cond(code, failed) {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: /readyz %d %v", what, code, failed)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		waitReadyz(t, a.AdminAddr(), 30*time.Second, what, cond)
 	}
 	wait("ready with the broker up", func(code int, _ map[string]string) bool { return code == 200 })
 
@@ -133,28 +116,10 @@ brokers:
   mq: {kind: mqtt, url: "tcp://%s"}
   nt: {kind: nats, url: "nats://%s"}
 `, dsn, proxies["rmq"].Addr(), proxies["mq"].Addr(), proxies["nt"].Addr()))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	a, err := New(ctx, cfg, registry(), WithLogOutput(io.Discard))
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	a := runApp(t, cfg)
 	wait := func(what string, cond func(int, map[string]string) bool) {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			code, failed := readyz(t, a.AdminAddr())
-			if cond(code, failed) {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: /readyz %d %v", what, code, failed)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		waitReadyz(t, a.AdminAddr(), 60*time.Second, what, cond)
 	}
 	wait("ready", func(code int, _ map[string]string) bool { return code == 200 })
 	for _, p := range proxies {
@@ -167,4 +132,35 @@ brokers:
 		p.Restore()
 	}
 	wait("ready again", func(code int, failed map[string]string) bool { return code == 200 && len(failed) == 0 })
+}
+
+// runApp runs an App of cfg until the test ends.
+func runApp(t *testing.T, cfg *config.Config) *App {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	a, err := New(ctx, cfg, registry(), WithLogOutput(io.Discard))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return a
+}
+
+// waitReadyz polls /readyz until cond holds, for at most bound.
+func waitReadyz(t *testing.T, addr string, bound time.Duration, what string, cond func(int, map[string]string) bool) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
+	for {
+		code, failed := readyz(t, addr)
+		if cond(code, failed) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: /readyz %d %v", what, code, failed)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

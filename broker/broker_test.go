@@ -93,7 +93,9 @@ func waitChan[T any](t *testing.T, c <-chan T, what string) T {
 
 func TestDelayedDeliveryWaitsForTheClock(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
-	b := startMem(t, clk)
+	// The stall watchdog would be a second waiter on the clock: off, so that
+	// the waiter awaited below is the delayed message's.
+	b := startMem(t, clk, WithStallThreshold(0))
 	got := make(chan time.Time, 1)
 	if _, err := b.Listen(context.Background(), Subscription{Topic: "t", Group: "g"}, func(_ context.Context, d *Delivery) error {
 		got <- clk.Now()
@@ -131,7 +133,9 @@ func TestDelayedDeliveryWaitsForTheClock(t *testing.T) {
 func TestRequeueBackoffFollowsThePolicy(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
 	policy := backoff.Policy{MaxAttempts: 3, Initial: time.Second, Max: time.Minute}
-	b := startMem(t, clk, WithRetry(policy))
+	// The stall watchdog would be a second waiter on the clock: off, so that
+	// the waiter awaited below is the requeued message's.
+	b := startMem(t, clk, WithRetry(policy), WithStallThreshold(0))
 	calls := make(chan int, 10)
 	if _, err := b.Listen(context.Background(), Subscription{Topic: "t", Group: "g"}, func(_ context.Context, d *Delivery) error {
 		calls <- d.RedeliveryCount

@@ -197,6 +197,34 @@ func (s stmts) heads(ctx context.Context, q querier, name string, limit int, sca
 	return out, nil
 }
 
+// extendLease is relayDB.extendLease on q with the dialect's arguments;
+// withTID says the rows come back with their new ctids (PostgreSQL).
+func (s stmts) extendLease(ctx context.Context, q querier, withTID bool, n int, args ...any) (map[int64]rowRef, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	r, err := q.Query(ctx, s.q.Get("ExtendLease"), args...)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: ExtendLease: %w", err)
+	}
+	defer r.Close()
+	out := make(map[int64]rowRef, n)
+	for r.Next() {
+		var ref rowRef
+		dest := []any{&ref.id}
+		if withTID {
+			dest = append(dest, &ref.tid)
+		}
+		if err := r.Scan(dest...); err != nil {
+			return nil, fmt.Errorf("outbox: ExtendLease: %w", err)
+		}
+		out[ref.id] = ref
+	}
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("outbox: ExtendLease: %w", err)
+	}
+	return out, nil
+}
+
 // oldestPending is relayDB.oldestPending on q; noRows tells the driver's
 // "no rows" error.
 func (s stmts) oldestPending(ctx context.Context, q querier, target string, noRows error) (time.Time, bool, error) {

@@ -221,25 +221,7 @@ func (o *pgOps) coverSent(ctx context.Context, target string, reps []rowRef, lea
 // extendLease returns the moved rows with their new ctids (an update gives a
 // row a new one).
 func (o *pgOps) extendLease(ctx context.Context, target string, rows []rowRef, lease, newLease time.Time) (map[int64]rowRef, error) {
-	ctx, cancel := context.WithTimeout(ctx, o.timeout)
-	defer cancel()
-	r, err := o.run.Query(ctx, o.q.Get("ExtendLease"), o.finishArgs(target, rows, lease, newLease)...)
-	if err != nil {
-		return nil, fmt.Errorf("outbox: ExtendLease: %w", err)
-	}
-	defer r.Close()
-	out := make(map[int64]rowRef, len(rows))
-	for r.Next() {
-		var ref rowRef
-		if err := r.Scan(&ref.id, &ref.tid); err != nil {
-			return nil, fmt.Errorf("outbox: ExtendLease: %w", err)
-		}
-		out[ref.id] = ref
-	}
-	if err := r.Err(); err != nil {
-		return nil, fmt.Errorf("outbox: ExtendLease: %w", err)
-	}
-	return out, nil
+	return o.stmts.extendLease(ctx, o.run, true, len(rows), o.finishArgs(target, rows, lease, newLease)...)
 }
 
 func (o *pgOps) oldestPending(ctx context.Context, target string) (time.Time, bool, error) {

@@ -182,25 +182,7 @@ func (o *sqliteOps) coverSent(ctx context.Context, target string, reps []rowRef,
 }
 
 func (o *sqliteOps) extendLease(ctx context.Context, target string, rows []rowRef, lease, newLease time.Time) (map[int64]rowRef, error) {
-	ctx, cancel := context.WithTimeout(ctx, o.timeout)
-	defer cancel()
-	r, err := o.db.Query(ctx, o.q.Get("ExtendLease"), target, jsonRefs(rows), lease, newLease)
-	if err != nil {
-		return nil, fmt.Errorf("outbox: ExtendLease: %w", err)
-	}
-	defer r.Close()
-	out := make(map[int64]rowRef, len(rows))
-	for r.Next() {
-		var ref rowRef
-		if err := r.Scan(&ref.id); err != nil {
-			return nil, fmt.Errorf("outbox: ExtendLease: %w", err)
-		}
-		out[ref.id] = ref
-	}
-	if err := r.Err(); err != nil {
-		return nil, fmt.Errorf("outbox: ExtendLease: %w", err)
-	}
-	return out, nil
+	return o.stmts.extendLease(ctx, o.db, false, len(rows), target, jsonRefs(rows), lease, newLease)
 }
 
 func (o *sqliteOps) oldestPending(ctx context.Context, target string) (time.Time, bool, error) {

@@ -113,6 +113,7 @@ func brokerBenchAdapters(f *brokerBenchFlags) map[string]func(ctx context.Contex
 			}
 			return brokerbench.Adapter{
 				Name:      "pulsar",
+				Setup:     pulsarbench.Setup(url),
 				NewDriver: func(context.Context) (driver.Broker, error) { return pulsar.New(url), nil },
 				NewRaw: func(context.Context) (brokerbench.Raw, error) {
 					return pulsarbench.NewRaw(url, 2*f.cfg.Batch)

@@ -38,6 +38,28 @@ func NewRaw(serviceURL string, receiverQueue int) (*Raw, error) {
 
 func (r *Raw) topic(name string) string { return "persistent://" + r.namespace + "/" + name }
 
+// Setup returns the benchmark's set-up of a topic: the consumer group's
+// durable subscription, created before anything is published, since a
+// Pulsar topic keeps only what a subscription holds.
+func Setup(serviceURL string) func(ctx context.Context, topic, group string) error {
+	return func(_ context.Context, topic, group string) error {
+		r, err := NewRaw(serviceURL, 1)
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		c, err := r.client.Subscribe(pulsar.ConsumerOptions{
+			Topic: r.topic(topic), SubscriptionName: group, Type: pulsar.Shared,
+			SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
+		})
+		if err != nil {
+			return fmt.Errorf("pulsar: subscribe %s to %s: %w", group, topic, err)
+		}
+		c.Close()
+		return nil
+	}
+}
+
 // Publish sends n messages in batches of batch, waiting for every receipt of a
 // batch before the next.
 func (r *Raw) Publish(ctx context.Context, topic string, payload []byte, n, batch int) error {
