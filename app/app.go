@@ -35,6 +35,7 @@ import (
 	"github.com/msgx/msgx/inbox"
 	"github.com/msgx/msgx/internal/backoff"
 	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/internal/failpoint"
 	"github.com/msgx/msgx/internal/tracing"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/source/brokersource"
@@ -52,6 +53,7 @@ type App struct {
 	cfg     *config.Config
 	log     *slog.Logger
 	clock   clock.Clock
+	fp      *failpoint.Set
 	db      *store.DB
 	metrics *prometheus.Registry
 	tracing *tracing.Provider
@@ -95,6 +97,7 @@ type options struct {
 	env    func(string) string
 	tp     trace.TracerProvider
 	clock  clock.Clock
+	fp     *failpoint.Set
 }
 
 // WithLogOutput sets where logs go (default stderr).
@@ -111,6 +114,11 @@ func WithTracerProvider(tp trace.TracerProvider) Option { return func(o *options
 // database's clock.
 func WithClock(c clock.Clock) Option { return func(o *options) { o.clock = c } }
 
+// WithFailpoints arms failpoints in the components (default none): a test
+// setting with which the reliability campaign makes the process kill itself
+// inside the windows that matter. The set logs through the service's logger.
+func WithFailpoints(s *failpoint.Set) Option { return func(o *options) { o.fp = s } }
+
 // New wires the service: it opens (and migrates) the store, starts the
 // brokers, opens the mailboxes, builds every stream, pipeline and the relay,
 // and binds the listeners. On error everything opened is closed again.
@@ -125,6 +133,7 @@ func New(ctx context.Context, cfg *config.Config, reg *Registry, opts ...Option)
 			a.close(context.WithoutCancel(ctx))
 		}
 	}()
+	a.fp = o.fp.With(failpoint.WithLogger(a.log))
 	a.metrics = prometheus.NewRegistry()
 	info := prometheus.NewGauge(prometheus.GaugeOpts{Name: "msgx_service_info", Help: "1, labelled with the configuration's profile and shadow mode.",
 		ConstLabels: prometheus.Labels{"profile": cfg.Profile, "shadow": strconv.FormatBool(cfg.Shadow)}})
@@ -149,7 +158,7 @@ func New(ctx context.Context, cfg *config.Config, reg *Registry, opts ...Option)
 	if err := a.openBrokers(ctx); err != nil {
 		return nil, err
 	}
-	deps := Deps{DB: a.db, Brokers: a.brokers, Registerer: a.metrics, Logger: a.log, Tracer: a.tracing.Tracer(), Shadow: cfg.Shadow, Clock: a.clock}
+	deps := Deps{DB: a.db, Brokers: a.brokers, Registerer: a.metrics, Logger: a.log, Tracer: a.tracing.Tracer(), Shadow: cfg.Shadow, Clock: a.clock, Failpoints: a.fp}
 	if err := a.openMailboxes(ctx); err != nil {
 		return nil, err
 	}
@@ -306,7 +315,7 @@ func (a *App) buildStreams(ctx context.Context, reg *Registry, deps Deps) error 
 			inbox.WithGroupSize(c.GroupSize), inbox.WithMaxAttempts(c.MaxAttempts),
 			inbox.WithBackoff(backoff.Policy{MaxAttempts: c.MaxAttempts, Initial: c.Backoff.Initial.D(), Max: c.Backoff.Max.D(), Multiplier: 2}),
 			inbox.WithHeadDeadline(c.HeadDeadline.D()), inbox.WithPollInterval(c.PollInterval.D()), inbox.WithLease(c.Lease.D()),
-			inbox.WithShadow(a.cfg.Shadow),
+			inbox.WithShadow(a.cfg.Shadow), inbox.WithFailpoints(a.fp),
 			inbox.WithOnCommit(func(cm inbox.Committed) {
 				if len(cm.IDs) > 0 {
 					s.lastSuccess.Store(a.clock.Now().UnixNano())
@@ -388,7 +397,7 @@ func (a *App) buildRelay() error {
 		return nil
 	}
 	opts := []outbox.Option{
-		outbox.WithLogger(a.log), outbox.WithRegisterer(a.metrics), outbox.WithHostClock(a.clock),
+		outbox.WithLogger(a.log), outbox.WithRegisterer(a.metrics), outbox.WithHostClock(a.clock), outbox.WithFailpoints(a.fp),
 		outbox.WithRetry(backoff.Policy{MaxAttempts: rc.MaxAttempts, Initial: rc.Backoff.Initial.D(), Max: rc.Backoff.Max.D(), Jitter: 0.2}),
 		outbox.WithLease(rc.Lease.D()), outbox.WithPublishTimeout(rc.PublishTimeout.D()),
 		outbox.WithPollInterval(rc.PollInterval.D()), outbox.WithRetention(rc.Retention.D()),

@@ -15,13 +15,15 @@ import (
 	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/inbox"
 	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/internal/failpoint"
 	"github.com/msgx/msgx/store"
 )
 
 // Deps is what a factory may use: the service's store, brokers, metrics
 // registry, logger and tracer, and whether it runs in shadow mode (a
 // processor must then write nothing outside the store: no outbound mailbox),
-// and the host clock the factory's components read.
+// the host clock the factory's components read, and the failpoints armed in
+// a test run (nil in service).
 type Deps struct {
 	DB         *store.DB
 	Brokers    map[string]*broker.Broker
@@ -30,6 +32,7 @@ type Deps struct {
 	Tracer     trace.Tracer
 	Shadow     bool
 	Clock      clock.Clock
+	Failpoints *failpoint.Set
 }
 
 // ProcessorFactory builds the processor of an inbox stream from the

@@ -19,6 +19,7 @@ import (
 	"github.com/msgx/msgx/internal/backoff"
 	"github.com/msgx/msgx/internal/clock"
 	"github.com/msgx/msgx/internal/dbclock"
+	"github.com/msgx/msgx/internal/failpoint"
 	"github.com/msgx/msgx/store"
 )
 
@@ -93,6 +94,8 @@ type options struct {
 	archiveEvery time.Duration
 	archiveBatch int
 	jobTimeout   time.Duration
+
+	failpoints *failpoint.Set
 }
 
 // Option configures an Engine.
@@ -185,6 +188,11 @@ func WithBackfillSweep(every time.Duration, retry backoff.Policy, overdue time.D
 		o.backfillEvery, o.backfillBackoff, o.overdue, o.backfillBatch = every, retry, overdue, batch
 	}
 }
+
+// WithFailpoints arms the engine's failpoints (failpoint.InboxAfterCommit,
+// failpoint.InboxMidBatch; default none): a test setting of the
+// reliability campaign.
+func WithFailpoints(s *failpoint.Set) Option { return func(o *options) { o.failpoints = s } }
 
 // WithArchive moves terminal messages finished longer than after ago (and
 // backfilled) to the archive table, batch rows per transaction, every period

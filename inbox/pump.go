@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/internal/failpoint"
 	"github.com/msgx/msgx/store"
 )
 
@@ -248,6 +249,9 @@ func (e *Engine) processBatch(ctx context.Context, tx store.Tx, rows []unfinishe
 	run := func(ctx context.Context) error {
 		var done []success
 		for i, w := range ws {
+			if i == len(ws)/2 && i > 0 {
+				e.o.failpoints.Hit(failpoint.InboxMidBatch)
+			}
 			ok, fail, err := e.processOne(ctx, tx, w, owners, now)
 			if err != nil {
 				return err
@@ -698,6 +702,9 @@ func (e *Engine) afterCommit(changes []settled) {
 	}
 	e.m.batch.Observe(float64(len(changes)))
 	if len(c.IDs) > 0 && e.backfillIntent(time.Time{}) != nil {
+		// Committed, not yet backfilled: a crash here leaves the marks to
+		// the sweep.
+		e.o.failpoints.Hit(failpoint.InboxAfterCommit)
 		// Try once right away, off the pump goroutine; if the maintenance
 		// goroutine is busy the sweep finds the durable intent later.
 		select {

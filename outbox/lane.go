@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/msgx/msgx/broker"
+	"github.com/msgx/msgx/internal/failpoint"
 )
 
 // Stats counts what relay cycles did.
@@ -459,6 +460,11 @@ func (l *lane) send(ctx context.Context, topic string, d *delivery, idx []int) (
 	pctx, cancel := context.WithTimeout(ctx, l.r.cfg.publishTimeout)
 	err := l.cfg.pub.SendConfirmed(pctx, topic, msgs...)
 	cancel()
+	if err == nil {
+		// Confirmed by the broker, not yet marked sent: a crash here sends
+		// the events again (same event ids) after the lease.
+		l.r.cfg.failpoints.Hit(failpoint.OutboxAfterConfirm)
+	}
 	for _, i := range in {
 		switch {
 		case err == nil:

@@ -12,6 +12,7 @@ import (
 	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/internal/backoff"
 	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/internal/failpoint"
 )
 
 // Publisher is the part of the broker port the relay needs: a send that
@@ -127,6 +128,8 @@ type config struct {
 	// relay reads the database's clock through hostClock (dbclock).
 	clockSet  bool
 	hostClock clock.Clock
+	// failpoints: see WithFailpoints.
+	failpoints *failpoint.Set
 }
 
 // Option configures a Relay.
@@ -166,6 +169,10 @@ func WithHostClock(cl clock.Clock) Option { return func(c *config) { c.hostClock
 
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithFailpoints arms the relay's failpoint (failpoint.OutboxAfterConfirm;
+// default none): a test setting of the reliability campaign.
+func WithFailpoints(s *failpoint.Set) Option { return func(c *config) { c.failpoints = s } }
 
 // WithRegisterer registers the relay's metrics (default: not registered).
 func WithRegisterer(r prometheus.Registerer) Option { return func(c *config) { c.registerer = r } }

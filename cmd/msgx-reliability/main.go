@@ -3,7 +3,7 @@
 // the checker finds a violation. Run it from the module's root:
 //
 //	go run ./cmd/msgx-reliability --duration 10m --kills 100 --crash-loop 1m --outage 30s --second \
-//	    --skew 40s --private-db --restarts 2 --private-rabbit
+//	    --skew 40s --private-db --restarts 2 --aimed 20 --private-rabbit
 package main
 
 import (
@@ -29,6 +29,7 @@ func main() {
 	flag.BoolVar(&cfg.Race, "race", false, "build msgx with the race detector")
 	flag.DurationVar(&cfg.Duration, "duration", 10*time.Minute, "traffic and faults")
 	flag.IntVar(&cfg.Kills, "kills", 100, "kill -9 at random moments")
+	flag.IntVar(&cfg.Aimed, "aimed", 20, "aimed kills: an instance restarted with one failpoint armed (MSGX_FAILPOINTS) kills itself inside the window it names; the points in turn")
 	flag.DurationVar(&cfg.CrashLoop, "crash-loop", time.Minute, "length of the crash loop (a kill every 1-2 s); 0: none")
 	flag.IntVar(&cfg.Cuts, "cuts", 5, "cuts of every database connection")
 	flag.DurationVar(&cfg.Outage, "outage", 30*time.Second, "one PostgreSQL outage and one MariaDB black hole of this length; 0: none")
@@ -37,6 +38,7 @@ func main() {
 	rabbitOutage := flag.Duration("rabbit-outage", -1, "one RabbitMQ outage (connections cut, new ones refused) and one black hole of this length; 0: none; default: as --outage")
 	flag.BoolVar(&cfg.PrivateRabbit, "private-rabbit", false, "run a RabbitMQ node of the campaign's own (own node name, ports and data in a temporary directory) instead of --rabbit")
 	rabbitRestarts := flag.Int("rabbit-restarts", -1, "kill -9 and start of the private RabbitMQ node (needs --private-rabbit); default: as --restarts")
+	flag.DurationVar(&cfg.StreamLease, "stream-lease", 0, "the SIS stream's lease (MSGX_STREAMS_SIS_LEASE); 0: the sample's (30s). A killed leader's stream waits for it to expire")
 	flag.BoolVar(&cfg.Second, "second", true, "run two instances at once")
 	flag.DurationVar(&cfg.Skew, "skew", 0, "clock skew: the first instance runs this far ahead of the host, the second this far behind (MSGX_CLOCK_SKEW)")
 	flag.BoolVar(&cfg.PrivateDB, "private-db", false, "run a PostgreSQL and a MariaDB server of the campaign's own (initdb, mariadb-install-db) instead of --postgres and --mariadb")

@@ -24,7 +24,7 @@ func newRegistry() *app.Registry {
 		if err != nil {
 			return nil, err
 		}
-		return sis.NewProcessor(cfg, sis.WithLogger(d.Logger), sis.WithRegisterer(d.Registerer))
+		return sis.NewProcessor(cfg, sis.WithLogger(d.Logger), sis.WithRegisterer(d.Registerer), sis.WithFailpoints(d.Failpoints))
 	})
 	// SIS requests: the coordinator that sends RQFD/RQRD through the
 	// outbound mailbox (COUTMSGS) and expires them; POST /v1/requests sends

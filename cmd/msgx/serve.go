@@ -12,6 +12,7 @@ import (
 	"github.com/msgx/msgx/app"
 	"github.com/msgx/msgx/app/config"
 	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/internal/failpoint"
 )
 
 func newServeCmd() *cobra.Command {
@@ -43,9 +44,17 @@ back unsettled, and exits 0. See docs/operations.md.`,
 			if err != nil {
 				return err
 			}
-			a, err := app.New(cmd.Context(), cfg, newRegistry(), app.WithClock(clk))
+			fp, err := failpointsFromEnv(os.Getenv, cfg.Profile)
 			if err != nil {
 				return err
+			}
+			a, err := app.New(cmd.Context(), cfg, newRegistry(), app.WithClock(clk), app.WithFailpoints(fp))
+			if err != nil {
+				return err
+			}
+			if fp != nil {
+				a.Logger().Warn("TEST SETTING: failpoints armed: this process kills itself with SIGKILL when one is reached; never run it so in service",
+					"variable", EnvFailpoints, "failpoints", fp.String())
 			}
 			if skew != 0 {
 				a.Logger().Warn("TEST SETTING: this process's clock is shifted from the host's; never run it so in service",
@@ -98,4 +107,37 @@ func clockFromEnv(getenv func(string) string, profile string) (clock.Clock, time
 		return clock.Real{}, 0, nil
 	}
 	return clock.Offset{Base: clock.Real{}, D: skew}, skew, nil
+}
+
+// Failpoints are a test setting too: the reliability campaign arms one to
+// crash an instance inside a window that matters (package
+// internal/failpoint). Read once here and handed down like the clock.
+const (
+	// EnvFailpoints arms failpoints: "POINT=N,..." (at the Nth time POINT is
+	// reached the process kills itself with SIGKILL).
+	EnvFailpoints = "MSGX_FAILPOINTS"
+	// EnvFailpointsInProduction must be true for failpoints to be accepted
+	// in the production profile.
+	EnvFailpointsInProduction = "MSGX_FAILPOINTS_IN_PRODUCTION"
+)
+
+// failpointsFromEnv parses MSGX_FAILPOINTS; nil when it is unset. In the
+// production profile failpoints are refused unless
+// MSGX_FAILPOINTS_IN_PRODUCTION is true too, the rule of the clock skew.
+func failpointsFromEnv(getenv func(string) string, profile string) (*failpoint.Set, error) {
+	raw := strings.TrimSpace(getenv(EnvFailpoints))
+	if raw == "" {
+		return nil, nil
+	}
+	fp, err := failpoint.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", EnvFailpoints, err)
+	}
+	if profile == config.Production {
+		ok, _ := strconv.ParseBool(getenv(EnvFailpointsInProduction))
+		if !ok {
+			return nil, fmt.Errorf("%s is a test setting: refused in the production profile unless %s=true", EnvFailpoints, EnvFailpointsInProduction)
+		}
+	}
+	return fp, nil
 }

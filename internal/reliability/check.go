@@ -54,7 +54,7 @@ func replay(rows []mailboxRow) *oracle {
 		seen[p.identity] = true
 		o.accepted[r.id] = "SUCCEEDED"
 		switch p.styp {
-		case "DNLD":
+		case "DNLD", "ADFT":
 			for _, f := range p.flids {
 				if o.flights[f] == nil {
 					o.flights[f] = &flight{version: 1}

@@ -139,3 +139,20 @@ func TestProxyBlackHole(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayADFT: an ADFT of new flights (the aimed kills' snapshots) creates
+// them as the DNLD does, one event each; the same ADFT again is a duplicate.
+func TestReplayADFT(t *testing.T) {
+	g := newGen(1, 100)
+	ad := string(g.adft(1))
+	if p, ok := parse(ad); !ok || p.styp != "ADFT" || !slices.Equal(p.flids, []string{"950002", "950003"}) {
+		t.Fatalf("adft: %+v %v", p, ok)
+	}
+	o := replay([]mailboxRow{{id: 1, body: string(g.dnld())}, {id: 2, body: ad}, {id: 3, body: ad}})
+	if o.accepted[2] != "SUCCEEDED" || o.accepted[3] != "SKIPPED" || o.flights["950002"] == nil || o.flights["950003"].version != 1 {
+		t.Fatalf("accepted %v flights %v", o.accepted, o.flights)
+	}
+	if _, ok := o.events["sis:2:msg:950003"]; !ok || len(o.events) != 3 {
+		t.Fatalf("events %v, want the DNLD's and one per new flight", o.events)
+	}
+}

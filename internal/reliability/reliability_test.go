@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/msgx/msgx/broker/rabbitmq"
+	"github.com/msgx/msgx/internal/failpoint"
 	"github.com/msgx/msgx/store/storetest"
 )
 
@@ -18,8 +19,10 @@ import (
 // route-passport records on Kafka, hostile bodies and records, three
 // kill -9s, one cut of every database connection, one real restart of the
 // private database servers, a Kafka outage and a RabbitMQ outage of a few
-// seconds, while a RabbitMQ sender publishes to the sis stream's broker
-// source with publisher confirms (re-sending what is not confirmed); then the
+// seconds while a RabbitMQ sender publishes to the sis stream's broker
+// source with publisher confirms (re-sending what is not confirmed), and one
+// aimed kill per failpoint (an instance restarted with the point armed kills
+// itself inside the window it names); then the
 // whole history is checked against the oracle. Each restart takes the
 // route-passport partitions back under its instance id at once: a kill that
 // left them to the Kafka session (45 s) would show in the route-passport
@@ -48,6 +51,8 @@ func TestShortCampaign(t *testing.T) {
 		Skew:         40 * time.Second,
 		PrivateDB:    true,
 		Restarts:     1,
+		Aimed:        len(failpoint.Points),
+		StreamLease:  10 * time.Second,
 		BadInput:     true,
 		Writers:      3,
 		Clients:      2,
@@ -65,6 +70,13 @@ func TestShortCampaign(t *testing.T) {
 		f.MailboxDuplicates == 0 || f.EventsExpected == 0 || f.RouteRecords == 0 || f.BadInputTried < 9+13 ||
 		f.RabbitOutages != 1 || f.RabbitConfirmed == 0 || f.RabbitRows < f.RabbitConfirmed || f.RabbitDuplicates == 0 {
 		t.Errorf("the campaign did not do what it should: %+v", f)
+	}
+	// Every armed point must have been reached: a point the traffic never
+	// reaches (moved, or its window gone) fails here.
+	for _, p := range failpoint.Points {
+		if a := f.Aimed[p]; a == nil || a.Died < 1 {
+			t.Errorf("failpoint %s: the instance armed with it never died there: %+v", p, a)
+		}
 	}
 	// The wait includes the outage and a restart; a kill whose partitions
 	// waited for the dead member's session would add the 45 s session.

@@ -67,6 +67,12 @@ type Config struct {
 	RabbitBlackHole time.Duration // one black hole of the RabbitMQ connections of this length, 0: none
 	PrivateRabbit   bool          // run a RabbitMQ node of the campaign's own instead of RabbitURL
 	RabbitRestarts  int           // kill -9 and start of the private node (PrivateRabbit), spread over Duration
+	// Aimed is the number of aimed kills: an instance restarted with one
+	// failpoint armed, cycling through failpoint.Points (see aimed.go).
+	Aimed int
+	// StreamLease is the SIS stream's lease (streams.sis.lease), 0: the
+	// sample's. After a leader dies, the stream waits for it to expire.
+	StreamLease time.Duration
 
 	Writers int           // concurrent mailbox writers
 	Clients int           // concurrent HTTP ingress clients
@@ -107,6 +113,7 @@ type Figures struct {
 	RabbitRestartTimes                               []time.Duration // each restart: from the kill until it took connections
 	Drain, Soak                                      time.Duration
 	Tables                                           map[string]int
+	Aimed                                            map[string]*AimedPoint // by failpoint
 	Violations                                       Violations
 }
 
@@ -114,6 +121,7 @@ func (f *Figures) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "kills %d (crash loop: %d in %s), connection cuts %d, outages %d of %s, black holes %d, instances %d\n",
 		f.Kills+f.CrashLoopKills, f.CrashLoopKills, f.CrashLoop, f.Cuts, f.Outages, f.OutageLength, f.BlackHoles, f.Instances)
+	b.WriteString(f.aimedString())
 	fmt.Fprintf(&b, "clock skew ±%s between the instances, real database restarts %d\n", f.Skew, f.Restarts)
 	fmt.Fprintf(&b, "mailbox rows %d (duplicate inserts %d), ingress posts %d (retries %d), bad inputs %d (%d refused at the door)\n",
 		f.MailboxRows, f.MailboxDuplicates, f.IngressPosts, f.IngressRetries, f.BadInputTried, f.BadInputRefused)
@@ -168,6 +176,7 @@ type campaign struct {
 	hostile map[int64]string
 	private *privateDBs // PrivateDB: the servers Restarts restarts
 	rabbit  *rabbitSide // RabbitMQ traffic and faults; nil: none
+	aim     *aimer      // Aimed
 }
 
 func (c *campaign) say(format string, args ...any) {
@@ -335,6 +344,7 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 	if c.rabbit != nil {
 		c.env = append(c.env, c.rabbit.env()...)
 	}
+	c.env = append(c.env, leaseEnv(cfg.StreamLease)...)
 	slots := 1
 	if cfg.Second {
 		slots = 2
@@ -361,6 +371,7 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 		return nil, fmt.Errorf("the DNLD was not applied: %w", err)
 	}
 	c.say("flights announced; traffic and faults for %s", cfg.Duration)
+	c.aim = &aimer{mb: mb, g: g}
 
 	tctx, stopTraffic := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -534,6 +545,7 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 	routeGroupFigures(kf, c.kw, c.fig)
 	v.Leak = c.fig.Violations.Leak
 	v.BadInputFates = append(c.fig.Violations.BadInputFates, v.BadInputFates...)
+	v.Stuck = append(c.fig.Violations.Stuck, v.Stuck...) // an armed instance that exited otherwise
 	for _, in := range c.snapshot() {
 		if in != nil && !in.Alive() {
 			v.Stuck = append(v.Stuck, in.Name+" exited by itself")
@@ -626,6 +638,7 @@ func (c *campaign) faults(ctx context.Context, pgProxy, mProxy *Proxy) {
 	spread(cfg.Kills, "kill")
 	spread(cfg.Cuts, "cut")
 	spread(cfg.Restarts, "restart")
+	spread(cfg.Aimed, "aimed")
 	if cfg.Outage > 0 {
 		plan = append(plan, fault{cfg.Duration / 4, "outage"}, fault{cfg.Duration / 2, "blackhole"})
 	}
@@ -665,6 +678,8 @@ func (c *campaign) faults(ctx context.Context, pgProxy, mProxy *Proxy) {
 			}
 		case "restart":
 			c.restart(ctx)
+		case "aimed":
+			c.aimedKill(ctx)
 		case "cut":
 			n := pgProxy.Cut() + mProxy.Cut()
 			c.fig.Cuts++

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/internal/failpoint"
 	"github.com/msgx/msgx/pipeline/sis/sisxml"
 	"github.com/msgx/msgx/store"
 )
@@ -81,7 +82,13 @@ func (p *Processor) schedule(ctx context.Context, tx store.Tx, msg *inbox.Messag
 	if len(changes) == 0 {
 		return inbox.Done(), false, nil
 	}
-	return inbox.Done(), true, p.write(ctx, tx, msg, m, changes)
+	if err := p.write(ctx, tx, msg, m, changes); err != nil {
+		return inbox.Outcome{}, false, err
+	}
+	// The flights and their events are in the transaction (or held back
+	// with the group's other writes), not committed.
+	p.fp.Hit(failpoint.SISMidSnapshot)
+	return inbox.Done(), true, nil
 }
 
 // logSnapshot notes an applied snapshot in sis_snap_log (SCHD_SNAP_LOG).

@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/internal/failpoint"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/pipeline/sis/sisxml"
 	"github.com/msgx/msgx/store"
@@ -146,8 +147,9 @@ func RelayTargets(pub outbox.Publisher, cfg Config) []outbox.Option {
 type Option func(*options)
 
 type options struct {
-	log *slog.Logger
-	reg prometheus.Registerer
+	log        *slog.Logger
+	reg        prometheus.Registerer
+	failpoints *failpoint.Set
 }
 
 // WithLogger sets the logger (default slog.Default()).
@@ -156,6 +158,10 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 // WithRegisterer registers the processor's metrics (default: not registered).
 func WithRegisterer(r prometheus.Registerer) Option { return func(o *options) { o.reg = r } }
 
+// WithFailpoints arms the processor's failpoint (failpoint.SISMidSnapshot;
+// default none): a test setting of the reliability campaign.
+func WithFailpoints(s *failpoint.Set) Option { return func(o *options) { o.failpoints = s } }
+
 // Processor is the SIS inbox processor.
 type Processor struct {
 	cfg     Config
@@ -163,6 +169,7 @@ type Processor struct {
 	ignore  map[string]bool
 	ref     map[string]bool
 	results *prometheus.CounterVec
+	fp      *failpoint.Set
 
 	// mu serialises Decode and Process around the transaction cache.
 	mu    sync.Mutex
@@ -178,7 +185,7 @@ func NewProcessor(cfg Config, opts ...Option) (*Processor, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	p := &Processor{cfg: cfg, log: o.log, ignore: map[string]bool{}, ref: map[string]bool{}}
+	p := &Processor{cfg: cfg, log: o.log, ignore: map[string]bool{}, ref: map[string]bool{}, fp: o.failpoints}
 	for _, k := range cfg.Ignore {
 		p.ignore[strings.ToUpper(strings.TrimSpace(k))] = true
 	}
