@@ -37,18 +37,11 @@ func (l *Listener) worker(c chan *Delivery) {
 	var since time.Duration
 	for own != nil || shared != nil {
 		var d *Delivery
-		var ok bool
+		var ok, fromOwn bool
 		select {
 		case d, ok = <-own:
-			if !ok {
-				own = nil
-				continue
-			}
+			fromOwn = true
 		case d, ok = <-shared:
-			if !ok {
-				shared = nil
-				continue
-			}
 		default:
 			// Nothing queued: publish the counts before waiting, and read
 			// the clock anew after it.
@@ -56,16 +49,17 @@ func (l *Listener) worker(c chan *Delivery) {
 			since = 0
 			select {
 			case d, ok = <-own:
-				if !ok {
-					own = nil
-					continue
-				}
+				fromOwn = true
 			case d, ok = <-shared:
-				if !ok {
-					shared = nil
-					continue
-				}
 			}
+		}
+		if !ok { // that channel is closed: stop receiving from it
+			if fromOwn {
+				own = nil
+			} else {
+				shared = nil
+			}
+			continue
 		}
 		since = l.process(d, &t, since)
 	}
