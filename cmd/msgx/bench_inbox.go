@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/msgx/msgx/internal/bench"
 	"github.com/msgx/msgx/internal/bench/inboxbench"
 )
 
@@ -31,7 +32,7 @@ func newBenchInboxFIFOCmd() *cobra.Command {
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&cfg.DSN, "dsn", "postgres://root@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL server (each variant runs in a fresh schema)")
+	cmd.Flags().StringVar(&cfg.DSN, "dsn", bench.DefaultDSN, "PostgreSQL server (each variant runs in a fresh schema)")
 	cmd.Flags().IntVar(&cfg.N, "n", 20000, "messages per variant")
 	cmd.Flags().IntVar(&cfg.FLIDs, "keys", 300, "distinct FLIDs")
 	cmd.Flags().IntVar(&cfg.Group, "batch", 50, "messages per pump transaction in the group variant")

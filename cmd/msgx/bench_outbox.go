@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/msgx/msgx/internal/bench"
 	"github.com/msgx/msgx/internal/bench/outboxbench"
 	"github.com/msgx/msgx/outbox"
 )
@@ -41,7 +42,7 @@ msgx bench compare -- --mode live --rate 5000 --duration 10s`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.PeersDir, "peers-dir", "bench/peers", "the bench/peers module")
-	f.StringVar(&cfg.DSN, "dsn", outboxbench.DefaultDSN, "PostgreSQL DSN of every peer")
+	f.StringVar(&cfg.DSN, "dsn", bench.DefaultDSN, "PostgreSQL DSN of every peer")
 	f.IntVar(&cfg.Rounds, "rounds", 2, "rounds of msgx, River, Watermill per setting")
 	f.StringSliceVar(&cfg.SyncCommit, "sync-commit", []string{"on", "off"}, "synchronous_commit settings to run every peer with")
 	f.DurationVar(&timeout, "timeout", 30*time.Minute, "upper bound for the whole comparison")
@@ -110,7 +111,7 @@ func newBenchOutboxRelayCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.DSN, "dsn", outboxbench.DefaultDSN, "PostgreSQL DSN (a fresh schema is created and dropped)")
+	f.StringVar(&cfg.DSN, "dsn", bench.DefaultDSN, "PostgreSQL DSN (a fresh schema is created and dropped)")
 	f.StringVar(&lane, "lane", "unordered", "lane kind: unordered, per-key or compacted")
 	f.StringVar(&cfg.Mode, "mode", "burndown", "burndown (insert all, then time the relay), live (producers at --rate while the relay runs) or recovery (a burn-down, then the same backlog while the broker refuses until every event failed once, timed from the broker's return)")
 	f.IntVar(&cfg.N, "n", 50000, "events")
@@ -149,7 +150,7 @@ func newBenchProducerOverheadCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.DSN, "dsn", outboxbench.DefaultDSN, "PostgreSQL DSN (a fresh schema is created and dropped)")
+	f.StringVar(&cfg.DSN, "dsn", bench.DefaultDSN, "PostgreSQL DSN (a fresh schema is created and dropped)")
 	f.IntVar(&cfg.N, "n", 2000, "transactions per variant and round")
 	f.IntVar(&cfg.Clients, "clients", 8, "concurrent clients")
 	f.IntVar(&cfg.Keys, "keys", 1000, "business rows (and event keys)")
@@ -178,7 +179,7 @@ func newBenchPgbenchCeilingCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.DSN, "dsn", outboxbench.DefaultDSN, "PostgreSQL DSN (a fresh schema is created and dropped)")
+	f.StringVar(&cfg.DSN, "dsn", bench.DefaultDSN, "PostgreSQL DSN (a fresh schema is created and dropped)")
 	f.IntVar(&cfg.Clients, "clients", 8, "pgbench clients")
 	f.DurationVar(&cfg.Duration, "duration", 10*time.Second, "how long pgbench runs")
 	f.BoolVar(&script, "script", false, "print the pgbench script and exit")

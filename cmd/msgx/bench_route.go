@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/msgx/msgx/internal/bench"
 	"github.com/msgx/msgx/internal/bench/routebench"
 )
 
@@ -27,7 +28,7 @@ func newBenchRouteIngestCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.DSN, "dsn", routebench.DefaultDSN, "PostgreSQL DSN (a fresh schema is created and dropped)")
+	f.StringVar(&cfg.DSN, "dsn", bench.DefaultDSN, "PostgreSQL DSN (a fresh schema is created and dropped)")
 	f.IntVar(&cfg.N, "n", 50000, "records")
 	f.IntVar(&cfg.Routes, "routes", 5000, "distinct routeIds")
 	f.IntVar(&cfg.Points, "points", 20, "positions per LineString")

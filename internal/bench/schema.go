@@ -11,6 +11,10 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// DefaultDSN is the local PostgreSQL server the database workloads use
+// unless told otherwise.
+const DefaultDSN = "postgres://root@127.0.0.1:5432/test?sslmode=disable"
+
 // Schema is a fresh PostgreSQL schema a benchmark works in, and the DSN
 // whose sessions use it.
 type Schema struct {

@@ -62,7 +62,7 @@ type Config struct {
 
 func (c *Config) defaults() {
 	if c.DSN == "" {
-		c.DSN = "postgres://root@127.0.0.1:5432/test?sslmode=disable"
+		c.DSN = bench.DefaultDSN
 	}
 	if c.N <= 0 {
 		c.N = 20000

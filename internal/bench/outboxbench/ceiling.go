@@ -43,7 +43,7 @@ var tpsLine = regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection t
 // PRIMARY KEY, payload bytea NOT NULL)`.
 func RunPgbenchCeiling(ctx context.Context, cfg CeilingConfig, out io.Writer) (bench.Result, error) {
 	if cfg.DSN == "" {
-		cfg.DSN = DefaultDSN
+		cfg.DSN = bench.DefaultDSN
 	}
 	if cfg.Clients <= 0 {
 		cfg.Clients = 8

@@ -41,7 +41,7 @@ func Compare(ctx context.Context, cfg CompareConfig, out io.Writer) error {
 		cfg.Rounds = 2
 	}
 	if cfg.DSN == "" {
-		cfg.DSN = DefaultDSN
+		cfg.DSN = bench.DefaultDSN
 	}
 	bin, err := os.MkdirTemp("", "msgx-bench-peers-")
 	if err != nil {

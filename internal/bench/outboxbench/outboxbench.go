@@ -14,9 +14,6 @@ import (
 	"github.com/msgx/msgx/store"
 )
 
-// DefaultDSN is the local PostgreSQL the benchmarks use.
-const DefaultDSN = "postgres://root@127.0.0.1:5432/test?sslmode=disable"
-
 func openDSN(ctx context.Context, dsn string, conns int32) (*store.DB, error) {
 	return store.Open(ctx, dsn, store.WithMigrate(), store.WithMaxConns(conns),
 		store.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))

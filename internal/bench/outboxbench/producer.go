@@ -34,7 +34,7 @@ type ProducerConfig struct {
 // and the overhead.
 func RunProducerOverhead(ctx context.Context, cfg ProducerConfig, out io.Writer) ([]bench.Result, error) {
 	if cfg.DSN == "" {
-		cfg.DSN = DefaultDSN
+		cfg.DSN = bench.DefaultDSN
 	}
 	if cfg.N <= 0 {
 		cfg.N = 20000

@@ -50,7 +50,7 @@ type RelayConfig struct {
 
 func (c *RelayConfig) defaults() {
 	if c.DSN == "" {
-		c.DSN = DefaultDSN
+		c.DSN = bench.DefaultDSN
 	}
 	if c.Lane == 0 {
 		c.Lane = outbox.Unordered

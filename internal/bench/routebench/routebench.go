@@ -27,9 +27,6 @@ import (
 	"github.com/msgx/msgx/store"
 )
 
-// DefaultDSN is the local test server.
-const DefaultDSN = "postgres://root@127.0.0.1:5432/test?sslmode=disable"
-
 // Config of a run.
 type Config struct {
 	DSN        string
