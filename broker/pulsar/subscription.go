@@ -244,8 +244,14 @@ func (d *delivery) nack(delay time.Duration) error {
 		return fmt.Errorf("pulsar: nack on a closed subscription: %w", driver.ErrNotHeld)
 	default:
 	}
+	delay = max(delay, 0)
+	if delay > 0 {
+		// The client files the redelivery under a whole-millisecond time,
+		// truncated: one more millisecond keeps it from coming back early.
+		delay += time.Millisecond
+	}
 	s.nackMu.Lock()
-	s.nack.next.Store(int64(max(delay, 0)))
+	s.nack.next.Store(int64(delay))
 	s.c.Nack(d.m)
 	s.nackMu.Unlock()
 	return nil
