@@ -6,11 +6,13 @@
 // partition's outstanding offsets and commits only the contiguous prefix of
 // settled ones, so a committed position never passes an unfinished message
 // while handlers complete out of order. Kafka has no per-message nack:
-// REQUEUE re-publishes the message (with the port's updated headers) to the
-// same topic and key, then settles the original; DEAD_LETTER publishes to the
-// dead-letter topic, then settles. Both are confirmed publishes, so a message
-// is never settled before its copy is stored, and a crash between the two
-// yields a duplicate, never a loss.
+// REQUEUE (and Release) re-publishes the message (with the port's updated
+// headers) with its key to the group's own retry topic (RetryTopic, created
+// at Subscribe and consumed by the same client in the same group, so no other
+// group and no other reader of the topic sees the copy), then settles the
+// original; DEAD_LETTER publishes to the dead-letter topic, then settles.
+// Both are confirmed publishes, so a message is never settled before its copy
+// is stored, and a crash between the two yields a duplicate, never a loss.
 package kafka
 
 import (

@@ -238,22 +238,33 @@ func TestPublishToMissingTopicFailsInBoundedTime(t *testing.T) {
 
 // revokeFixture is a topic with two records per partition (payload
 // p<partition>-<offset>), a member A holding all of them, and the options
-// for a second member B.
+// for a second member B. With retry, the group's retry topic has two such
+// records per partition as well (payload rp<partition>-<offset>), as if A
+// had requeued them, and A holds those too.
 type revokeFixture struct {
 	c     *cluster
 	topic string
+	dests map[string]string // topic holding records -> their payloads' prefix
 	spec  driver.SubscriptionSpec
 	pr    *kgo.Client
 	held  map[string]driver.Delivery
 	opts  []kafka.Option
 }
 
-func newRevokeFixture(t *testing.T, ctx context.Context, revokeTimeout time.Duration) *revokeFixture {
+func newRevokeFixture(t *testing.T, ctx context.Context, revokeTimeout time.Duration, retry bool) *revokeFixture {
 	t.Helper()
 	c := newCluster(t)
 	f := &revokeFixture{c: c, topic: "revoke-" + randomSuffix(), held: map[string]driver.Delivery{}}
-	if err := c.createTopic(ctx, f.topic, partitions); err != nil {
-		t.Fatal(err)
+	f.spec = driver.SubscriptionSpec{Topic: f.topic, Group: "g-" + randomSuffix(), DeadLetterTopic: f.topic + ".dlq", Prefetch: 32}
+	f.dests = map[string]string{f.topic: ""}
+	if retry {
+		f.dests[kafka.RetryTopic(f.topic, f.spec.Group)] = "r"
+	}
+	for dest := range f.dests {
+		// The subscription finds the retry topic there and keeps it.
+		if err := c.createTopic(ctx, dest, partitions); err != nil {
+			t.Fatal(err)
+		}
 	}
 	pr, err := kgo.NewClient(kgo.SeedBrokers(c.kf.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
@@ -268,7 +279,6 @@ func newRevokeFixture(t *testing.T, ctx context.Context, revokeTimeout time.Dura
 		kafka.WithRevokeTimeout(revokeTimeout),
 		kafka.WithClientOptions(kgo.HeartbeatInterval(200 * time.Millisecond)),
 	}
-	f.spec = driver.SubscriptionSpec{Topic: f.topic, Group: "g-" + randomSuffix(), DeadLetterTopic: f.topic + ".dlq", Prefetch: 16}
 	da := c.driver(f.opts...)
 	if err := da.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -278,8 +288,8 @@ func newRevokeFixture(t *testing.T, ctx context.Context, revokeTimeout time.Dura
 	if err != nil {
 		t.Fatal(err)
 	}
-	for len(f.held) < 2*partitions {
-		ds, err := subA.Receive(ctx, 16)
+	for len(f.held) < 2*partitions*len(f.dests) {
+		ds, err := subA.Receive(ctx, 32)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -290,18 +300,22 @@ func newRevokeFixture(t *testing.T, ctx context.Context, revokeTimeout time.Dura
 	return f
 }
 
-// produce writes record p<partition>-<seq> to every partition.
+// produce writes record <prefix>p<partition>-<seq> to every partition of
+// every topic of the fixture.
 func (f *revokeFixture) produce(t *testing.T, ctx context.Context, seq int) {
 	t.Helper()
-	for p := int32(0); p < partitions; p++ {
-		r := &kgo.Record{Topic: f.topic, Partition: p, Value: []byte(fmt.Sprintf("p%d-%d", p, seq))}
-		if err := f.pr.ProduceSync(ctx, r).FirstErr(); err != nil {
-			t.Fatal(err)
+	for dest, prefix := range f.dests {
+		for p := int32(0); p < partitions; p++ {
+			r := &kgo.Record{Topic: dest, Partition: p, Value: []byte(fmt.Sprintf("%sp%d-%d", prefix, p, seq))}
+			if err := f.pr.ProduceSync(ctx, r).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 }
 
-// waitCommitted waits until every partition's committed offset is at.
+// waitCommitted waits until the committed offset of every partition of
+// every topic of the fixture is at.
 func (f *revokeFixture) waitCommitted(t *testing.T, ctx context.Context, at int64) {
 	t.Helper()
 	for {
@@ -311,11 +325,11 @@ func (f *revokeFixture) waitCommitted(t *testing.T, ctx context.Context, at int6
 		}
 		n := 0
 		offs.Each(func(o kadm.OffsetResponse) {
-			if o.Topic == f.topic && o.At == at {
+			if _, ok := f.dests[o.Topic]; ok && o.At == at {
 				n++
 			}
 		})
-		if n == partitions {
+		if n == partitions*len(f.dests) {
 			return
 		}
 		select {
@@ -342,7 +356,7 @@ func (f *revokeFixture) joinB(t *testing.T, ctx context.Context) func(n int) map
 	got := map[string]bool{}
 	return func(n int) map[string]bool {
 		for len(got) < n {
-			ds, err := subB.Receive(ctx, 16)
+			ds, err := subB.Receive(ctx, 32)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -362,43 +376,88 @@ func (f *revokeFixture) joinB(t *testing.T, ctx context.Context) func(n int) map
 // only briefly), commits the settled prefix and forgets the partitions: the
 // late settlements fail with ErrRevoked, and the new owner resumes exactly at
 // the unfinished messages, never after them and never before the settled ones.
+// The group's retry topic is consumed in the same group: its partitions are
+// shared by the members, and revoked, exactly like the topic's own, and the
+// two topics' partitions of equal numbers never stand for one another.
 func TestRevokeCommitsOnlyWhatWasSettled(t *testing.T) {
+	for _, retry := range []bool{false, true} {
+		name := "topic"
+		if retry {
+			name = "topic and retry topic"
+		}
+		t.Run(name, func(t *testing.T) { testRevokeCommitsOnlyWhatWasSettled(t, retry) })
+	}
+}
+
+func testRevokeCommitsOnlyWhatWasSettled(t *testing.T, retry bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	f := newRevokeFixture(t, ctx, 300*time.Millisecond)
-	for p := 0; p < partitions; p++ {
-		if err := f.held[fmt.Sprintf("p%d-0", p)].Ack(ctx); err != nil {
-			t.Fatal(err)
+	f := newRevokeFixture(t, ctx, 300*time.Millisecond, retry)
+	for _, prefix := range f.dests {
+		for p := 0; p < partitions; p++ {
+			if err := f.held[fmt.Sprintf("%sp%d-0", prefix, p)].Ack(ctx); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	f.waitCommitted(t, ctx, 1)
 
 	// B joins: a cooperative rebalance moves half the partitions to it.
-	gotB := f.joinB(t, ctx)(partitions / 2)
+	gotB := f.joinB(t, ctx)(partitions / 2 * len(f.dests))
 	for id := range gotB {
 		if id[len(id)-1] != '1' {
 			t.Errorf("new owner received %s, which was settled and committed before the rebalance", id)
 		}
 	}
-	revoked := 0
-	for p := 0; p < partitions; p++ {
-		id := fmt.Sprintf("p%d-1", p)
-		err := f.held[id].Ack(ctx)
-		switch {
-		case errors.Is(err, kafka.ErrRevoked):
-			revoked++
-			if !gotB[id] {
-				t.Errorf("%s: settlement refused as revoked, but the new owner did not get it", id)
+	// Each member holds half of each topic's partitions.
+	gs, err := f.c.adm.DescribeGroups(ctx, f.spec.Group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range gs[f.spec.Group].Members {
+		a, _ := m.Assigned.AsConsumer()
+		held := map[string]int{}
+		for _, tp := range a.Topics {
+			held[tp.Topic] += len(tp.Partitions)
+		}
+		for dest := range f.dests {
+			if held[dest] != partitions/2 {
+				t.Errorf("member %s holds %d partitions of %s, want %d", m.MemberID, held[dest], dest, partitions/2)
 			}
-		case err != nil:
-			t.Errorf("%s: ack: %v", id, err)
-		case gotB[id]:
-			t.Errorf("%s: acked on the old owner although its partition moved", id)
 		}
 	}
-	if revoked != partitions/2 {
-		t.Errorf("%d settlements refused as revoked, want %d", revoked, partitions/2)
+	for dest, prefix := range f.dests {
+		revoked := 0
+		for p := 0; p < partitions; p++ {
+			id := fmt.Sprintf("%sp%d-1", prefix, p)
+			err := f.held[id].Ack(ctx)
+			switch {
+			case errors.Is(err, kafka.ErrRevoked):
+				revoked++
+				if !gotB[id] {
+					t.Errorf("%s: settlement refused as revoked, but the new owner did not get it", id)
+				}
+			case err != nil:
+				t.Errorf("%s: ack: %v", id, err)
+			case gotB[id]:
+				t.Errorf("%s: acked on the old owner although its partition moved", id)
+			}
+		}
+		if revoked != partitions/2 {
+			t.Errorf("%s: %d settlements refused as revoked, want %d", dest, revoked, partitions/2)
+		}
 	}
+	// A's settlements of the partitions it kept are committed, to the topic
+	// they were read from.
+	f.c.waitOffsets(t, ctx, f.spec.Group, func(offs kadm.OffsetResponses) bool {
+		n := 0
+		offs.Each(func(o kadm.OffsetResponse) {
+			if _, ok := f.dests[o.Topic]; ok && o.At == 2 {
+				n++
+			}
+		})
+		return n == partitions*len(f.dests)
+	})
 }
 
 // TestRevokeWaitsForInFlight: deliveries settled while a rebalance waits for
@@ -407,7 +466,7 @@ func TestRevokeCommitsOnlyWhatWasSettled(t *testing.T) {
 func TestRevokeWaitsForInFlight(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	f := newRevokeFixture(t, ctx, 20*time.Second)
+	f := newRevokeFixture(t, ctx, 20*time.Second, false)
 	recvB := f.joinB(t, ctx)
 	// The first cooperative round takes the moving partitions from A without
 	// giving them to B yet; A's revoke is then waiting for its deliveries.
@@ -526,15 +585,19 @@ func TestReceiveWaitsForRoomAndASettlementWakesIt(t *testing.T) {
 }
 
 // TestReleaseRewindsWhenRepublishFails: a released delivery whose copy
-// cannot be re-published (the topic refuses it as too large) is given back
-// by rewinding its partition: Receive hands it out again, with the record
-// after it, even with the prefetch window full before the release.
+// cannot be re-published (the group's retry topic refuses it as too large)
+// is given back by rewinding its partition: Receive hands it out again, with
+// the record after it, even with the prefetch window full before the release.
 func TestReleaseRewindsWhenRepublishFails(t *testing.T) {
 	c := newCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	topic := "rewind-" + randomSuffix()
-	resp, err := c.adm.CreateTopic(ctx, 1, -1, map[string]*string{"max.message.bytes": kadm.StringPtr("300")}, topic)
+	topic, group := "rewind-"+randomSuffix(), "g-"+randomSuffix()
+	if err := c.createTopic(ctx, topic, 1); err != nil {
+		t.Fatal(err)
+	}
+	// The subscription finds its retry topic there and keeps it as it is.
+	resp, err := c.adm.CreateTopic(ctx, 1, -1, map[string]*string{"max.message.bytes": kadm.StringPtr("300")}, kafka.RetryTopic(topic, group))
 	if err == nil {
 		err = resp.Err
 	}
@@ -545,7 +608,7 @@ func TestReleaseRewindsWhenRepublishFails(t *testing.T) {
 	if err := d.Publish(ctx, topic, []*driver.Message{{Payload: []byte("a")}, {Payload: []byte("b")}}); err != nil {
 		t.Fatal(err)
 	}
-	sub, err := d.Subscribe(ctx, driver.SubscriptionSpec{Topic: topic, Group: "g-" + randomSuffix(), DeadLetterTopic: topic + ".dlq", Prefetch: 2})
+	sub, err := d.Subscribe(ctx, driver.SubscriptionSpec{Topic: topic, Group: group, DeadLetterTopic: topic + ".dlq", Prefetch: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,9 +15,16 @@ import (
 	"github.com/msgx/msgx/broker/driver"
 )
 
+// partKey names a partition of one of the subscription's two topics.
+type partKey struct {
+	topic string
+	id    int32
+}
+
 // partState is this consumer's view of one owned partition.
 type partState struct {
 	s         *subscription
+	topic     string // the subscription's topic or its retry topic
 	id        int32
 	t         tracker
 	inflight  int   // handed to the port and not settled
@@ -40,6 +47,9 @@ type subscription struct {
 	d    *Driver
 	spec driver.SubscriptionSpec
 	cl   *kgo.Client
+	// retryTopic is the group's own topic for requeued messages (see
+	// RetryTopic), consumed by the same client in the same group.
+	retryTopic string
 	// member is the static group.instance.id, "" for a dynamic member.
 	member string
 
@@ -48,7 +58,7 @@ type subscription struct {
 	commitMu sync.Mutex
 
 	mu       sync.Mutex
-	parts    map[int32]*partState
+	parts    map[partKey]*partState
 	buf      []*delivery // registered, not yet handed out
 	bufHead  int
 	inflight int // handed out, unsettled, on live partitions
@@ -58,7 +68,7 @@ type subscription struct {
 	drained  chan struct{} // a revoking partition drained, or closing
 	// rewinds are the positions released partitions are fetched again
 	// from, applied by the polling goroutine (see release).
-	rewinds    map[int32]kgo.EpochOffset
+	rewinds    map[partKey]kgo.EpochOffset
 	pollCancel context.CancelFunc // ends the poll under way, if any
 
 	// waitingForRoom, when set (tests), is called as Receive starts waiting
@@ -92,15 +102,25 @@ func (d *Driver) Subscribe(ctx context.Context, spec driver.SubscriptionSpec) (d
 			return nil, fmt.Errorf("kafka: dead-letter topic of %s/%s: %w", spec.Topic, spec.Group, err)
 		}
 	}
+	// Requeued copies go to a topic of the group's own, so that no other
+	// group, and no other reader of the topic, ever sees them.
+	retry, err := retryTopicSpec(ctx, prod, spec)
+	if err == nil {
+		err = ensureTopics(ctx, prod, retry)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kafka: retry topic of %s/%s: %w", spec.Topic, spec.Group, err)
+	}
 	s := &subscription{
-		d:        d,
-		spec:     spec,
-		parts:    map[int32]*partState{},
-		prefetch: max(spec.Prefetch, 1),
-		room:     make(chan struct{}, 1),
-		drained:  make(chan struct{}, 1),
-		stop:     make(chan struct{}),
-		loopDone: make(chan struct{}),
+		d:          d,
+		spec:       spec,
+		retryTopic: retry.name,
+		parts:      map[partKey]*partState{},
+		prefetch:   max(spec.Prefetch, 1),
+		room:       make(chan struct{}, 1),
+		drained:    make(chan struct{}, 1),
+		stop:       make(chan struct{}),
+		loopDone:   make(chan struct{}),
 	}
 	opts := append([]kgo.Opt{
 		// A new group starts from the oldest retained record, so a group's
@@ -115,7 +135,10 @@ func (d *Driver) Subscribe(ctx context.Context, spec driver.SubscriptionSpec) (d
 	}
 	opts = append(opts,
 		kgo.ConsumerGroup(spec.Group),
-		kgo.ConsumeTopics(spec.Topic),
+		// One client in one group for both topics: the retry topic's
+		// partitions are balanced over the group's members, and revoked,
+		// like the topic's own.
+		kgo.ConsumeTopics(spec.Topic, s.retryTopic),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsRevoked(s.onRevoked),
@@ -213,7 +236,11 @@ func (s *subscription) takeLocked(n int) []driver.Delivery {
 		s.buf[s.bufHead] = nil
 		s.bufHead++
 		d.p.inflight++
-		out[i] = d
+		if d.retry {
+			out[i] = (*retryDelivery)(d)
+		} else {
+			out[i] = d
+		}
 	}
 	s.inflight += k
 	if s.bufHead == len(s.buf) {
@@ -245,33 +272,45 @@ func (s *subscription) register(fetches kgo.Fetches) error {
 	// more than the rest of the driver's work.
 	ds := make([]delivery, n)
 	i := 0
-	fetches.EachRecord(func(r *kgo.Record) {
-		d := &ds[i]
-		i++
-		d.offset, d.epoch = r.Offset, r.LeaderEpoch
-		d.msg.Key = aliasString(r.Key)
-		d.msg.Payload = r.Value
-		if n := len(r.Headers); n > 0 {
-			d.msg.Headers = make(map[string]string, n)
-			for _, h := range r.Headers {
-				d.msg.Headers[h.Key] = string(h.Value)
+	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+		retry := fp.Topic != s.spec.Topic
+		for _, r := range fp.Records {
+			d := &ds[i]
+			i++
+			d.offset, d.epoch = r.Offset, r.LeaderEpoch
+			d.msg.Key = aliasString(r.Key)
+			d.msg.Payload = r.Value
+			if n := len(r.Headers); n > 0 {
+				d.msg.Headers = make(map[string]string, n)
+				for _, h := range r.Headers {
+					d.msg.Headers[h.Key] = string(h.Value)
+				}
 			}
+			d.partition, d.retry = r.Partition, retry
 		}
-		d.partition = r.Partition
 	})
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {
 		return nil // never handed out nor tracked: redelivered after Close
 	}
-	var p *partState
+	// Records come grouped by partition: the maps are looked up only where
+	// the partition changes, not per record.
+	var (
+		p      *partState
+		k      partKey
+		kRetry bool
+		rewind bool
+	)
 	for i := range ds {
 		d := &ds[i]
-		if _, ok := s.rewinds[d.partition]; ok {
-			continue // fetched again from the rewound position
+		if i == 0 || d.partition != k.id || d.retry != kRetry {
+			k, kRetry = s.key(d.retry, d.partition), d.retry
+			_, rewind = s.rewinds[k]
+			p = s.parts[k]
 		}
-		if p == nil || p.id != d.partition {
-			p = s.parts[d.partition]
+		if rewind {
+			continue // fetched again from the rewound position
 		}
 		if p != nil && d.offset <= p.last {
 			// The client rewound the partition (a reset after log truncation):
@@ -280,8 +319,8 @@ func (s *subscription) register(fetches kgo.Fetches) error {
 			p = nil
 		}
 		if p == nil {
-			p = &partState{s: s, id: d.partition, committed: -1, live: true}
-			s.parts[d.partition] = p
+			p = &partState{s: s, topic: k.topic, id: k.id, committed: -1, live: true}
+			s.parts[k] = p
 		}
 		d.p = p
 		p.last = d.offset
@@ -289,6 +328,15 @@ func (s *subscription) register(fetches kgo.Fetches) error {
 		s.buf = append(s.buf, d)
 	}
 	return nil
+}
+
+// key is the map key of partition id of the topic (retry false) or of the
+// retry topic.
+func (s *subscription) key(retry bool, id int32) partKey {
+	if retry {
+		return partKey{s.retryTopic, id}
+	}
+	return partKey{s.spec.Topic, id}
 }
 
 // giveBack gives d back: Kafka cannot return one record, so its partition is
@@ -307,9 +355,9 @@ func (s *subscription) giveBack(d *delivery) error {
 	pos, _ := p.t.position()
 	s.retireLocked(p)
 	if s.rewinds == nil {
-		s.rewinds = map[int32]kgo.EpochOffset{}
+		s.rewinds = map[partKey]kgo.EpochOffset{}
 	}
-	s.rewinds[p.id] = pos
+	s.rewinds[partKey{p.topic, p.id}] = pos
 	if s.pollCancel != nil {
 		s.pollCancel()
 	}
@@ -327,9 +375,17 @@ func (s *subscription) applyRewinds() {
 	rw := s.rewinds
 	s.rewinds = nil
 	s.mu.Unlock()
-	if len(rw) > 0 {
-		s.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{s.spec.Topic: rw})
+	if len(rw) == 0 {
+		return
 	}
+	offs := map[string]map[int32]kgo.EpochOffset{}
+	for k, pos := range rw {
+		if offs[k.topic] == nil {
+			offs[k.topic] = map[int32]kgo.EpochOffset{}
+		}
+		offs[k.topic][k.id] = pos
+	}
+	s.cl.SetOffsets(offs)
 }
 
 // retireLocked forgets p without committing: its buffered records are
@@ -345,7 +401,7 @@ func (s *subscription) retireLocked(p *partState) {
 	s.buf = kept
 	p.live = false
 	s.inflight -= p.inflight
-	delete(s.parts, p.id)
+	delete(s.parts, partKey{p.topic, p.id})
 }
 
 // settle marks d done in its partition's tracker.
@@ -446,15 +502,18 @@ func (s *subscription) positionsLocked(ps []*partState, forget bool) (map[string
 	for _, p := range ps {
 		if pos, ok := p.t.position(); ok && pos.Offset > p.committed {
 			if offs == nil {
-				offs = map[string]map[int32]kgo.EpochOffset{s.spec.Topic: {}}
+				offs = map[string]map[int32]kgo.EpochOffset{}
 			}
-			offs[s.spec.Topic][p.id] = pos
+			if offs[p.topic] == nil {
+				offs[p.topic] = map[int32]kgo.EpochOffset{}
+			}
+			offs[p.topic][p.id] = pos
 			at = append(at, committedAt{p, pos.Offset})
 		}
 		if forget {
 			p.live = false
 			s.inflight -= p.inflight
-			delete(s.parts, p.id)
+			delete(s.parts, partKey{p.topic, p.id})
 		}
 	}
 	return offs, at
@@ -481,7 +540,7 @@ func (s *subscription) commit(offs map[string]map[int32]kgo.EpochOffset, at []co
 		for _, t := range resp.Topics {
 			for _, p := range t.Partitions {
 				if e := kerr.ErrorForCode(p.ErrorCode); e != nil {
-					cerr = errors.Join(cerr, fmt.Errorf("partition %d: %w", p.Partition, e))
+					cerr = errors.Join(cerr, fmt.Errorf("%s[%d]: %w", t.Topic, p.Partition, e))
 				}
 			}
 		}
@@ -500,29 +559,32 @@ func (s *subscription) commit(offs map[string]map[int32]kgo.EpochOffset, at []co
 // onRevoked runs when a rebalance takes partitions away (and when the member
 // leaves). Polls are blocked meanwhile, so nothing new is registered.
 func (s *subscription) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
-	s.release(revoked[s.spec.Topic], true)
+	s.release(revoked, true)
 }
 
 // onLost runs when the group session failed: the partitions may already be
 // someone else's, so nothing is committed for them.
 func (s *subscription) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
-	s.release(lost[s.spec.Topic], false)
+	s.release(lost, false)
 }
 
-func (s *subscription) release(ids []int32, commit bool) {
-	if len(ids) == 0 {
+// release gives up the partitions of both topics named in topics.
+func (s *subscription) release(topics map[string][]int32, commit bool) {
+	if len(topics) == 0 {
 		return
 	}
 	s.commitMu.Lock()
 	defer s.commitMu.Unlock()
 
 	s.mu.Lock()
-	ps := make([]*partState, 0, len(ids))
-	gone := map[int32]bool{}
-	for _, id := range ids {
-		if p := s.parts[id]; p != nil {
-			ps = append(ps, p)
-			gone[id] = true
+	var ps []*partState
+	gone := map[*partState]bool{}
+	for topic, ids := range topics {
+		for _, id := range ids {
+			if p := s.parts[partKey{topic, id}]; p != nil {
+				ps = append(ps, p)
+				gone[p] = true
+			}
 		}
 	}
 	if len(ps) == 0 {
@@ -533,7 +595,7 @@ func (s *subscription) release(ids []int32, commit bool) {
 	// new owner resumes from the committed position, which is before them.
 	kept := s.buf[:s.bufHead]
 	for _, d := range s.buf[s.bufHead:] {
-		if !gone[d.partition] {
+		if !gone[d.p] {
 			kept = append(kept, d)
 		}
 	}
@@ -629,6 +691,7 @@ type delivery struct {
 	p         *partState
 	msg       driver.Message
 	partition int32
+	retry     bool // read from the retry topic: handed out as a retryDelivery
 }
 
 func (d *delivery) Message() *driver.Message { return &d.msg }
@@ -637,25 +700,26 @@ func (d *delivery) Message() *driver.Message { return &d.msg }
 func (d *delivery) Ack(context.Context) error { return d.p.s.settle(d) }
 
 // Requeue implements driver.Delivery: Kafka has no per-message nack, so the
-// message (with the port's updated headers) is re-published to the same
-// topic and key, confirmed, and then the original is settled. The delay is
-// carried by the port's not-before header.
+// message (with the port's updated headers) is re-published with its key to
+// the group's retry topic, which only this group reads, confirmed, and then
+// the original is settled. The delay is carried by the port's not-before
+// header.
 func (d *delivery) Requeue(ctx context.Context, msg *driver.Message, _ time.Duration) error {
 	s := d.p.s
 	if !s.owns(d) {
 		return ErrRevoked
 	}
-	if err := s.d.Publish(ctx, s.spec.Topic, []*driver.Message{msg}); err != nil {
-		return fmt.Errorf("kafka: requeue: %w", err)
+	if err := s.d.Publish(ctx, s.retryTopic, []*driver.Message{msg}); err != nil {
+		return fmt.Errorf("kafka: requeue to %s: %w", s.retryTopic, err)
 	}
 	return s.settle(d)
 }
 
-// Release implements driver.Delivery: msg (addressed to this group) is
-// re-published to the back of the topic and the original settled, so that a
-// message whose settlement keeps failing does not hold its partition; when
-// that publish fails too, the partition is rewound to the oldest unsettled
-// record (see subscription.giveBack).
+// Release implements driver.Delivery: msg is re-published to the back of the
+// group's retry topic and the original settled, so that a message whose
+// settlement keeps failing does not hold its partition; when that publish
+// fails too, the partition is rewound to the oldest unsettled record (see
+// subscription.giveBack).
 func (d *delivery) Release(ctx context.Context, msg *driver.Message, delay time.Duration) error {
 	err := d.Requeue(ctx, msg, delay)
 	if err == nil || errors.Is(err, driver.ErrNotHeld) {
@@ -676,4 +740,31 @@ func (d *delivery) DeadLetter(ctx context.Context, msg *driver.Message) error {
 		return fmt.Errorf("kafka: dead-letter to %s: %w", s.spec.DeadLetterTopic, err)
 	}
 	return s.settle(d)
+}
+
+// retryDelivery is a delivery read from the retry topic. It is not
+// driver.Positioned: the port names the subscription's topic for every
+// delivery, and there this partition and offset are another record's, so a
+// consumer taking the position for the record's identity would confuse the
+// two. The conversion from a delivery allocates nothing.
+type retryDelivery delivery
+
+func (r *retryDelivery) Message() *driver.Message { return &r.msg }
+
+// Ack implements driver.Delivery.
+func (r *retryDelivery) Ack(ctx context.Context) error { return (*delivery)(r).Ack(ctx) }
+
+// Requeue implements driver.Delivery: to the retry topic again.
+func (r *retryDelivery) Requeue(ctx context.Context, msg *driver.Message, delay time.Duration) error {
+	return (*delivery)(r).Requeue(ctx, msg, delay)
+}
+
+// Release implements driver.Delivery.
+func (r *retryDelivery) Release(ctx context.Context, msg *driver.Message, delay time.Duration) error {
+	return (*delivery)(r).Release(ctx, msg, delay)
+}
+
+// DeadLetter implements driver.Delivery.
+func (r *retryDelivery) DeadLetter(ctx context.Context, msg *driver.Message) error {
+	return (*delivery)(r).DeadLetter(ctx, msg)
 }

@@ -2,12 +2,16 @@ package kafka
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/msgx/msgx/broker/driver"
 )
 
 // topicSpec is a topic the driver creates when it is missing.
@@ -49,4 +53,45 @@ func ensureTopics(ctx context.Context, cl *kgo.Client, topics ...topicSpec) erro
 		}
 	}
 	return nil
+}
+
+// maxTopicLen is Kafka's limit on a topic name.
+const maxTopicLen = 249
+
+// RetryTopic is the topic where the subscriptions of group to topic put the
+// messages they requeue: "<topic>.msgx-retry.<group>". Only that group reads
+// it. When that is no legal Kafka topic name (a character other than
+// letters, digits, '.', '_' and '-', or more than 249 characters), every
+// other character becomes '_', the name is cut to fit, and '.' and 16 hex
+// digits of the SHA-256 of topic, a zero byte and group are appended, so
+// that two groups never share a retry topic.
+func RetryTopic(topic, group string) string {
+	name := topic + ".msgx-retry." + group
+	if len(name) <= maxTopicLen && validTopicChars(name) {
+		return name
+	}
+	sum := sha256.Sum256([]byte(topic + "\x00" + group))
+	suffix := "." + hex.EncodeToString(sum[:8])
+	b := []byte(name)
+	for i, c := range b {
+		if !legalIDChar(rune(c)) {
+			b[i] = '_'
+		}
+	}
+	return string(b[:min(len(b), maxTopicLen-len(suffix))]) + suffix
+}
+
+// retryTopicSpec is the retry topic of spec's group. It gets as many
+// partitions as spec's topic, so that the group's members share its load
+// alike; the broker's default when the topic does not exist yet.
+func retryTopicSpec(ctx context.Context, cl *kgo.Client, spec driver.SubscriptionSpec) (topicSpec, error) {
+	t := topicSpec{name: RetryTopic(spec.Topic, spec.Group), partitions: -1}
+	details, err := kadm.NewClient(cl).ListTopics(ctx, spec.Topic)
+	if err != nil {
+		return t, fmt.Errorf("describe topic %q: %w", spec.Topic, err)
+	}
+	if d, ok := details[spec.Topic]; ok && d.Err == nil && len(d.Partitions) > 0 {
+		t.partitions = int32(len(d.Partitions))
+	}
+	return t, nil
 }
