@@ -130,7 +130,9 @@ func New(ctx context.Context, cfg *config.Config, reg *Registry, opts ...Option)
 	a := &App{cfg: cfg, log: newLogger(cfg.Log, o.logOut), clock: o.clock, brokers: map[string]*broker.Broker{}, mailboxes: map[string]*mailbox.Table{}, mysql: map[string]*sql.DB{}}
 	defer func() {
 		if err != nil {
-			a.close(context.WithoutCancel(ctx))
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout.D())
+			defer cancel()
+			a.close(cctx)
 		}
 	}()
 	a.fp = o.fp.With(failpoint.WithLogger(a.log))
@@ -365,7 +367,7 @@ func (a *App) buildStreams(ctx context.Context, reg *Registry, deps Deps) error 
 func (a *App) brokerSource(streamName, name string, c config.Source, s *stream, deps Deps) (*brokersource.Source, error) {
 	opts := []brokersource.Option{brokersource.WithName(name), brokersource.WithMaxBytes(c.MaxBytes),
 		brokersource.WithLogger(a.log), brokersource.WithRegisterer(a.metrics), brokersource.WithTracer(deps.Tracer),
-		brokersource.WithStopTimeout(a.cfg.ShutdownTimeout.D()), brokersource.WithClock(a.clock)}
+		brokersource.WithStopTimeout(a.cfg.ShutdownTimeout.D() - closeReserve(a.cfg.ShutdownTimeout.D())), brokersource.WithClock(a.clock)}
 	if s.table != nil {
 		opts = append(opts, brokersource.WithMailbox(s.table, s.poller.Nudge))
 	}
@@ -514,11 +516,11 @@ func (a *App) buildIngress() error {
 
 // Run serves until ctx ends, then stops: the HTTP ingress first (no new
 // messages), then the streams, pipelines and relay (work in flight finishes
-// or is given back unsettled), then the brokers and the admin listener. It
-// returns nil after a stop asked for by ctx, or the error of a component
-// that failed on its own.
+// or is given back unsettled), then the brokers and the admin listener. The
+// whole stop is bounded by one shutdown-timeout, of which the work may take
+// all but a reserve kept for closing the brokers. It returns nil after a stop
+// asked for by ctx, or the error of a component that failed on its own.
 func (a *App) Run(ctx context.Context) error {
-	defer a.close(context.WithoutCancel(ctx))
 	var fatalOnce sync.Once
 	fatal := make(chan error, 1)
 	fail := func(what string, err error) {
@@ -569,10 +571,14 @@ func (a *App) Run(ctx context.Context) error {
 		a.log.Error("stopping: a component failed", "err", err)
 	}
 	a.stopping.Store(true)
-	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.ShutdownTimeout.D())
+	budget := a.cfg.ShutdownTimeout.D()
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget)
 	defer cancel()
+	defer a.close(stopCtx)
+	workStop, cancelWork := context.WithTimeout(stopCtx, budget-closeReserve(budget))
+	defer cancelWork()
 	if a.ingSrv != nil {
-		if e := a.ingSrv.Shutdown(stopCtx); e != nil {
+		if e := a.ingSrv.Shutdown(workStop); e != nil {
 			a.log.Warn("ingress: requests still running at the stop deadline", "err", e)
 		}
 	}
@@ -581,17 +587,22 @@ func (a *App) Run(ctx context.Context) error {
 	go func() { wg.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-stopCtx.Done():
+	case <-workStop.Done():
 		a.log.Error("stop deadline passed with work still running; it is abandoned unsettled")
 	}
 	a.log.Info("stopped")
 	return err
 }
 
-// close releases everything New opened, in reverse order.
-func (a *App) close(ctx context.Context) {
-	stopCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
+// closeReserve is the part of a stop budget kept for closing the brokers
+// and the store after the work stopped: a quarter, at most 5 s.
+func closeReserve(budget time.Duration) time.Duration {
+	return min(budget/4, 5*time.Second)
+}
+
+// close releases everything New opened, in reverse order, within stopCtx:
+// what is still closing at its end is abandoned.
+func (a *App) close(stopCtx context.Context) {
 	if a.adminSrv != nil {
 		_ = a.adminSrv.Shutdown(stopCtx)
 	} else if a.adminLn != nil {

@@ -335,11 +335,13 @@ func (b *Broker) Stop(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	if err := boundedClose(ctx, b.opts.closeTimeout, b.drv.Close); err != nil {
-		errs = append(errs, fmt.Errorf("broker %s: close: %w", b.name, err))
+	closeErr := boundedClose(ctx, b.opts.closeTimeout, b.drv.Close)
+	if closeErr != nil {
+		errs = append(errs, fmt.Errorf("broker %s: close: %w", b.name, closeErr))
 	}
-	if b.fwdDone != nil {
-		// The adapter closes its error channel as its Close ends.
+	// The adapter closes its error channel as its Close ends, so there is
+	// nothing to wait for while that Close is still going on.
+	if b.fwdDone != nil && !errors.Is(closeErr, errStillClosing) {
 		t := b.opts.clock.NewTimer(b.opts.closeTimeout)
 		select {
 		case <-b.fwdDone:

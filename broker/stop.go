@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -54,6 +55,9 @@ func boundedClose(ctx context.Context, grace time.Duration, closeFn func(context
 			return err
 		default:
 		}
-		return fmt.Errorf("not closed in time, still closing: %w", cctx.Err())
+		return fmt.Errorf("%w: %w", errStillClosing, cctx.Err())
 	}
 }
+
+// errStillClosing is boundedClose's error for a close it stopped waiting for.
+var errStillClosing = errors.New("not closed in time, still closing")

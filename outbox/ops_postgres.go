@@ -244,15 +244,15 @@ func (o *pgOps) dbNow(ctx context.Context) (time.Time, error) {
 }
 
 // watermarkSample reads the last event id handed out and then, in a later
-// statement, the xmax and xmin of a new snapshot (see watermark).
-func (o *pgOps) watermarkSample(ctx context.Context) (last, xmax, xmin int64, err error) {
+// statement, the transaction ids running in the database (see watermark).
+func (o *pgOps) watermarkSample(ctx context.Context) (last int64, running []int64, err error) {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	if err := o.run.QueryRow(ctx, o.q.Get("WatermarkLast")).Scan(&last); err != nil {
-		return 0, 0, 0, fmt.Errorf("outbox: WatermarkLast: %w", err)
+		return 0, nil, fmt.Errorf("outbox: WatermarkLast: %w", err)
 	}
-	if err := o.run.QueryRow(ctx, o.q.Get("WatermarkSnapshot")).Scan(&xmax, &xmin); err != nil {
-		return 0, 0, 0, fmt.Errorf("outbox: WatermarkSnapshot: %w", err)
+	if err := o.run.QueryRow(ctx, o.q.Get("WatermarkRunning")).Scan(&running); err != nil {
+		return 0, nil, fmt.Errorf("outbox: WatermarkRunning: %w", err)
 	}
-	return last, xmax, xmin, nil
+	return last, running, nil
 }

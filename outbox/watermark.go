@@ -19,14 +19,15 @@ import (
 // The floor may only pass ids whose transactions have ended, or a
 // late-committing event would wait for the next full pass. The watermark
 // tells which: every id up to it has committed or rolled back. A sample reads
-// the last id handed out (L), then, in a later statement, the xmax N of a new
-// snapshot: every transaction id below N was assigned before that snapshot.
-// Enqueue gives its transaction a transaction id before taking event ids, so
-// every transaction holding an id <= L has a transaction id below N. Once the
-// oldest running transaction (a later snapshot's xmin) is at least N, all of
-// them have ended, and L becomes the watermark. Sampling assigns no
-// transaction id (an earlier version took one per sample, 50 a second per
-// relay, bringing wraparound closer for nothing).
+// the last id handed out (L), then, in a later statement, the transaction ids
+// running in the database (R). Enqueue gives its transaction a transaction id
+// before taking event ids, so every transaction holding an id <= L is either
+// over or in R. Once a later sample finds none of R running, all of them
+// have ended, and L becomes the watermark (at once when R is empty). Sampling
+// assigns no transaction id (an earlier version took one per sample, 50 a
+// second per relay, bringing wraparound closer for nothing). A snapshot's
+// xmin and xmax cannot stand in for R: a running transaction newer than every
+// completed one is above the snapshot's xmax and so in neither.
 
 // rescanInterval is how often a lane starts a pass from the first pending id.
 const rescanInterval = time.Second
@@ -38,7 +39,10 @@ const watermarkInterval = 20 * time.Millisecond
 // end (a long transaction elsewhere holds them all back).
 const maxWatermarkSamples = 64
 
-type wmSample struct{ last, xmax int64 }
+type wmSample struct {
+	last    int64
+	running []int64
+}
 
 type watermark struct {
 	w       atomic.Int64
@@ -58,13 +62,14 @@ func (m *watermark) current(ctx context.Context, o *pgOps, now time.Time) int64 
 		return m.w.Load()
 	}
 	m.next = now.Add(watermarkInterval)
-	last, xmax, xmin, err := o.watermarkSample(ctx)
+	last, running, err := o.watermarkSample(ctx)
 	if err != nil {
 		return m.w.Load()
 	}
+	m.samples = append(m.samples, wmSample{last: last, running: running})
 	keep := m.samples[:0]
 	for _, s := range m.samples {
-		if xmin >= s.xmax {
+		if !slices.ContainsFunc(s.running, func(x int64) bool { return slices.Contains(running, x) }) {
 			if s.last > m.w.Load() {
 				m.w.Store(s.last)
 			}
@@ -72,10 +77,10 @@ func (m *watermark) current(ctx context.Context, o *pgOps, now time.Time) int64 
 		}
 		keep = append(keep, s)
 	}
-	if len(keep) == maxWatermarkSamples {
+	if len(keep) > maxWatermarkSamples {
 		keep = append(keep[:0], keep[1:]...)
 	}
-	m.samples = append(keep, wmSample{last: last, xmax: xmax})
+	m.samples = keep
 	return m.w.Load()
 }
 

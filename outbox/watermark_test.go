@@ -31,8 +31,8 @@ func TestWatermarkWaitsForOpenTransactions(t *testing.T) {
 		clk.Advance(watermarkInterval)
 		return wm.current(ctx, o, clk.Now())
 	}
-	// The watermark also waits for other sessions' transactions on the
-	// server (any database), so it is awaited, within a generous bound.
+	// The watermark also waits for other sessions' transactions in the
+	// database, so it is awaited, within a generous bound.
 	reach := func(want int64) {
 		t.Helper()
 		deadline := time.Now().Add(45 * time.Second)
@@ -89,6 +89,62 @@ func TestWatermarkWaitsForOpenTransactions(t *testing.T) {
 	reach(last)
 	if got := seq("late"); got != lateID {
 		t.Fatalf("the open transaction's event has id %d, want %d", got, lateID)
+	}
+}
+
+// The same when the open transaction is the newest one of the server: no
+// transaction that began after it has completed, so it lies above every
+// snapshot's xmax, where a snapshot's xmin does not see it.
+func TestWatermarkWaitsForTheNewestTransaction(t *testing.T) {
+	db := storetest.NewPostgres(t, store.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, o, err := newRelayDB(db, 5*time.Second, 2, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.close()
+	clk := clock.NewFake(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	var wm watermark
+	sample := func() int64 {
+		clk.Advance(watermarkInterval)
+		return wm.current(ctx, o, clk.Now())
+	}
+	for round := range 5 {
+		open, release := make(chan int64), make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			done <- db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+				id := fmt.Sprintf("late-%d", round)
+				if err := Enqueue(ctx, tx, clk.Now(), Event{ID: id, Target: "t", Topic: "t", Key: id}); err != nil {
+					return err
+				}
+				var n int64
+				if err := tx.QueryRow(ctx, "SELECT id FROM msgx_outbox WHERE event_id = $1", id).Scan(&n); err != nil {
+					return err
+				}
+				open <- n
+				<-release
+				return nil
+			})
+		}()
+		lateID := <-open
+		for range 10 {
+			if w := sample(); w >= lateID {
+				close(release)
+				<-done
+				t.Fatalf("round %d: watermark %d reached the open transaction's event %d", round, w, lateID)
+			}
+		}
+		close(release)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(45 * time.Second); sample() < lateID; {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: watermark never reached %d after its transaction ended", round, lateID)
+			}
+		}
 	}
 }
 
@@ -156,11 +212,12 @@ func TestWatermarkSampleAssignsNoTransactionID(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
-		var last, xmax, xmin int64
+		var last int64
+		var running []int64
 		if err := tx.QueryRow(ctx, q.Get("WatermarkLast")).Scan(&last); err != nil {
 			return err
 		}
-		if err := tx.QueryRow(ctx, q.Get("WatermarkSnapshot")).Scan(&xmax, &xmin); err != nil {
+		if err := tx.QueryRow(ctx, q.Get("WatermarkRunning")).Scan(&running); err != nil {
 			return err
 		}
 		var assigned *string

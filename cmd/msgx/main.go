@@ -18,6 +18,8 @@ var version = "dev"
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// A second signal during the stop ends the process at once.
+	context.AfterFunc(ctx, stop)
 	if err := newRoot().ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "msgx:", err)
 		os.Exit(1)

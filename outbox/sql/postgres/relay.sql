@@ -271,12 +271,16 @@ DELETE FROM msgx_outbox_sent WHERE ctid = ANY(ARRAY(
 SELECT CASE WHEN s.is_called THEN s.last_value ELSE s.last_value - 1 END
 FROM msgx_outbox_id_seq s
 
--- name: WatermarkSnapshot
--- Second statement, with a snapshot taken after the first one read the last
--- id: its xmax (every transaction id below it was assigned before) and its
--- xmin (every transaction id below it has ended). Assigns no transaction id.
-SELECT pg_snapshot_xmax(s)::text::bigint, pg_snapshot_xmin(s)::text::bigint
-FROM pg_current_snapshot() AS s
+-- name: WatermarkRunning
+-- Second statement: the transaction ids of this database's transactions
+-- running now, read from the server's process table. Not a snapshot's
+-- xmin/xmax: a snapshot's xmax is the last completed transaction id + 1, so
+-- a running transaction newer than every completed one is in neither its
+-- list nor its xmin, and would look ended. Assigns no transaction id.
+SELECT coalesce(array_agg(backend_xid::text::bigint), '{}')
+FROM pg_stat_get_activity(NULL)
+WHERE backend_xid IS NOT NULL
+  AND datid = (SELECT oid FROM pg_database WHERE datname = current_database())
 
 -- name: DBNow
 -- The database server's clock, which every relay's leases are read on.
