@@ -27,8 +27,10 @@ const (
 	// HeaderNotBefore holds the earliest delivery time in Unix milliseconds; the
 	// port's local scheduler holds a delivery until then.
 	HeaderNotBefore = driver.HeaderNotBefore
-	// HeaderForGroup restricts a requeued copy to the group that requeued it, for
-	// brokers where a requeue is a re-publish that every group would otherwise see.
+	// HeaderForGroup restricts a requeued copy to the group that requeued it.
+	// Every adapter requeues to a destination of the group's own; the header
+	// still keeps a copy that reaches another group (one requeued to a shared
+	// topic by an older version, or moved there by hand) from running twice.
 	HeaderForGroup = driver.HeaderForGroup
 
 	// Dead-letter reason headers.
