@@ -121,8 +121,12 @@ func (l *lane) cycleUnordered(ctx context.Context, flush bool) (cycleResult, err
 	var after, wm int64
 	var pass bool
 	if l.r.wm != nil && !flush {
-		wm = l.r.wm.current(ctx, l.r.pg, now)
+		// The last sample's watermark: an older one is still true, and the
+		// sample itself is taken after the send, off the way from claim to
+		// broker.
+		wm = l.r.wm.load()
 		after, pass = l.floor.start(now)
+		defer l.r.wm.sample(ctx, l.r.pg, now)
 	}
 	evs, err := l.r.ops.claimUnordered(ctx, l.cfg.target, after, now, lease, l.cfg.batch)
 	if err != nil {

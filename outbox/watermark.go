@@ -51,20 +51,24 @@ type watermark struct {
 	samples []wmSample
 }
 
-// current returns the watermark, sampling it first when a sample is due and
-// nobody else is taking one. Errors only leave the watermark where it was.
-func (m *watermark) current(ctx context.Context, o *pgOps, now time.Time) int64 {
+// load returns the watermark as of the last sample.
+func (m *watermark) load() int64 { return m.w.Load() }
+
+// sample takes a sample when one is due and nobody else is taking one, and
+// moves the watermark up to the newest sample whose transactions have all
+// ended. Errors only leave the watermark where it was.
+func (m *watermark) sample(ctx context.Context, o *pgOps, now time.Time) {
 	if !m.mu.TryLock() {
-		return m.w.Load()
+		return
 	}
 	defer m.mu.Unlock()
 	if now.Before(m.next) {
-		return m.w.Load()
+		return
 	}
 	m.next = now.Add(watermarkInterval)
 	last, running, err := o.watermarkSample(ctx)
 	if err != nil {
-		return m.w.Load()
+		return
 	}
 	m.samples = append(m.samples, wmSample{last: last, running: running})
 	keep := m.samples[:0]
@@ -81,7 +85,6 @@ func (m *watermark) current(ctx context.Context, o *pgOps, now time.Time) int64 
 		keep = append(keep[:0], keep[1:]...)
 	}
 	m.samples = keep
-	return m.w.Load()
 }
 
 // floor is an unordered lane's claim start, and the passes below it.

@@ -29,7 +29,8 @@ func TestWatermarkWaitsForOpenTransactions(t *testing.T) {
 	var wm watermark
 	sample := func() int64 {
 		clk.Advance(watermarkInterval)
-		return wm.current(ctx, o, clk.Now())
+		wm.sample(ctx, o, clk.Now())
+		return wm.load()
 	}
 	// The watermark also waits for other sessions' transactions in the
 	// database, so it is awaited, within a generous bound.
@@ -108,7 +109,8 @@ func TestWatermarkWaitsForTheNewestTransaction(t *testing.T) {
 	var wm watermark
 	sample := func() int64 {
 		clk.Advance(watermarkInterval)
-		return wm.current(ctx, o, clk.Now())
+		wm.sample(ctx, o, clk.Now())
+		return wm.load()
 	}
 	for round := range 5 {
 		open, release := make(chan int64), make(chan struct{})
