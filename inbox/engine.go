@@ -40,6 +40,20 @@ type Backfiller interface {
 	Backfill(ctx context.Context, ids []int64, at time.Time) error
 }
 
+// TxBackfiller is a Backfiller that can also write the mark inside a
+// transaction of the engine's store, when its mailbox lives there (the same
+// database). The engine then writes the mark of terminal messages in the pump
+// transaction that finishes them: no intent to record, no second transaction
+// and no second update of the inbox row after the commit.
+type TxBackfiller interface {
+	Backfiller
+	// BackfillsIn reports whether the marks live in db.
+	BackfillsIn(db *store.DB) bool
+	// BackfillTx writes the mark of ids in tx. It may hold the write back
+	// (tx.ExecBatch under store.Defer): a failure then aborts the transaction.
+	BackfillTx(ctx context.Context, tx store.Tx, ids []int64, at time.Time) error
+}
+
 // Job is a maintenance job run on the engine's maintenance goroutine while it
 // holds the lease. Run must be bounded (a batch, not a backlog); returning
 // more=true runs it again soon.
@@ -172,7 +186,8 @@ func WithOnCommit(f func(Committed)) Option { return func(o *options) { o.onComm
 
 // WithBackfill registers the backfill intent at every terminal commit and
 // writes the processed mark with b: once right after the commit, then by a
-// sweep with backoff (default: no backfill).
+// sweep with backoff (default: no backfill). A TxBackfiller whose marks live
+// in the engine's store has them written in the pump transaction instead.
 func WithBackfill(b Backfiller) Option { return func(o *options) { o.backfiller = b } }
 
 // WithShadow runs the stream in shadow mode: no backfill intent, no writes to
@@ -240,8 +255,11 @@ type Engine struct {
 
 	wake       chan struct{}
 	backfillCh chan []int64
-	leader     atomic.Bool
-	running    atomic.Bool
+	// txMark writes the processed marks in the pump transaction (a mailbox
+	// in the store), or is nil.
+	txMark  TxBackfiller
+	leader  atomic.Bool
+	running atomic.Bool
 	// isolate counts messages still to be processed one per transaction after
 	// a group transaction failed as a whole (e.g. at commit), so that the
 	// failure is charged to the message that causes it.
@@ -324,6 +342,9 @@ func New(db *store.DB, stream string, proc Processor, opts ...Option) (*Engine, 
 			stmtTimeout: millis(o.stmtTimeout), lockTimeout: millis(o.lockTimeout), hostTime: o.leaseHostTime},
 		wake:       make(chan struct{}, 1),
 		backfillCh: make(chan []int64, 64),
+	}
+	if tb, ok := o.backfiller.(TxBackfiller); ok && tb.BackfillsIn(db) {
+		e.txMark = tb
 	}
 	e.noCursorBound = math.MaxInt64
 	for _, s := range o.sources {

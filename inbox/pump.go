@@ -458,24 +458,30 @@ func (e *Engine) flush(ctx context.Context, tx store.Tx, done []success, now tim
 	if len(done) == 0 {
 		return nil
 	}
-	backfill := e.backfillIntent(now)
+	backfill, marked := e.backfillIntent(now), e.markedAt(now)
+	ids := make([]int64, len(done))
+	for i, s := range done {
+		ids[i] = s.id
+	}
 	if tx.Dialect() != store.Postgres {
 		// In process (SQLite), a statement per message costs no round trip.
 		for _, s := range done {
-			if err := e.settle(ctx, tx, s.id, s.status, "", s.reason, s.identity, s.kind, 1, nil, now, &now, backfill); err != nil {
+			if err := e.settle(ctx, tx, s.id, s.status, "", s.reason, s.identity, s.kind, 1, nil, now, &now, backfill, marked); err != nil {
 				return err
 			}
 		}
-		return nil
+		return e.mark(ctx, tx, ids, now)
 	}
-	var (
-		ids                          = make([]int64, len(done))
-		statuses, reasons, idents, k = make([]string, len(done)), make([]string, len(done)), make([]string, len(done)), make([]string, len(done))
-	)
+	// The marks are held back (under Defer) and travel in the statuses'
+	// pipeline.
+	if err := e.mark(ctx, tx, ids, now); err != nil {
+		return err
+	}
+	statuses, reasons, idents, k := make([]string, len(done)), make([]string, len(done)), make([]string, len(done)), make([]string, len(done))
 	for i, s := range done {
-		ids[i], statuses[i], reasons[i], idents[i], k[i] = s.id, string(s.status), s.reason, s.identity, s.kind
+		statuses[i], reasons[i], idents[i], k[i] = string(s.status), s.reason, s.identity, s.kind
 	}
-	n, err := tx.Exec(ctx, e.q.Get("SettleMany"), e.stream, ids, statuses, reasons, idents, k, now, backfill)
+	n, err := tx.Exec(ctx, e.q.Get("SettleMany"), e.stream, ids, statuses, reasons, idents, k, now, backfill, marked)
 	if err != nil {
 		return fmt.Errorf("inbox: settle %d messages: %w", len(ids), err)
 	}
@@ -600,17 +606,22 @@ func (e *Engine) recordFailure(ctx context.Context, tx store.Tx, w *work, class 
 	attempt := u.attempts + 1
 	reason := truncate(cause.Error())
 	status := Failed
-	var next, finished, backfill *time.Time
+	var next, finished, backfill, marked *time.Time
 	if class.Retryable() {
 		t := now.Add(e.o.backoff.Delay(attempt))
 		next = &t
 	} else {
 		status = Dead
 		finished = &now
-		backfill = e.backfillIntent(now)
+		backfill, marked = e.backfillIntent(now), e.markedAt(now)
 	}
-	if err := e.settle(ctx, tx, u.id, status, class, reason, w.identity, w.dec.Kind, 1, next, now, finished, backfill); err != nil {
+	if err := e.settle(ctx, tx, u.id, status, class, reason, w.identity, w.dec.Kind, 1, next, now, finished, backfill, marked); err != nil {
 		return settled{}, err
+	}
+	if status == Dead {
+		if err := e.mark(ctx, tx, []int64{u.id}, now); err != nil {
+			return settled{}, err
+		}
 	}
 	if err := e.logError(ctx, tx, u.id, attempt, class, reason, now); err != nil {
 		return settled{}, err
@@ -638,14 +649,20 @@ func (e *Engine) recordTxFailure(ctx context.Context, u unfinished, cause error)
 }
 
 func (e *Engine) settleDuplicate(ctx context.Context, tx store.Tx, w *work, owner int64, now time.Time) (settled, error) {
-	if err := e.settle(ctx, tx, w.row.id, Skipped, "", duplicateOf(owner), w.identity, w.dec.Kind, 1, nil, now, &now, e.backfillIntent(now)); err != nil {
+	if err := e.settle(ctx, tx, w.row.id, Skipped, "", duplicateOf(owner), w.identity, w.dec.Kind, 1, nil, now, &now, e.backfillIntent(now), e.markedAt(now)); err != nil {
+		return settled{}, err
+	}
+	if err := e.mark(ctx, tx, []int64{w.row.id}, now); err != nil {
 		return settled{}, err
 	}
 	return settled{id: w.row.id, status: Skipped}, nil
 }
 
 func (e *Engine) settleExhausted(ctx context.Context, tx store.Tx, u unfinished, why string, now time.Time) (settled, error) {
-	if err := e.settle(ctx, tx, u.id, Dead, Exhausted, why, "", "", 0, nil, now, &now, e.backfillIntent(now)); err != nil {
+	if err := e.settle(ctx, tx, u.id, Dead, Exhausted, why, "", "", 0, nil, now, &now, e.backfillIntent(now), e.markedAt(now)); err != nil {
+		return settled{}, err
+	}
+	if err := e.mark(ctx, tx, []int64{u.id}, now); err != nil {
 		return settled{}, err
 	}
 	if err := e.logError(ctx, tx, u.id, u.attempts, Exhausted, why, now); err != nil {
@@ -657,9 +674,9 @@ func (e *Engine) settleExhausted(ctx context.Context, tx store.Tx, u unfinished,
 
 // settle is the one statement that moves an unfinished message on.
 func (e *Engine) settle(ctx context.Context, tx store.Tx, id int64, status Status, class Class, reason, identity, kind string,
-	attempts int, next *time.Time, started time.Time, finished, backfill *time.Time) error {
+	attempts int, next *time.Time, started time.Time, finished, backfill, marked *time.Time) error {
 	n, err := tx.Exec(ctx, e.q.Get("Settle"), e.stream, id, string(status), nullable(string(class)), nullable(reason),
-		nullable(identity), nullable(kind), attempts, next, started, finished, backfill)
+		nullable(identity), nullable(kind), attempts, next, started, finished, backfill, marked)
 	if err != nil {
 		return fmt.Errorf("inbox: settle %d as %s: %w", id, status, err)
 	}
@@ -676,13 +693,38 @@ func (e *Engine) logError(ctx context.Context, tx store.Tx, id int64, attempt in
 	return nil
 }
 
+// writesBack reports whether the processed marks are written back at all.
+func (e *Engine) writesBack() bool { return e.o.backfiller != nil && !e.o.shadow }
+
 // backfillIntent is the due time registered with a terminal status, or nil
-// when nothing is written back.
+// when nothing is left to write back after the commit.
 func (e *Engine) backfillIntent(now time.Time) *time.Time {
-	if e.o.backfiller == nil || e.o.shadow {
+	if !e.writesBack() || e.txMark != nil {
 		return nil
 	}
 	return &now
+}
+
+// markedAt is the backfill time recorded with a terminal status whose mark is
+// written in the same transaction, or nil.
+func (e *Engine) markedAt(now time.Time) *time.Time {
+	if !e.writesBack() || e.txMark == nil {
+		return nil
+	}
+	return &now
+}
+
+// mark writes the processed mark of terminal messages in the pump
+// transaction when the mailbox lives in the store. A failure fails the
+// transaction, as any of its writes: the marks commit with the statuses.
+func (e *Engine) mark(ctx context.Context, tx store.Tx, ids []int64, now time.Time) error {
+	if e.markedAt(now) == nil || len(ids) == 0 {
+		return nil
+	}
+	if err := e.txMark.BackfillTx(ctx, tx, ids, now); err != nil {
+		return fmt.Errorf("inbox: write the processed mark of %d messages: %w", len(ids), err)
+	}
+	return nil
 }
 
 // afterCommit runs once the pump transaction committed.
@@ -701,15 +743,20 @@ func (e *Engine) afterCommit(changes []settled) {
 		}
 	}
 	e.m.batch.Observe(float64(len(changes)))
-	if len(c.IDs) > 0 && e.backfillIntent(time.Time{}) != nil {
-		// Committed, not yet backfilled: a crash here leaves the marks to
-		// the sweep.
+	if len(c.IDs) > 0 && e.writesBack() {
+		// Committed: a crash here leaves the marks to the sweep, unless
+		// they were written in the transaction.
 		e.o.failpoints.Hit(failpoint.InboxAfterCommit)
-		// Try once right away, off the pump goroutine; if the maintenance
-		// goroutine is busy the sweep finds the durable intent later.
-		select {
-		case e.backfillCh <- c.IDs:
-		default:
+		if e.txMark != nil {
+			e.m.backfilled.Add(float64(len(c.IDs)))
+		} else {
+			// Try once right away, off the pump goroutine; if the
+			// maintenance goroutine is busy the sweep finds the durable
+			// intent later.
+			select {
+			case e.backfillCh <- c.IDs:
+			default:
+			}
 		}
 	}
 	if e.o.onCommit != nil {

@@ -18,6 +18,7 @@ import (
 	// The shared mailbox is MySQL/MariaDB in production.
 	_ "github.com/go-sql-driver/mysql"
 
+	"github.com/msgx/msgx/inbox"
 	"github.com/msgx/msgx/store"
 )
 
@@ -351,15 +352,44 @@ func (t *Table) Backfill(ctx context.Context, ids []int64, at time.Time) error {
 		}
 		return nil
 	}
-	var list any = ids
-	if t.dialect == store.SQLite {
-		b, _ := json.Marshal(ids) // []int64 always marshals
-		list = string(b)
-	}
-	if _, err := t.st.Exec(ctx, t.q.Get("MarkProcessedList"), at, t.processed, list); err != nil {
+	if _, err := t.st.Exec(ctx, t.q.Get("MarkProcessedList"), at, t.processed, t.list(ids)); err != nil {
 		return fmt.Errorf("mailbox: backfill %s: %w", t.name, err)
 	}
 	return nil
+}
+
+var _ inbox.TxBackfiller = (*Table)(nil)
+
+// BackfillsIn reports whether the table lives in db (NewStore over db), so
+// that its marks can be written in db's transactions; it and BackfillTx
+// implement inbox.TxBackfiller. A MySQL mailbox never does.
+func (t *Table) BackfillsIn(db *store.DB) bool { return t.st != nil && t.st == db }
+
+// BackfillTx writes the processed mark of the given rows in tx, a
+// transaction of the store the table lives in. The write goes through
+// ExecBatch, so under store.Defer it travels with the transaction's next
+// statement and a failure aborts the transaction.
+func (t *Table) BackfillTx(ctx context.Context, tx store.Tx, ids []int64, at time.Time) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if t.st == nil {
+		return fmt.Errorf("mailbox: backfill %s: the table is not in the store", t.name)
+	}
+	if err := tx.ExecBatch(ctx, store.Stmt{SQL: t.q.Get("MarkProcessedList"), Args: []any{at, t.processed, t.list(ids)}}); err != nil {
+		return fmt.Errorf("mailbox: backfill %s: %w", t.name, err)
+	}
+	return nil
+}
+
+// list passes ids as the store's dialect takes a list: an array, or JSON text
+// for SQLite's json_each.
+func (t *Table) list(ids []int64) any {
+	if t.dialect == store.SQLite {
+		b, _ := json.Marshal(ids) // []int64 always marshals
+		return string(b)
+	}
+	return ids
 }
 
 // Drop removes the table (tests).

@@ -40,7 +40,7 @@ UPDATE msgx_inbox SET
     identity = COALESCE($6, identity), kind = COALESCE($7, kind),
     attempts = attempts + $8, next_attempt_at = $9,
     processing_started_at = COALESCE(processing_started_at, $10),
-    finished_at = $11, backfill_next_at = $12
+    finished_at = $11, backfill_next_at = $12, backfilled_at = $13
 WHERE stream = $1 AND msg_id = $2 AND status IN ('PENDING', 'FAILED')
 
 -- name: BindFirst
@@ -64,7 +64,7 @@ UPDATE msgx_inbox m SET
     identity = COALESCE(NULLIF(u.identity, ''), m.identity), kind = COALESCE(NULLIF(u.kind, ''), m.kind),
     attempts = m.attempts + 1, next_attempt_at = NULL,
     processing_started_at = COALESCE(m.processing_started_at, $7),
-    finished_at = $7, backfill_next_at = $8
+    finished_at = $7, backfill_next_at = $8, backfilled_at = $9
 FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[]) AS u(id, status, reason, identity, kind)
 -- Unfinished rows are the ones not finished; saying it so (rather than by
 -- status) keeps the plan on the primary key whatever the statistics say, and

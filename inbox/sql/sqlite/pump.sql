@@ -37,7 +37,7 @@ UPDATE msgx_inbox SET
     identity = COALESCE(?6, identity), kind = COALESCE(?7, kind),
     attempts = attempts + ?8, next_attempt_at = ?9,
     processing_started_at = COALESCE(processing_started_at, ?10),
-    finished_at = ?11, backfill_next_at = ?12
+    finished_at = ?11, backfill_next_at = ?12, backfilled_at = ?13
 WHERE stream = ?1 AND msg_id = ?2 AND status IN ('PENDING', 'FAILED')
 
 -- name: LogError

@@ -17,7 +17,10 @@ VALUES ($1, $2, $3, $4, $5, $6, $7)
 RETURNING CMINMSGS_ID
 
 -- name: MarkProcessedList
+-- The bounds keep the scan on the ids' key range whatever plan is cached: a
+-- generic plan made while the table was small reads every row.
 UPDATE {{table}} SET CMINMSGS_DATE_PROCESSED = $1, CMINMSGS_STATUS = $2 WHERE CMINMSGS_ID = ANY($3::bigint[])
+  AND CMINMSGS_ID BETWEEN (SELECT min(i) FROM unnest($3::bigint[]) i) AND (SELECT max(i) FROM unnest($3::bigint[]) i)
 
 -- name: Create
 CREATE TABLE IF NOT EXISTS {{table}} (

@@ -1,0 +1,194 @@
+package mailbox_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/internal/failpoint"
+	"github.com/msgx/msgx/source/mailbox"
+	"github.com/msgx/msgx/store"
+	"github.com/msgx/msgx/store/storetest"
+)
+
+// eachStoreMailbox runs fn with the mailbox in the inbox's own store: SQLite
+// (the embedded default) and PostgreSQL.
+func eachStoreMailbox(t *testing.T, fn func(t *testing.T, e *env)) {
+	t.Run("sqlite", func(t *testing.T) { fn(t, newStoreEnv(t, "sqlite", storetest.NewSQLite(t))) })
+	t.Run("postgres", func(t *testing.T) { fn(t, newStoreEnv(t, "postgres", storetest.NewPostgres(t))) })
+}
+
+// badWriteProc processes messages in order; the write of message bad goes to
+// a table that does not exist.
+type badWriteProc struct {
+	orderProc
+	bad int64
+}
+
+func (p *badWriteProc) Process(ctx context.Context, tx store.Tx, m *inbox.Message) (inbox.Outcome, error) {
+	if m.ID == p.bad {
+		if err := tx.ExecBatch(ctx, store.Stmt{SQL: "INSERT INTO inboxmark_missing (id) VALUES (1)"}); err != nil {
+			return inbox.Outcome{}, err
+		}
+	}
+	return p.orderProc.Process(ctx, tx, m)
+}
+
+// markState compares the mailbox's marks with the inbox's rows: every
+// terminal message has its mark and its row says it is backfilled, with no
+// intent left; no other message has a mark.
+func (e *env) markState(ids ...int64) error {
+	marks := e.marks()
+	for _, id := range ids {
+		r, err := inbox.Get(context.Background(), e.db, "sis", id)
+		if err != nil {
+			return err
+		}
+		marked := marks[id].status == "DONE"
+		switch {
+		case r.Status.Terminal() && (!marked || r.BackfilledAt == nil || r.BackfillNextAt != nil):
+			return fmt.Errorf("message %d is %s: mailbox mark %v, backfilled %v, intent %v", id, r.Status, marked, r.BackfilledAt, r.BackfillNextAt)
+		case !r.Status.Terminal() && marked:
+			return fmt.Errorf("message %d is %s but its mailbox row is marked", id, r.Status)
+		}
+	}
+	return nil
+}
+
+// TestProcessedMarkIsWrittenInThePumpTransaction: with the mailbox in the
+// store, the marks of a batch commit with its statuses. Right after the
+// commit (before anything else could write them) they are there; a batch
+// whose transaction failed as a whole left none; and at every commit the
+// marked rows are exactly the terminal ones.
+func TestProcessedMarkIsWrittenInThePumpTransaction(t *testing.T) {
+	eachStoreMailbox(t, func(t *testing.T, e *env) {
+		if !e.table.BackfillsIn(e.db) {
+			t.Fatal("a table in the store does not say so")
+		}
+		e.put(1, 2, 3, 4)
+		clk := clock.NewFake(t0)
+		proc := &badWriteProc{bad: 3}
+		ids := []int64{1, 2, 3, 4}
+		var (
+			mu      sync.Mutex
+			reached int
+			commits [][]int64
+		)
+		check := func(when string) {
+			if err := e.markState(ids...); err != nil {
+				t.Errorf("%s: %v", when, err)
+			}
+		}
+		fp, err := failpoint.Parse(failpoint.InboxAfterCommit+"=1", failpoint.WithKill(func() {
+			mu.Lock()
+			reached++
+			mu.Unlock()
+			check("right after the first commit")
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		eng, err := inbox.New(e.db, "sis", proc, inbox.WithClock(clk), inbox.WithLogger(quiet), inbox.WithSource(e.poller(clk)),
+			inbox.WithBackfill(e.table), inbox.WithGroupSize(4), inbox.WithFailpoints(fp),
+			inbox.WithOnCommit(func(c inbox.Committed) {
+				check("after a commit")
+				mu.Lock()
+				commits = append(commits, c.IDs)
+				mu.Unlock()
+			}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- eng.Run(ctx) }()
+		defer func() {
+			cancel()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Error("engine did not stop")
+			}
+		}()
+		// Message 3 fails and holds the head (its retry waits on the fake
+		// clock); 1 and 2 are done.
+		eventually(t, "the failure of message 3", func() bool {
+			r, err := inbox.Get(context.Background(), e.db, "sis", 3)
+			return err == nil && r.Status == inbox.Failed
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		if reached != 1 {
+			t.Fatalf("after-commit point reached %d times, want 1", reached)
+		}
+		if got := proc.ran(); !slices.Equal(got[len(got)-2:], []int64{1, 2}) {
+			t.Fatalf("processed %v", got)
+		}
+		check("at the end")
+		if m := e.marks(); m[1].status != "DONE" || !m[1].at.Equal(t0) || m[2].status != "DONE" || m[3].status != "" || m[4].status != "" {
+			t.Fatalf("marks %+v", m)
+		}
+		if e.name == "postgres" {
+			// On PostgreSQL the batch of four ran in one pipeline and failed
+			// as a whole; 1 and 2 then committed one per transaction.
+			if len(commits) < 2 || !slices.EqualFunc(commits[:2], [][]int64{{1}, {2}}, slices.Equal) {
+				t.Fatalf("commits %v, want [1] and [2] apart after the failed batch", commits)
+			}
+		}
+		// A table in another store cannot be written in this one's
+		// transactions.
+		other, err := mailbox.NewStore(storetest.NewSQLite(t), mailbox.WithTable(e.table.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if other.BackfillsIn(e.db) {
+			t.Fatal("a table of another store says it lives in this one")
+		}
+	})
+}
+
+// TestMariaDBMailboxKeepsTheBackfillIntent: a mailbox on the shared server
+// is written after the commit, from the durable intent.
+func TestMariaDBMailboxKeepsTheBackfillIntent(t *testing.T) {
+	e := newMariaDBEnv(t)
+	if e.table.BackfillsIn(e.db) {
+		t.Fatal("a MySQL mailbox says it lives in the store")
+	}
+	e.put(1)
+	clk := clock.NewFake(t0)
+	intent := make(chan error, 1)
+	fp, err := failpoint.Parse(failpoint.InboxAfterCommit+"=1", failpoint.WithKill(func() {
+		r, err := inbox.Get(context.Background(), e.db, "sis", 1)
+		if err == nil && (r.BackfillNextAt == nil || r.BackfilledAt != nil || e.marks()[1].status != "") {
+			err = fmt.Errorf("after the commit: intent %v, backfilled %v, mark %q", r.BackfillNextAt, r.BackfilledAt, e.marks()[1].status)
+		}
+		intent <- err
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := inbox.New(e.db, "sis", &orderProc{}, inbox.WithClock(clk), inbox.WithLogger(quiet), inbox.WithSource(e.poller(clk)),
+		inbox.WithBackfill(e.table), inbox.WithFailpoints(fp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- eng.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	eventually(t, "the mark, after the commit", func() bool {
+		r, err := inbox.Get(context.Background(), e.db, "sis", 1)
+		return err == nil && r.BackfilledAt != nil && e.marks()[1].status == "DONE"
+	})
+	if err := <-intent; err != nil {
+		t.Fatal(err)
+	}
+}
