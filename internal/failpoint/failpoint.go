@@ -22,7 +22,8 @@ import (
 // The points msgx has.
 const (
 	// InboxAfterCommit: an inbox group transaction with terminal messages
-	// committed, before their processed marks are backfilled to the mailbox.
+	// committed, before their processed marks are backfilled to a MySQL
+	// mailbox (a mailbox in the store has them already).
 	InboxAfterCommit = "inbox-after-commit"
 	// InboxMidBatch: inside an inbox group transaction of two messages or
 	// more, after the first half of them was processed, before the commit.

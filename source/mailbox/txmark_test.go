@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -78,6 +79,7 @@ func TestProcessedMarkIsWrittenInThePumpTransaction(t *testing.T) {
 			mu      sync.Mutex
 			reached int
 			commits [][]int64
+			failed  int64
 		)
 		check := func(when string) {
 			if err := e.markState(ids...); err != nil {
@@ -99,6 +101,7 @@ func TestProcessedMarkIsWrittenInThePumpTransaction(t *testing.T) {
 				check("after a commit")
 				mu.Lock()
 				commits = append(commits, c.IDs)
+				failed = c.Failed
 				mu.Unlock()
 			}))
 		if err != nil {
@@ -116,10 +119,12 @@ func TestProcessedMarkIsWrittenInThePumpTransaction(t *testing.T) {
 			}
 		}()
 		// Message 3 fails and holds the head (its retry waits on the fake
-		// clock); 1 and 2 are done.
+		// clock); 1 and 2 are done. The commit hook runs after the commit's
+		// other work, so once it saw the failure the checks ran.
 		eventually(t, "the failure of message 3", func() bool {
-			r, err := inbox.Get(context.Background(), e.db, "sis", 3)
-			return err == nil && r.Status == inbox.Failed
+			mu.Lock()
+			defer mu.Unlock()
+			return failed == 3
 		})
 		mu.Lock()
 		defer mu.Unlock()
@@ -190,5 +195,102 @@ func TestMariaDBMailboxKeepsTheBackfillIntent(t *testing.T) {
 	})
 	if err := <-intent; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSkippedAndDeadMessagesGetTheirMarkInTheTransaction: a duplicate
+// (SKIPPED) and a message that is not one (DEAD, MALFORMED) are terminal
+// too: their marks commit with their statuses.
+func TestSkippedAndDeadMessagesGetTheirMarkInTheTransaction(t *testing.T) {
+	eachStoreMailbox(t, func(t *testing.T, e *env) {
+		e.put(1)
+		e.exec("INSERT INTO TBL (CMINMSGS_ID, CMINMSGS_CLOB_MSG) VALUES (?, ?)", 2, payload(1)) // a duplicate of 1
+		e.exec("INSERT INTO TBL (CMINMSGS_ID, CMINMSGS_CLOB_MSG) VALUES (?, ?)", 3, "")         // not a message
+		e.put(4)
+		clk := clock.NewFake(t0)
+		checked := make(chan error, 1)
+		fp, err := failpoint.Parse(failpoint.InboxAfterCommit+"=1", failpoint.WithKill(func() { checked <- e.markState(1, 2, 3, 4) }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		eng, err := inbox.New(e.db, "sis", &orderProc{}, inbox.WithClock(clk), inbox.WithLogger(quiet), inbox.WithSource(e.poller(clk)),
+			inbox.WithBackfill(e.table), inbox.WithGroupSize(4), inbox.WithFailpoints(fp))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- eng.Run(ctx) }()
+		defer func() {
+			cancel()
+			<-done
+		}()
+		eventually(t, "every message finished", func() bool {
+			r, err := inbox.Get(context.Background(), e.db, "sis", 4)
+			return err == nil && r.Status.Terminal()
+		})
+		select {
+		case err := <-checked:
+			if err != nil {
+				t.Fatalf("right after the first commit: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the after-commit point was not reached")
+		}
+		for id, want := range map[int64]inbox.Status{1: inbox.Succeeded, 2: inbox.Skipped, 3: inbox.Dead, 4: inbox.Succeeded} {
+			if r, err := inbox.Get(context.Background(), e.db, "sis", id); err != nil || r.Status != want {
+				t.Fatalf("message %d: %+v %v, want %s", id, r, err, want)
+			}
+		}
+		if err := e.markState(1, 2, 3, 4); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestAFailingMarkFailsTheTransaction: the mark is one of the transaction's
+// writes. A mark the mailbox refuses fails the batch as a whole; run one per
+// transaction, the message it belongs to records the failure and holds the
+// head, with neither its status nor its mark changed.
+func TestAFailingMarkFailsTheTransaction(t *testing.T) {
+	e := newStoreEnv(t, "postgres", storetest.NewPostgres(t))
+	ctx := context.Background()
+	e.exec(`CREATE FUNCTION inboxmark_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF NEW.CMINMSGS_ID = 2 THEN RAISE EXCEPTION 'mark refused'; END IF;
+	RETURN NEW;
+END$$`)
+	e.exec("CREATE TRIGGER inboxmark_refuse BEFORE UPDATE ON TBL FOR EACH ROW EXECUTE FUNCTION inboxmark_refuse()")
+	e.put(1, 2, 3)
+	clk := clock.NewFake(t0)
+	proc := &orderProc{}
+	eng, err := inbox.New(e.db, "sis", proc, inbox.WithClock(clk), inbox.WithLogger(quiet), inbox.WithSource(e.poller(clk)),
+		inbox.WithBackfill(e.table), inbox.WithGroupSize(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- eng.Run(rctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	eventually(t, "the failure of message 2", func() bool {
+		r, err := inbox.Get(ctx, e.db, "sis", 2)
+		return err == nil && r.Status == inbox.Failed
+	})
+	r, err := inbox.Get(ctx, e.db, "sis", 2)
+	if err != nil || r.ErrorClass != inbox.Infra || !strings.Contains(r.Reason, "mark refused") {
+		t.Fatalf("message 2: %+v %v", r, err)
+	}
+	if err := e.markState(1, 2, 3); err != nil {
+		t.Fatal(err)
+	}
+	if m := e.marks(); m[1].status != "DONE" || m[2].status != "" || m[3].status != "" {
+		t.Fatalf("marks %+v", m)
+	}
+	if r, err := inbox.Get(ctx, e.db, "sis", 3); err != nil || r.Status != inbox.Pending {
+		t.Fatalf("message 3: %+v %v", r, err)
 	}
 }
