@@ -20,7 +20,6 @@ func TestGeoreferencePayloadIsJSONMarshal(t *testing.T) {
 	cases := []struct {
 		name string
 		rec  Record
-		d    broker.Delivery
 		pos  bool
 	}{
 		{name: "spec", rec: Record{RouteID: "R-2024-000123", RouteNameFull: "Survey route Kazan–Zelenodolsk, segment 3",
@@ -34,8 +33,8 @@ func TestGeoreferencePayloadIsJSONMarshal(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			c.d.Topic, c.d.Key = "in", c.rec.RouteID
-			it := &item{d: &c.d, sourceID: "in/2/41", rec: &c.rec}
+			d := &broker.Delivery{Message: broker.Message{Key: c.rec.RouteID}, Topic: "in"}
+			it := &item{d: d, sourceID: "in/2/41", rec: &c.rec}
 			if c.pos {
 				it.partition, it.offset = &part, &off
 			}
