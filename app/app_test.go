@@ -205,16 +205,28 @@ func TestStartPositionAndShadowMode(t *testing.T) {
 					time.Sleep(20 * time.Millisecond)
 				}
 			}
-			resp, err := http.Get("http://" + r.app.AdminAddr() + "/metrics")
-			if err != nil {
-				t.Fatal(err)
-			}
-			metrics, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			for _, m := range []string{fmt.Sprintf(`msgx_service_info{profile="production",shadow="%v"} 1`, shadow),
-				`msgx_stream_last_success_timestamp_seconds{stream="s"}`, `msgx_inbox_settled_total{status="SUCCEEDED",stream="s"} 3`} {
-				if !strings.Contains(string(metrics), m) {
-					t.Errorf("/metrics lacks %s", m)
+			// The counters move after the commit the status above already
+			// shows: wait for them, within a bound.
+			want := []string{fmt.Sprintf(`msgx_service_info{profile="production",shadow="%v"} 1`, shadow),
+				`msgx_stream_last_success_timestamp_seconds{stream="s"}`, `msgx_inbox_settled_total{status="SUCCEEDED",stream="s"} 3`}
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				resp, err := http.Get("http://" + r.app.AdminAddr() + "/metrics")
+				if err != nil {
+					t.Fatal(err)
+				}
+				metrics, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				var missing []string
+				for _, m := range want {
+					if !strings.Contains(string(metrics), m) {
+						missing = append(missing, m)
+					}
+				}
+				if len(missing) == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("/metrics lacks %s", strings.Join(missing, ", "))
 				}
 			}
 			r.shutdown(t)

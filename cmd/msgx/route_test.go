@@ -76,14 +76,21 @@ func TestRouteCommand(t *testing.T) {
 	if len(got) != 1 || string(got[0].Key) != "R-1" || !strings.Contains(string(got[0].Value), `"geometryWkt":"POINT (1234567.891 2)"`) {
 		t.Fatalf("route-in events: %v", got)
 	}
-	resp, err = http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !strings.Contains(string(body), "route_passport_ingest_success_total 1") {
-		t.Fatalf("metrics lack the ingested record:\n%s", body)
+	// The counter moves after the commit whose events were just read: wait
+	// for it, within a bound.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		resp, err = http.Get(base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(body), "route_passport_ingest_success_total 1") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics lack the ingested record:\n%s", body)
+		}
 	}
 	stop()
 	if err := <-done; err != nil {
