@@ -318,10 +318,24 @@ func TestOutputFailuresAreKeptAndReplayable(t *testing.T) {
 	if _, err := kadm.NewClient(e.cl).CreateTopic(ctx, 1, -1, nil, missing); err != nil {
 		t.Fatal(err)
 	}
+	// The broker's client learns of the new topic at its next metadata
+	// refresh; until then a send fails at once (no unknown-topic retries
+	// here), and the replayed events, with two attempts each, would go DEAD
+	// again. The replay follows a send that went through.
+	for {
+		err := b.SendConfirmed(ctx, missing, &broker.Message{Key: "probe", Payload: []byte("probe")})
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the new topic never took a send: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	if _, err := outbox.ReplayTarget(ctx, db, time.Now(), GeoreferenceTarget); err != nil {
 		t.Fatal(err)
 	}
-	e.reader(missing).waitFor(t, n, 60*time.Second)
+	e.reader(missing).waitFor(t, n+1, 60*time.Second)
 }
 
 // Run may run again after it returned, never twice at once.

@@ -2,6 +2,7 @@ package routepassport
 
 import (
 	"log/slog"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,6 +40,7 @@ type config struct {
 	retry                                             backoff.Policy
 	dbTimeout                                         time.Duration
 	batchSize, concurrency, ingestWorkers             int
+	parseWorkers                                      int
 	maxRecordBytes                                    int
 	limits                                            geowkt.Limits
 	relay                                             bool
@@ -56,7 +58,7 @@ func defaults() config {
 	return config{
 		inputTopic: InputTopic, dlqTopic: DeadLetterTopic, inTopic: RouteInTopic, georefTopic: GeoreferenceTopic,
 		group: DefaultGroup, logger: slog.Default(), clock: clock.Real{}, retry: DefaultRetry,
-		dbTimeout: 15 * time.Second, batchSize: 200, ingestWorkers: 4, concurrency: 4, maxRecordBytes: DefaultMaxRecordBytes,
+		dbTimeout: 15 * time.Second, batchSize: 200, ingestWorkers: 4, parseWorkers: runtime.GOMAXPROCS(0), concurrency: 4, maxRecordBytes: DefaultMaxRecordBytes,
 		relay: true, sourceRetention: 7 * 24 * time.Hour, cleanupInterval: 10 * time.Minute, stopTimeout: 30 * time.Second,
 	}
 }
@@ -99,6 +101,10 @@ func WithBatchSize(n int) Option { return func(c *config) { c.batchSize = n } }
 // at once (default 4). A batch is split by routeId, so a route's records stay
 // in order in one transaction.
 func WithIngestWorkers(n int) Option { return func(c *config) { c.ingestWorkers = n } }
+
+// WithParseWorkers sets how many goroutines parse the records of one batch
+// at once (default GOMAXPROCS); a batch is stored only once it is parsed.
+func WithParseWorkers(n int) Option { return func(c *config) { c.parseWorkers = n } }
 
 // WithConcurrency sets the handlers running at once when batches are not
 // used (default 4; records with one key are always handled in order).

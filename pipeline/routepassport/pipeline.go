@@ -50,8 +50,8 @@ func New(db *store.DB, b *broker.Broker, opts ...Option) (*Pipeline, error) {
 	if cfg.inputTopic == "" || cfg.dlqTopic == "" || cfg.inTopic == "" || cfg.georefTopic == "" || cfg.group == "" {
 		errs = append(errs, errors.New("topics and group must not be empty"))
 	}
-	if cfg.batchSize < 1 || cfg.concurrency < 1 || cfg.ingestWorkers < 1 || cfg.maxRecordBytes < 1 || cfg.dbTimeout <= 0 || cfg.stopTimeout <= 0 || cfg.sourceRetention <= 0 {
-		errs = append(errs, errors.New("batch size, concurrency, record limit, timeouts and retention must be positive"))
+	if cfg.batchSize < 1 || cfg.concurrency < 1 || cfg.ingestWorkers < 1 || cfg.parseWorkers < 1 || cfg.maxRecordBytes < 1 || cfg.dbTimeout <= 0 || cfg.stopTimeout <= 0 || cfg.sourceRetention <= 0 {
+		errs = append(errs, errors.New("batch size, concurrency, workers, record limit, timeouts and retention must be positive"))
 	}
 	if cfg.logger == nil || cfg.clock == nil {
 		errs = append(errs, errors.New("logger and clock must not be nil"))
@@ -169,27 +169,10 @@ type item struct {
 // (send confirmed), so the port acknowledges (commits the offsets) only then.
 // Transient failures are retried here, with backoff, without settling.
 func (p *Pipeline) handle(ctx context.Context, ds []*broker.Delivery) error {
-	items := make([]item, len(ds))
+	items := p.parseAll(ds)
 	var good, bad []*item
-	for i, d := range ds {
-		it := &items[i]
-		it.d = d
-		if part, off, ok := d.Position(); ok {
-			it.partition, it.offset = &part, &off
-			it.sourceID = d.Topic + "/" + strconv.FormatInt(int64(part), 10) + "/" + strconv.FormatInt(off, 10)
-		} else {
-			// No log position (brokers other than Kafka): the record's
-			// content is its identity.
-			h := sha256.New()
-			h.Write([]byte(d.Topic))
-			h.Write([]byte{0})
-			h.Write([]byte(d.Key))
-			h.Write([]byte{0})
-			h.Write(d.Payload)
-			it.sourceID = "sha256:" + hex.EncodeToString(h.Sum(nil))
-		}
-		it.rec, it.err = p.parser.Parse(d.Payload)
-		if it.err != nil {
+	for i := range items {
+		if it := &items[i]; it.err != nil {
 			bad = append(bad, it)
 		} else {
 			good = append(good, it)
@@ -223,6 +206,57 @@ func (p *Pipeline) handle(ctx context.Context, ds []*broker.Delivery) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// parseAll identifies and parses the deliveries of a batch. Parsing is
+// the batch's CPU work, and nothing is stored until all of it is done, so
+// the records are parsed on up to cfg.parseWorkers goroutines, each taking
+// the next unparsed record; items keep the order of ds.
+func (p *Pipeline) parseAll(ds []*broker.Delivery) []item {
+	items := make([]item, len(ds))
+	n := min(p.cfg.parseWorkers, len(ds)/minParseShare)
+	if n <= 1 {
+		for i, d := range ds {
+			p.parseOne(d, &items[i])
+		}
+		return items
+	}
+	var (
+		next atomic.Int64
+		wg   sync.WaitGroup
+	)
+	for range n {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(ds); i = int(next.Add(1) - 1) {
+				p.parseOne(ds[i], &items[i])
+			}
+		})
+	}
+	wg.Wait()
+	return items
+}
+
+// minParseShare is the fewest records worth a parsing goroutine of their
+// own.
+const minParseShare = 8
+
+func (p *Pipeline) parseOne(d *broker.Delivery, it *item) {
+	it.d = d
+	if part, off, ok := d.Position(); ok {
+		it.partition, it.offset = &part, &off
+		it.sourceID = d.Topic + "/" + strconv.FormatInt(int64(part), 10) + "/" + strconv.FormatInt(off, 10)
+	} else {
+		// No log position (brokers other than Kafka): the record's
+		// content is its identity.
+		h := sha256.New()
+		h.Write([]byte(d.Topic))
+		h.Write([]byte{0})
+		h.Write([]byte(d.Key))
+		h.Write([]byte{0})
+		h.Write(d.Payload)
+		it.sourceID = "sha256:" + hex.EncodeToString(h.Sum(nil))
+	}
+	it.rec, it.err = p.parser.Parse(d.Payload)
 }
 
 // split divides records into at most cfg.ingestWorkers parts by routeId,

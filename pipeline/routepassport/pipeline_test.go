@@ -126,6 +126,14 @@ func TestEndToEnd(t *testing.T) {
 	if n := countRows(t, db, `SELECT count(*) FROM route_passports WHERE route_id = 'R-2024-000123' AND document->>'vendorField' = '42' AND source_topic = '`+e.input+`' AND source_offset IS NOT NULL AND payload_bytes > 0`); n != 1 {
 		t.Fatalf("spec record not stored with its unknown member and source")
 	}
+	// json, not jsonb: the record's text as received, spacing and member
+	// order included.
+	var doc string
+	if err := db.QueryRow(t.Context(), `SELECT document::text FROM route_passports WHERE route_id = 'R-2024-000123'`).Scan(&doc); err != nil {
+		t.Fatal(err)
+	} else if doc != string(spec) {
+		t.Errorf("stored document %s, want the record as received", doc)
+	}
 
 	if v := counter(t, reg, "route_passport_ingest_success_total", nil); v != float64(len(valid)) {
 		t.Errorf("ingest success %v", v)

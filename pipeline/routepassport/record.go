@@ -142,7 +142,8 @@ func (p *Parser) Parse(payload []byte) (*Record, error) {
 		}
 		return nil, err
 	}
-	// The database stores text and jsonb: it refuses NUL characters, and
+	// The database stores text and json: text refuses NUL characters, as
+	// do ->> and a cast to jsonb of a json \u0000 escape, and
 	// numbers beyond float64 are refused here for every member alike.
 	if err := storable(inst, "", 0); err != nil {
 		return nil, err
@@ -157,9 +158,10 @@ func (p *Parser) Parse(payload []byte) (*Record, error) {
 		Geometry: g, GeometryJSON: geometry,
 		Document: payload,
 	}
-	// Stored as received: valid UTF-8 JSON whose strings and numbers jsonb
-	// accepts (checked above). With escapes it is encoded anew, since jsonb
-	// refuses a lone surrogate escape that encoding/json reads as U+FFFD.
+	// Stored as received: valid UTF-8 JSON whose strings and numbers
+	// PostgreSQL's JSON functions accept (checked above). With escapes it is
+	// encoded anew: json stores a lone surrogate escape, which
+	// encoding/json reads as U+FFFD, but ->> and jsonb refuse it.
 	if bytes.Contains(payload, []byte(`\u`)) {
 		if r.Document, err = json.Marshal(inst); err != nil {
 			return nil, fmt.Errorf("routepassport: re-encode record: %w", err)
@@ -224,10 +226,10 @@ func fieldPath(loc []string) string {
 }
 
 // maxNesting bounds the nesting of a record's arrays and objects (PostgreSQL's
-// jsonb parser recurses on it).
+// JSON parser recurses on it).
 const maxNesting = 64
 
-// storable refuses what PostgreSQL's text and jsonb cannot hold: NUL
+// storable refuses what PostgreSQL's text (and json, when read) cannot hold: NUL
 // characters in strings or member names, numbers outside float64, deeper
 // nesting than maxNesting.
 func storable(v any, path string, depth int) error {

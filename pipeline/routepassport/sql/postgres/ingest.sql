@@ -14,7 +14,7 @@ INSERT INTO route_passports (route_id, route_name_full, request_id, trace_id, co
     geometry_type, geometry_wkt, document,
     source_topic, source_partition, source_offset, source_key, source_id, payload_bytes, received_at, updated_at)
 SELECT r.route_id, r.route_name_full, r.request_id, r.trace_id, r.correlation_id, r.created_at,
-    r.geometry_type, r.geometry_wkt, r.document::jsonb,
+    r.geometry_type, r.geometry_wkt, r.document::json,
     r.source_topic, r.source_partition, r.source_offset, r.source_key, r.source_id, r.payload_bytes, now(), now()
 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[],
     $7::text[], $8::text[], $9::text[],
