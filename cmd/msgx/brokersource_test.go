@@ -115,15 +115,24 @@ relay:
 			t.Fatal(err)
 		}
 	}
-	// settled waits until every row of the stream is terminal and there are
-	// at least n of them.
-	settled := func(what string, n int) []inboxRow {
+	// settled waits until every row of the stream is terminal, there are at
+	// least n of them, and the first distinct of msgs each have one:
+	// redeliveries add rows, so a count alone can be reached while messages
+	// are still on their way.
+	settled := func(what string, n, distinct int) []inboxRow {
 		t.Helper()
 		var rows []inboxRow
 		waitUntil(t, what, 90*time.Second, func() bool {
 			rows = inboxRows(t, ctx, db, "sis")
+			seen := make(map[string]bool, len(rows))
 			for _, r := range rows {
 				if !r.status.Terminal() {
+					return false
+				}
+				seen[string(r.payload)] = true
+			}
+			for _, m := range msgs[:distinct] {
+				if !seen[string(m)] {
 					return false
 				}
 			}
@@ -188,7 +197,7 @@ relay:
 
 	svc := startServiceWith(t, bin, cfgPath, false, nil)
 	publish(msgs[:60])
-	settled("the first 60 messages", 60)
+	settled("the first 60 messages", 60, 60)
 
 	// kill -9 while the rest goes in: the offsets of deliveries the inbox
 	// committed may not be committed to Kafka yet.
@@ -199,7 +208,7 @@ relay:
 	}
 	<-svc.exited
 	svc = startServiceWith(t, bin, cfgPath, false, nil)
-	rows := settled("every message after the kill", len(msgs))
+	rows := settled("every message after the kill", len(msgs), len(msgs))
 	processed := check(rows)
 	t.Logf("after the kill: %d inbox rows for %d messages", len(rows), len(msgs))
 	before := events()
@@ -218,7 +227,7 @@ relay:
 		t.Fatalf("rewind the group: %v %v", err, resp.Error())
 	}
 	svc = startServiceWith(t, bin, cfgPath, false, nil)
-	rows = settled("every message delivered again", len(rows)+len(msgs))
+	rows = settled("every message delivered again", len(rows)+len(msgs), len(msgs))
 	if again := check(rows); len(again) != len(processed) {
 		t.Errorf("%d messages processed after the rewind, %d before", len(again), len(processed))
 	}
