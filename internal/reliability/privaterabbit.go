@@ -152,6 +152,19 @@ func (r *PrivateRabbit) Restart(ctx context.Context) (time.Duration, error) {
 	return time.Since(begin), nil
 }
 
+// SyncMetadata has the node write its metadata log (queues, exchanges,
+// bindings) to disk. RabbitMQ writes a declaration there without waiting for
+// the disk, so a queue declared moments before a SIGKILL can be gone after
+// the restart, even though the messages it confirmed were on disk.
+func (r *PrivateRabbit) SyncMetadata(ctx context.Context) error {
+	cmd := exec.CommandContext(ctx, filepath.Join(rabbitScripts, "rabbitmqctl"), "-n", r.node, "eval", "mnesia:sync_log().")
+	cmd.Env, cmd.Dir = r.env, r.dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("private RabbitMQ: sync the metadata log: %w: %s", err, out)
+	}
+	return nil
+}
+
 // Stop stops the node (rabbitmqctl stop, then SIGKILL if that did not
 // end it) and removes its directory.
 func (r *PrivateRabbit) Stop() {

@@ -78,6 +78,11 @@ func TestPrivateRabbitRestart(t *testing.T) {
 	}
 	queue := storetest.UniqueName("relq")
 	publishConfirmed(ctx, t, node.URL(), queue, "kept")
+	// The queue was declared just now: its declaration must be on disk
+	// before the kill, as a long-declared queue's is (see SyncMetadata).
+	if err := node.SyncMetadata(ctx); err != nil {
+		t.Fatal(err)
+	}
 	took, err := node.Restart(ctx)
 	if err != nil {
 		t.Fatal(err)
