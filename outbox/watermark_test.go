@@ -13,25 +13,33 @@ import (
 	"github.com/msgx/msgx/store/storetest"
 )
 
-// The watermark must never pass the id of an event whose transaction is
-// still open, even when later ids have committed; once it ends, the
-// watermark moves past it.
-func TestWatermarkWaitsForOpenTransactions(t *testing.T) {
+// newWatermarkProbe gives a fresh PostgreSQL store and a function that
+// takes a watermark sample, its interval later on clk each time, and returns
+// the watermark.
+func newWatermarkProbe(t *testing.T) (context.Context, *store.DB, *clock.Fake, func() int64) {
+	t.Helper()
 	db := storetest.NewPostgres(t, store.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
 	_, o, err := newRelayDB(db, 5*time.Second, 2, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer o.close()
+	t.Cleanup(o.close)
 	clk := clock.NewFake(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	var wm watermark
-	sample := func() int64 {
+	return ctx, db, clk, func() int64 {
 		clk.Advance(watermarkInterval)
 		wm.sample(ctx, o, clk.Now())
 		return wm.load()
 	}
+}
+
+// The watermark must never pass the id of an event whose transaction is
+// still open, even when later ids have committed; once it ends, the
+// watermark moves past it.
+func TestWatermarkWaitsForOpenTransactions(t *testing.T) {
+	ctx, db, clk, sample := newWatermarkProbe(t)
 	// The watermark also waits for other sessions' transactions in the
 	// database, so it is awaited, within a generous bound.
 	reach := func(want int64) {
@@ -97,21 +105,7 @@ func TestWatermarkWaitsForOpenTransactions(t *testing.T) {
 // transaction that began after it has completed, so it lies above every
 // snapshot's xmax, where a snapshot's xmin does not see it.
 func TestWatermarkWaitsForTheNewestTransaction(t *testing.T) {
-	db := storetest.NewPostgres(t, store.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	_, o, err := newRelayDB(db, 5*time.Second, 2, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer o.close()
-	clk := clock.NewFake(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
-	var wm watermark
-	sample := func() int64 {
-		clk.Advance(watermarkInterval)
-		wm.sample(ctx, o, clk.Now())
-		return wm.load()
-	}
+	ctx, db, clk, sample := newWatermarkProbe(t)
 	for round := range 5 {
 		open, release := make(chan int64), make(chan struct{})
 		done := make(chan error, 1)

@@ -304,9 +304,10 @@ func (failingBackfill) Backfill(context.Context, []int64, time.Time) error {
 }
 
 // runEngine runs an engine fed by the poller until the test ends.
-func (e *env) runEngine(proc inbox.Processor, p *mailbox.Poller, clk clock.Clock, bf inbox.Backfiller) *inbox.Engine {
+func (e *env) runEngine(proc inbox.Processor, p *mailbox.Poller, clk clock.Clock, bf inbox.Backfiller, opts ...inbox.Option) *inbox.Engine {
 	e.t.Helper()
-	eng, err := inbox.New(e.db, "sis", proc, inbox.WithClock(clk), inbox.WithLogger(quiet), inbox.WithSource(p), inbox.WithBackfill(bf))
+	base := []inbox.Option{inbox.WithClock(clk), inbox.WithLogger(quiet), inbox.WithSource(p), inbox.WithBackfill(bf)}
+	eng, err := inbox.New(e.db, "sis", proc, append(base, opts...)...)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -95,8 +95,7 @@ func TestProcessedMarkIsWrittenInThePumpTransaction(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		eng, err := inbox.New(e.db, "sis", proc, inbox.WithClock(clk), inbox.WithLogger(quiet), inbox.WithSource(e.poller(clk)),
-			inbox.WithBackfill(e.table), inbox.WithGroupSize(4), inbox.WithFailpoints(fp),
+		e.runEngine(proc, e.poller(clk), clk, e.table, inbox.WithGroupSize(4), inbox.WithFailpoints(fp),
 			inbox.WithOnCommit(func(c inbox.Committed) {
 				check("after a commit")
 				mu.Lock()
@@ -104,20 +103,6 @@ func TestProcessedMarkIsWrittenInThePumpTransaction(t *testing.T) {
 				failed = c.Failed
 				mu.Unlock()
 			}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- eng.Run(ctx) }()
-		defer func() {
-			cancel()
-			select {
-			case <-done:
-			case <-time.After(10 * time.Second):
-				t.Error("engine did not stop")
-			}
-		}()
 		// Message 3 fails and holds the head (its retry waits on the fake
 		// clock); 1 and 2 are done. The commit hook runs after the commit's
 		// other work, so once it saw the failure the checks ran.
@@ -177,18 +162,7 @@ func TestMariaDBMailboxKeepsTheBackfillIntent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := inbox.New(e.db, "sis", &orderProc{}, inbox.WithClock(clk), inbox.WithLogger(quiet), inbox.WithSource(e.poller(clk)),
-		inbox.WithBackfill(e.table), inbox.WithFailpoints(fp))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- eng.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	e.runEngine(&orderProc{}, e.poller(clk), clk, e.table, inbox.WithFailpoints(fp))
 	eventually(t, "the mark, after the commit", func() bool {
 		r, err := inbox.Get(context.Background(), e.db, "sis", 1)
 		return err == nil && r.BackfilledAt != nil && e.marks()[1].status == "DONE"
@@ -213,18 +187,7 @@ func TestSkippedAndDeadMessagesGetTheirMarkInTheTransaction(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		eng, err := inbox.New(e.db, "sis", &orderProc{}, inbox.WithClock(clk), inbox.WithLogger(quiet), inbox.WithSource(e.poller(clk)),
-			inbox.WithBackfill(e.table), inbox.WithGroupSize(4), inbox.WithFailpoints(fp))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- eng.Run(ctx) }()
-		defer func() {
-			cancel()
-			<-done
-		}()
+		e.runEngine(&orderProc{}, e.poller(clk), clk, e.table, inbox.WithGroupSize(4), inbox.WithFailpoints(fp))
 		eventually(t, "every message finished", func() bool {
 			r, err := inbox.Get(context.Background(), e.db, "sis", 4)
 			return err == nil && r.Status.Terminal()
@@ -264,18 +227,7 @@ END$$`)
 	e.put(1, 2, 3)
 	clk := clock.NewFake(t0)
 	proc := &orderProc{}
-	eng, err := inbox.New(e.db, "sis", proc, inbox.WithClock(clk), inbox.WithLogger(quiet), inbox.WithSource(e.poller(clk)),
-		inbox.WithBackfill(e.table), inbox.WithGroupSize(3))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- eng.Run(rctx) }()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	e.runEngine(proc, e.poller(clk), clk, e.table, inbox.WithGroupSize(3))
 	eventually(t, "the failure of message 2", func() bool {
 		r, err := inbox.Get(ctx, e.db, "sis", 2)
 		return err == nil && r.Status == inbox.Failed
