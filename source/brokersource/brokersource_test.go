@@ -100,13 +100,8 @@ func TestRabbitMQFeedsAStream(t *testing.T) {
 	defer cancel()
 	db := storetest.NewPostgres(t)
 	topic, group := storetest.UniqueName("bsrc"), "msgx"
-	t.Cleanup(func() { deleteTopology(t, topic, group) })
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	b := broker.New("rmq", rabbitmq.New(rabbitmq.WithURL(amqpURL), rabbitmq.WithLogger(log)), broker.WithLogger(log))
-	if err := b.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Stop(context.Background()) })
+	b := startRabbit(ctx, t, log, topic, group)
 
 	exp := tracetest.NewInMemoryExporter()
 	tr := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)).Tracer("test")
@@ -224,6 +219,19 @@ func TestRabbitMQFeedsAStream(t *testing.T) {
 
 // deleteTopology removes the test's exchanges and queues from the shared
 // RabbitMQ server.
+// startRabbit starts a port over the machine's RabbitMQ, stopped and with
+// the topology of topic and group deleted when the test ends.
+func startRabbit(ctx context.Context, t *testing.T, log *slog.Logger, topic, group string) *broker.Broker {
+	t.Helper()
+	t.Cleanup(func() { deleteTopology(t, topic, group) })
+	b := broker.New("rmq", rabbitmq.New(rabbitmq.WithURL(amqpURL), rabbitmq.WithLogger(log)), broker.WithLogger(log))
+	if err := b.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Stop(context.Background()) })
+	return b
+}
+
 func deleteTopology(t *testing.T, topic, group string) {
 	conn, err := amqp.Dial(amqpURL)
 	if err != nil {
@@ -262,13 +270,8 @@ func TestThroughTheStreamsMailbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	topic, group := storetest.UniqueName("bsrcmb"), "msgx"
-	t.Cleanup(func() { deleteTopology(t, topic, group) })
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	b := broker.New("rmq", rabbitmq.New(rabbitmq.WithURL(amqpURL), rabbitmq.WithLogger(log)), broker.WithLogger(log))
-	if err := b.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Stop(context.Background()) })
+	b := startRabbit(ctx, t, log, topic, group)
 	var nudges atomic.Int64
 	src, err := brokersource.New(b, broker.Subscription{Topic: topic, Group: group}, db, "m",
 		brokersource.WithMailbox(mb, func() { nudges.Add(1) }), brokersource.WithLogger(log))
