@@ -367,7 +367,7 @@ func (a *App) buildStreams(ctx context.Context, reg *Registry, deps Deps) error 
 func (a *App) brokerSource(streamName, name string, c config.Source, s *stream, deps Deps) (*brokersource.Source, error) {
 	opts := []brokersource.Option{brokersource.WithName(name), brokersource.WithMaxBytes(c.MaxBytes),
 		brokersource.WithLogger(a.log), brokersource.WithRegisterer(a.metrics), brokersource.WithTracer(deps.Tracer),
-		brokersource.WithStopTimeout(a.cfg.ShutdownTimeout.D() - closeReserve(a.cfg.ShutdownTimeout.D())), brokersource.WithClock(a.clock)}
+		brokersource.WithStopTimeout(workBudget(a.cfg.ShutdownTimeout.D())), brokersource.WithClock(a.clock)}
 	if s.table != nil {
 		opts = append(opts, brokersource.WithMailbox(s.table, s.poller.Nudge))
 	}
@@ -575,7 +575,7 @@ func (a *App) Run(ctx context.Context) error {
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget)
 	defer cancel()
 	defer a.close(stopCtx)
-	workStop, cancelWork := context.WithTimeout(stopCtx, budget-closeReserve(budget))
+	workStop, cancelWork := context.WithTimeout(stopCtx, workBudget(budget))
 	defer cancelWork()
 	if a.ingSrv != nil {
 		if e := a.ingSrv.Shutdown(workStop); e != nil {
@@ -594,10 +594,10 @@ func (a *App) Run(ctx context.Context) error {
 	return err
 }
 
-// closeReserve is the part of a stop budget kept for closing the brokers
-// and the store after the work stopped: a quarter, at most 5 s.
-func closeReserve(budget time.Duration) time.Duration {
-	return min(budget/4, 5*time.Second)
+// workBudget is the part of a stop budget the work may take; the rest, a
+// quarter and at most 5 s, is kept for closing the brokers and the store.
+func workBudget(budget time.Duration) time.Duration {
+	return budget - min(budget/4, 5*time.Second)
 }
 
 // close releases everything New opened, in reverse order, within stopCtx:

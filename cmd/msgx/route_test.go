@@ -78,20 +78,15 @@ func TestRouteCommand(t *testing.T) {
 	}
 	// The counter moves after the commit whose events were just read: wait
 	// for it, within a bound.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		resp, err = http.Get(base + "/metrics")
+	waitUntil(t, "the ingested record in /metrics", 30*time.Second, func() bool {
+		resp, err := http.Get(base + "/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if strings.Contains(string(body), "route_passport_ingest_success_total 1") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("metrics lack the ingested record:\n%s", body)
-		}
-	}
+		return strings.Contains(string(body), "route_passport_ingest_success_total 1")
+	})
 	stop()
 	if err := <-done; err != nil {
 		t.Fatalf("msgx route: %v", err)
