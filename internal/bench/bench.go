@@ -21,6 +21,13 @@ type Result struct {
 	Elapsed  time.Duration
 	// Latencies, when measured, are summarised as p50/p99.
 	Latencies []time.Duration
+	// Warmup and WarmupLatencies (live runs): the first part of the offered
+	// load and the latencies of the events committed in it, summarised apart
+	// (warmup_lat_p99_ms, warmup_lat_max_ms): a relay starts cold
+	// (connections, statements) while the load already arrives, and those
+	// first events are not its steady latency.
+	Warmup          time.Duration
+	WarmupLatencies []time.Duration
 	// Extra key=value pairs appended to the line (e.g. sent=123).
 	Extra [][2]string
 }
@@ -52,6 +59,13 @@ func (r Result) Line() string {
 	if len(r.Latencies) > 0 {
 		p50, p99 := Percentile(r.Latencies, 0.50), Percentile(r.Latencies, 0.99)
 		fmt.Fprintf(&b, " lat_p50_ms=%.2f lat_p99_ms=%.2f", ms(p50), ms(p99))
+	}
+	if r.Warmup > 0 || len(r.WarmupLatencies) > 0 {
+		fmt.Fprintf(&b, " warmup_s=%g warmup_n=%d", r.Warmup.Seconds(), len(r.WarmupLatencies))
+		if len(r.WarmupLatencies) > 0 {
+			p99 := Percentile(r.WarmupLatencies, 0.99)
+			fmt.Fprintf(&b, " warmup_lat_p99_ms=%.2f warmup_lat_max_ms=%.2f", ms(p99), ms(r.WarmupLatencies[len(r.WarmupLatencies)-1]))
+		}
 	}
 	for _, kv := range r.Extra {
 		fmt.Fprintf(&b, " %s=%s", kv[0], kv[1])

@@ -17,3 +17,16 @@ func TestResultLine(t *testing.T) {
 		t.Fatal("ratio")
 	}
 }
+
+// The warm-up's latencies are summarised apart and stay out of the steady
+// percentiles.
+func TestResultLineWarmup(t *testing.T) {
+	r := Result{Workload: "outbox-relay", Mode: "live", N: 4, Elapsed: time.Second,
+		Latencies:       []time.Duration{2 * time.Millisecond, time.Millisecond},
+		Warmup:          time.Second,
+		WarmupLatencies: []time.Duration{150 * time.Millisecond, 90 * time.Millisecond}}
+	want := "RESULT peer=msgx workload=outbox-relay mode=live n=4 seconds=1.000 per_sec=4 lat_p50_ms=1.00 lat_p99_ms=1.00 warmup_s=1 warmup_n=2 warmup_lat_p99_ms=90.00 warmup_lat_max_ms=150.00"
+	if got := r.Line(); got != want {
+		t.Fatalf("\n got %s\nwant %s", got, want)
+	}
+}

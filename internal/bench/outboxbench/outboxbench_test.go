@@ -20,7 +20,7 @@ func TestWorkloadsRun(t *testing.T) {
 		{Lane: outbox.Unordered, N: 3000, Keys: 50, Dead: 500},
 		{Lane: outbox.PerKey, N: 3000, Keys: 50, Relays: 2},
 		{Lane: outbox.Compacted, N: 3000, Keys: 50},
-		{Lane: outbox.PerKey, Mode: "live", N: 2000, Keys: 50, Rate: 20000},
+		{Lane: outbox.PerKey, Mode: "live", N: 2000, Keys: 50, Rate: 20000, Warmup: 20 * time.Millisecond},
 	} {
 		c.DSN = dsn
 		var out bytes.Buffer
@@ -38,8 +38,8 @@ func TestWorkloadsRun(t *testing.T) {
 		if c.Lane == outbox.PerKey && !strings.Contains(line, "order_violations=0") {
 			t.Fatalf("per-key order: %q", line)
 		}
-		if c.Mode == "live" && !strings.Contains(line, "lat_p99_ms=") {
-			t.Fatalf("live mode without latencies: %q", line)
+		if c.Mode == "live" && (!strings.Contains(line, " lat_p99_ms=") || !strings.Contains(line, " warmup_n=")) {
+			t.Fatalf("live mode without steady and warm-up latencies: %q", line)
 		}
 	}
 

@@ -35,6 +35,9 @@ type RelayConfig struct {
 	// Live mode: offered events/s over all producers, and how many producers.
 	Rate      int
 	Producers int
+	// Warmup (live mode): the latencies of events committed this long after
+	// the load starts are reported apart (warmup_lat_*), not in lat_p50/p99.
+	Warmup time.Duration
 	// Relay shape: events (keys) per claim, workers per relay, relays at once.
 	ClaimBatch int
 	Workers    int
@@ -200,6 +203,9 @@ func (pr *producer) commit(ctx context.Context, evs []outbox.Event) error {
 // RunRelay measures the relay and prints the RESULT line.
 func RunRelay(ctx context.Context, cfg RelayConfig, out io.Writer) (bench.Result, error) {
 	cfg.defaults()
+	if cfg.Mode == "live" && (cfg.Warmup < 0 || cfg.Warmup.Seconds() >= float64(cfg.N)/float64(cfg.Rate)) {
+		return bench.Result{}, fmt.Errorf("live mode: the warm-up (%s) must be shorter than the run (%d events at %d/s)", cfg.Warmup, cfg.N, cfg.Rate)
+	}
 	if cfg.Mode != "burndown" && cfg.Mode != "live" && cfg.Mode != "recovery" {
 		return bench.Result{}, fmt.Errorf("unknown mode %q (want burndown, live or recovery)", cfg.Mode)
 	}
@@ -380,11 +386,17 @@ func RunRelay(ctx context.Context, cfg RelayConfig, out io.Writer) (bench.Result
 	}
 	res.Extra = append(res.Extra, [2]string{"duplicates", strconv.Itoa(s.duplicates)})
 	if cfg.Mode == "live" {
+		steadyFrom := start.Add(cfg.Warmup)
 		for id, at := range s.arrived {
 			if c, ok := committed[id]; ok {
-				res.Latencies = append(res.Latencies, max(at.Sub(c), 0))
+				if c.Before(steadyFrom) {
+					res.WarmupLatencies = append(res.WarmupLatencies, max(at.Sub(c), 0))
+				} else {
+					res.Latencies = append(res.Latencies, max(at.Sub(c), 0))
+				}
 			}
 		}
+		res.Warmup = cfg.Warmup
 		res.Extra = append(res.Extra, [2]string{"rate", strconv.Itoa(cfg.Rate)})
 	}
 	res.Print(out)

@@ -33,14 +33,17 @@ const DefaultDSN = "postgres://root@127.0.0.1:5432/test?sslmode=disable"
 
 // Config is one run of the workload.
 type Config struct {
-	Peer      string
-	DSN       string
-	N         int
-	Keys      int
-	Batch     int
-	Mode      string // burndown | live
-	Rate      int    // live: offered events/s, all producers together
-	Duration  time.Duration
+	Peer     string
+	DSN      string
+	N        int
+	Keys     int
+	Batch    int
+	Mode     string // burndown | live
+	Rate     int    // live: offered events/s, all producers together
+	Duration time.Duration
+	// Warmup: live, the first part of the offered load whose events'
+	// latencies are reported apart from the steady ones.
+	Warmup    time.Duration
 	Producers int
 	Pool      int
 	Timeout   time.Duration
@@ -63,6 +66,7 @@ func ParseFlags(peer string, args []string, extra ...func(*flag.FlagSet)) (Confi
 	fs.StringVar(&c.Mode, "mode", "burndown", "burndown | live | producer-overhead (the business transaction with and without the peer's insert; --n transactions per variant)")
 	fs.IntVar(&c.Rate, "rate", 5_000, "live: offered events/s (all producers together)")
 	fs.DurationVar(&c.Duration, "duration", 20*time.Second, "live: how long the producers offer load (n = rate × duration)")
+	fs.DurationVar(&c.Warmup, "warmup", time.Second, "live: the latencies of events committed this long after the load starts are reported apart (warmup_lat_*), not in lat_p50/p99")
 	fs.IntVar(&c.Producers, "producers", 4, "concurrent producers")
 	fs.IntVar(&c.Pool, "pool", 10, "PostgreSQL pool size")
 	fs.DurationVar(&c.Timeout, "timeout", 10*time.Minute, "upper bound for the whole run")
@@ -77,6 +81,8 @@ func ParseFlags(peer string, args []string, extra ...func(*flag.FlagSet)) (Confi
 		return c, errors.New("--n, --keys, --batch, --producers and --pool must be positive")
 	case c.Mode == "live" && (c.Rate <= 0 || c.Duration <= 0):
 		return c, errors.New("live mode needs a positive --rate and --duration")
+	case c.Mode == "live" && (c.Warmup < 0 || c.Warmup >= c.Duration):
+		return c, errors.New("live mode needs a --warmup shorter than --duration")
 	}
 	return c, nil
 }
@@ -354,16 +360,23 @@ func Run(ctx context.Context, c Config, peer Peer, w io.Writer) (err error) {
 		if err != nil {
 			return err
 		}
-		lats = make([]time.Duration, total)
-		for i := range lats {
-			d := time.Duration(sink.recvAt[i].Load() - 1 - commitAt[i/c.Batch].Load())
+		steadyFrom := int64(start.Sub(origin) + c.Warmup)
+		var warm []time.Duration
+		for i := range total {
+			at := commitAt[i/c.Batch].Load()
 			// The relay may see the rows a hair before the producer reads
 			// the commit reply.
-			lats[i] = max(d, 0)
+			d := max(time.Duration(sink.recvAt[i].Load()-1-at), 0)
+			if at < steadyFrom {
+				warm = append(warm, d)
+			} else {
+				lats = append(lats, d)
+			}
 		}
 		extra = append(extra,
 			[2]string{"rate", strconv.Itoa(c.Rate)},
 			[2]string{"produced_per_sec", fmt.Sprintf("%.0f", float64(total)/produced.Seconds())})
+		extra = append(extra, WarmupExtra(c.Warmup, warm)...)
 	}
 	if err := peer.Stop(ctx); err != nil {
 		return fmt.Errorf("stop: %w", err)
@@ -393,6 +406,20 @@ func resultLine(c Config, n int, elapsed time.Duration, lats []time.Duration, ex
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// WarmupExtra are the RESULT line's fields for the events committed during
+// the warm-up (live mode): how long it was, how many events, and their p99 and
+// worst latency. Every peer starts cold (connections, prepared statements,
+// its own start-up work) while the load already arrives; those first events
+// are shown here rather than mixed into the steady percentiles.
+func WarmupExtra(warmup time.Duration, lats []time.Duration) [][2]string {
+	out := [][2]string{{"warmup_s", fmt.Sprintf("%g", warmup.Seconds())}, {"warmup_n", strconv.Itoa(len(lats))}}
+	if len(lats) > 0 {
+		out = append(out, [2]string{"warmup_lat_p99_ms", fmt.Sprintf("%.2f", ms(percentile(lats, 0.99)))},
+			[2]string{"warmup_lat_max_ms", fmt.Sprintf("%.2f", ms(lats[len(lats)-1]))})
+	}
+	return out
+}
 
 // percentile returns the q-quantile (0..1) of ds, sorting ds in place.
 func percentile(ds []time.Duration, q float64) time.Duration {

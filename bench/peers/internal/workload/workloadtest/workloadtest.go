@@ -18,7 +18,7 @@ func RunsBothModes(t *testing.T, name string, newPeer func(workload.Config) work
 	t.Helper()
 	for _, args := range [][]string{
 		{"--n", "2000", "--batch", "50", "--mode", "burndown", "--timeout", "1m"},
-		{"--mode", "live", "--rate", "2000", "--duration", "1s", "--batch", "50", "--timeout", "1m"},
+		{"--mode", "live", "--rate", "2000", "--duration", "1s", "--warmup", "200ms", "--batch", "50", "--timeout", "1m"},
 	} {
 		cfg, err := workload.ParseFlags(name, args)
 		if err != nil {
@@ -32,8 +32,8 @@ func RunsBothModes(t *testing.T, name string, newPeer func(workload.Config) work
 		if !strings.HasPrefix(line, "RESULT peer="+name+" workload=outbox-relay mode="+cfg.Mode+" n=2000 ") || !strings.Contains(line, " dups=0") {
 			t.Fatalf("%v: unexpected result %q", args, line)
 		}
-		if cfg.Mode == "live" && !strings.Contains(line, " lat_p99_ms=") {
-			t.Fatalf("live result without latencies: %q", line)
+		if cfg.Mode == "live" && (!strings.Contains(line, " lat_p99_ms=") || !strings.Contains(line, " warmup_n=")) {
+			t.Fatalf("live result without steady and warm-up latencies: %q", line)
 		}
 	}
 	cfg, err := workload.ParseFlags(name, []string{"--mode", "producer-overhead", "--n", "200", "--producers", "8", "--timeout", "1m"})
