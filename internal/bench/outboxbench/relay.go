@@ -297,6 +297,10 @@ func RunRelay(ctx context.Context, cfg RelayConfig, out io.Writer) (bench.Result
 	var live errgroup.Group
 	if cfg.Mode == "live" {
 		perProducer := cfg.N / cfg.Producers
+		// Open loop, evenly spaced: the producers take turns, so that
+		// transaction k of the run starts at start + k·batch/rate, as in
+		// the peers' harness (in phase, they offered bursts of
+		// producers·batch events at once).
 		interval := time.Duration(float64(time.Second) * float64(cfg.Batch*cfg.Producers) / float64(cfg.Rate))
 		for p, pr := range producers {
 			n := perProducer
@@ -304,8 +308,15 @@ func RunRelay(ctx context.Context, cfg RelayConfig, out io.Writer) (bench.Result
 				n += cfg.N - perProducer*cfg.Producers
 			}
 			live.Go(func() error {
-				next := time.Now()
+				next := start.Add(interval * time.Duration(p) / time.Duration(cfg.Producers))
 				for done := 0; done < n; {
+					if d := time.Until(next); d > 0 {
+						select {
+						case <-time.After(d):
+						case <-ctx.Done():
+							return ctx.Err()
+						}
+					}
 					b := min(cfg.Batch, n-done)
 					evs := pr.events(b)
 					if err := pr.commit(ctx, evs); err != nil {
@@ -319,13 +330,6 @@ func RunRelay(ctx context.Context, cfg RelayConfig, out io.Writer) (bench.Result
 					commitMu.Unlock()
 					done += b
 					next = next.Add(interval)
-					if d := time.Until(next); d > 0 {
-						select {
-						case <-time.After(d):
-						case <-ctx.Done():
-							return ctx.Err()
-						}
-					}
 				}
 				return nil
 			})
