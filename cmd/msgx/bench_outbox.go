@@ -119,7 +119,7 @@ func newBenchOutboxRelayCmd() *cobra.Command {
 	f.IntVar(&cfg.Batch, "batch", 100, "events per producer transaction")
 	f.IntVar(&cfg.Size, "size", 200, "payload bytes")
 	f.IntVar(&cfg.Rate, "rate", 5000, "live mode: offered events/s")
-	f.DurationVar(&cfg.Warmup, "warmup", time.Second, "live mode: the latencies of events committed this long after the load starts are reported apart (warmup_lat_*), not in lat_p50/p99")
+	f.DurationVar(&cfg.Warmup, "warmup", time.Second, "live mode: the latencies of events committed within this long of the load's start are reported apart (warmup_lat_*), not in lat_p50/p99")
 	f.IntVar(&cfg.Producers, "producers", 4, "producers (live mode; burn-down inserts with as many)")
 	f.IntVar(&cfg.ClaimBatch, "claim", outbox.DefaultBatch, "events (per-key: keys; compacted: flush limit) per claim")
 	f.IntVar(&cfg.Workers, "workers", 2, "claim loops per relay")

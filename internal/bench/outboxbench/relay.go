@@ -35,8 +35,9 @@ type RelayConfig struct {
 	// Live mode: offered events/s over all producers, and how many producers.
 	Rate      int
 	Producers int
-	// Warmup (live mode): the latencies of events committed this long after
-	// the load starts are reported apart (warmup_lat_*), not in lat_p50/p99.
+	// Warmup (live mode): the latencies of events committed within this long
+	// of the load's start are reported apart (warmup_lat_*), not in
+	// lat_p50/p99.
 	Warmup time.Duration
 	// Relay shape: events (keys) per claim, workers per relay, relays at once.
 	ClaimBatch int

@@ -66,7 +66,7 @@ func ParseFlags(peer string, args []string, extra ...func(*flag.FlagSet)) (Confi
 	fs.StringVar(&c.Mode, "mode", "burndown", "burndown | live | producer-overhead (the business transaction with and without the peer's insert; --n transactions per variant)")
 	fs.IntVar(&c.Rate, "rate", 5_000, "live: offered events/s (all producers together)")
 	fs.DurationVar(&c.Duration, "duration", 20*time.Second, "live: how long the producers offer load (n = rate × duration)")
-	fs.DurationVar(&c.Warmup, "warmup", time.Second, "live: the latencies of events committed this long after the load starts are reported apart (warmup_lat_*), not in lat_p50/p99")
+	fs.DurationVar(&c.Warmup, "warmup", time.Second, "live: the latencies of events committed within this long of the load's start are reported apart (warmup_lat_*), not in lat_p50/p99")
 	fs.IntVar(&c.Producers, "producers", 4, "concurrent producers")
 	fs.IntVar(&c.Pool, "pool", 10, "PostgreSQL pool size")
 	fs.DurationVar(&c.Timeout, "timeout", 10*time.Minute, "upper bound for the whole run")
