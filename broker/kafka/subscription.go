@@ -24,8 +24,7 @@ type partKey struct {
 // partState is this consumer's view of one owned partition.
 type partState struct {
 	s         *subscription
-	topic     string // the subscription's topic or its retry topic
-	id        int32
+	key       partKey // of the subscription's topic or of its retry topic
 	t         tracker
 	inflight  int   // handed to the port and not settled
 	committed int64 // last committed position, -1 before the first commit
@@ -319,7 +318,7 @@ func (s *subscription) register(fetches kgo.Fetches) error {
 			p = nil
 		}
 		if p == nil {
-			p = &partState{s: s, topic: k.topic, id: k.id, committed: -1, live: true}
+			p = &partState{s: s, key: k, committed: -1, live: true}
 			s.parts[k] = p
 		}
 		d.p = p
@@ -328,6 +327,19 @@ func (s *subscription) register(fetches kgo.Fetches) error {
 		s.buf = append(s.buf, d)
 	}
 	return nil
+}
+
+// setOffset records pos for partition k in offs (the shape kgo takes
+// offsets in), creating what is missing, and returns offs.
+func setOffset(offs map[string]map[int32]kgo.EpochOffset, k partKey, pos kgo.EpochOffset) map[string]map[int32]kgo.EpochOffset {
+	if offs == nil {
+		offs = map[string]map[int32]kgo.EpochOffset{}
+	}
+	if offs[k.topic] == nil {
+		offs[k.topic] = map[int32]kgo.EpochOffset{}
+	}
+	offs[k.topic][k.id] = pos
+	return offs
 }
 
 // key is the map key of partition id of the topic (retry false) or of the
@@ -357,7 +369,7 @@ func (s *subscription) giveBack(d *delivery) error {
 	if s.rewinds == nil {
 		s.rewinds = map[partKey]kgo.EpochOffset{}
 	}
-	s.rewinds[partKey{p.topic, p.id}] = pos
+	s.rewinds[p.key] = pos
 	if s.pollCancel != nil {
 		s.pollCancel()
 	}
@@ -378,12 +390,9 @@ func (s *subscription) applyRewinds() {
 	if len(rw) == 0 {
 		return
 	}
-	offs := map[string]map[int32]kgo.EpochOffset{}
+	var offs map[string]map[int32]kgo.EpochOffset
 	for k, pos := range rw {
-		if offs[k.topic] == nil {
-			offs[k.topic] = map[int32]kgo.EpochOffset{}
-		}
-		offs[k.topic][k.id] = pos
+		offs = setOffset(offs, k, pos)
 	}
 	s.cl.SetOffsets(offs)
 }
@@ -401,7 +410,7 @@ func (s *subscription) retireLocked(p *partState) {
 	s.buf = kept
 	p.live = false
 	s.inflight -= p.inflight
-	delete(s.parts, partKey{p.topic, p.id})
+	delete(s.parts, p.key)
 }
 
 // settle marks d done in its partition's tracker.
@@ -501,19 +510,13 @@ func (s *subscription) positionsLocked(ps []*partState, forget bool) (map[string
 	var at []committedAt
 	for _, p := range ps {
 		if pos, ok := p.t.position(); ok && pos.Offset > p.committed {
-			if offs == nil {
-				offs = map[string]map[int32]kgo.EpochOffset{}
-			}
-			if offs[p.topic] == nil {
-				offs[p.topic] = map[int32]kgo.EpochOffset{}
-			}
-			offs[p.topic][p.id] = pos
+			offs = setOffset(offs, p.key, pos)
 			at = append(at, committedAt{p, pos.Offset})
 		}
 		if forget {
 			p.live = false
 			s.inflight -= p.inflight
-			delete(s.parts, partKey{p.topic, p.id})
+			delete(s.parts, p.key)
 		}
 	}
 	return offs, at
