@@ -458,30 +458,28 @@ func (e *Engine) flush(ctx context.Context, tx store.Tx, done []success, now tim
 	if len(done) == 0 {
 		return nil
 	}
-	backfill, marked := e.backfillIntent(now), e.markedAt(now)
-	ids := make([]int64, len(done))
-	for i, s := range done {
-		ids[i] = s.id
-	}
 	if tx.Dialect() != store.Postgres {
 		// In process (SQLite), a statement per message costs no round trip.
 		for _, s := range done {
-			if err := e.settle(ctx, tx, s.id, s.status, "", s.reason, s.identity, s.kind, 1, nil, now, &now, backfill, marked); err != nil {
+			if err := e.settle(ctx, tx, s.id, s.status, "", s.reason, s.identity, s.kind, 1, nil, now, &now); err != nil {
 				return err
 			}
 		}
-		return e.mark(ctx, tx, ids, now)
+		return nil
+	}
+	var (
+		ids                          = make([]int64, len(done))
+		statuses, reasons, idents, k = make([]string, len(done)), make([]string, len(done)), make([]string, len(done)), make([]string, len(done))
+	)
+	for i, s := range done {
+		ids[i], statuses[i], reasons[i], idents[i], k[i] = s.id, string(s.status), s.reason, s.identity, s.kind
 	}
 	// The marks are held back (under Defer) and travel in the statuses'
 	// pipeline.
 	if err := e.mark(ctx, tx, ids, now); err != nil {
 		return err
 	}
-	statuses, reasons, idents, k := make([]string, len(done)), make([]string, len(done)), make([]string, len(done)), make([]string, len(done))
-	for i, s := range done {
-		statuses[i], reasons[i], idents[i], k[i] = string(s.status), s.reason, s.identity, s.kind
-	}
-	n, err := tx.Exec(ctx, e.q.Get("SettleMany"), e.stream, ids, statuses, reasons, idents, k, now, backfill, marked)
+	n, err := tx.Exec(ctx, e.q.Get("SettleMany"), e.stream, ids, statuses, reasons, idents, k, now, e.backfillIntent(now), e.markedAt(now))
 	if err != nil {
 		return fmt.Errorf("inbox: settle %d messages: %w", len(ids), err)
 	}
@@ -606,22 +604,16 @@ func (e *Engine) recordFailure(ctx context.Context, tx store.Tx, w *work, class 
 	attempt := u.attempts + 1
 	reason := truncate(cause.Error())
 	status := Failed
-	var next, finished, backfill, marked *time.Time
+	var next, finished *time.Time
 	if class.Retryable() {
 		t := now.Add(e.o.backoff.Delay(attempt))
 		next = &t
 	} else {
 		status = Dead
 		finished = &now
-		backfill, marked = e.backfillIntent(now), e.markedAt(now)
 	}
-	if err := e.settle(ctx, tx, u.id, status, class, reason, w.identity, w.dec.Kind, 1, next, now, finished, backfill, marked); err != nil {
+	if err := e.settle(ctx, tx, u.id, status, class, reason, w.identity, w.dec.Kind, 1, next, now, finished); err != nil {
 		return settled{}, err
-	}
-	if status == Dead {
-		if err := e.mark(ctx, tx, []int64{u.id}, now); err != nil {
-			return settled{}, err
-		}
 	}
 	if err := e.logError(ctx, tx, u.id, attempt, class, reason, now); err != nil {
 		return settled{}, err
@@ -649,20 +641,14 @@ func (e *Engine) recordTxFailure(ctx context.Context, u unfinished, cause error)
 }
 
 func (e *Engine) settleDuplicate(ctx context.Context, tx store.Tx, w *work, owner int64, now time.Time) (settled, error) {
-	if err := e.settle(ctx, tx, w.row.id, Skipped, "", duplicateOf(owner), w.identity, w.dec.Kind, 1, nil, now, &now, e.backfillIntent(now), e.markedAt(now)); err != nil {
-		return settled{}, err
-	}
-	if err := e.mark(ctx, tx, []int64{w.row.id}, now); err != nil {
+	if err := e.settle(ctx, tx, w.row.id, Skipped, "", duplicateOf(owner), w.identity, w.dec.Kind, 1, nil, now, &now); err != nil {
 		return settled{}, err
 	}
 	return settled{id: w.row.id, status: Skipped}, nil
 }
 
 func (e *Engine) settleExhausted(ctx context.Context, tx store.Tx, u unfinished, why string, now time.Time) (settled, error) {
-	if err := e.settle(ctx, tx, u.id, Dead, Exhausted, why, "", "", 0, nil, now, &now, e.backfillIntent(now), e.markedAt(now)); err != nil {
-		return settled{}, err
-	}
-	if err := e.mark(ctx, tx, []int64{u.id}, now); err != nil {
+	if err := e.settle(ctx, tx, u.id, Dead, Exhausted, why, "", "", 0, nil, now, &now); err != nil {
 		return settled{}, err
 	}
 	if err := e.logError(ctx, tx, u.id, u.attempts, Exhausted, why, now); err != nil {
@@ -672,9 +658,15 @@ func (e *Engine) settleExhausted(ctx context.Context, tx store.Tx, u unfinished,
 	return settled{id: u.id, status: Dead, class: Exhausted}, nil
 }
 
-// settle is the one statement that moves an unfinished message on.
+// settle is the one statement that moves an unfinished message on. A
+// terminal one (finished set) gets its backfill intent, or, when the mailbox
+// is in the store, its processed mark in the same transaction.
 func (e *Engine) settle(ctx context.Context, tx store.Tx, id int64, status Status, class Class, reason, identity, kind string,
-	attempts int, next *time.Time, started time.Time, finished, backfill, marked *time.Time) error {
+	attempts int, next *time.Time, started time.Time, finished *time.Time) error {
+	var backfill, marked *time.Time
+	if finished != nil {
+		backfill, marked = e.backfillIntent(*finished), e.markedAt(*finished)
+	}
 	n, err := tx.Exec(ctx, e.q.Get("Settle"), e.stream, id, string(status), nullable(string(class)), nullable(reason),
 		nullable(identity), nullable(kind), attempts, next, started, finished, backfill, marked)
 	if err != nil {
@@ -682,6 +674,9 @@ func (e *Engine) settle(ctx context.Context, tx store.Tx, id int64, status Statu
 	}
 	if n != 1 {
 		return fmt.Errorf("inbox: settle %d as %s: message is not unfinished", id, status)
+	}
+	if finished != nil {
+		return e.mark(ctx, tx, []int64{id}, *finished)
 	}
 	return nil
 }
