@@ -14,12 +14,13 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime/pprof"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/msgx/msgx/internal/bench"
 )
 
 // PayloadSize is the size of every event payload in bytes.
@@ -283,9 +284,9 @@ func Run(ctx context.Context, c Config, peer Peer, w io.Writer) (err error) {
 	}
 
 	var (
-		elapsed time.Duration
-		extra   [][2]string
-		lats    []time.Duration
+		elapsed    time.Duration
+		extra      [][2]string
+		lats, warm []time.Duration
 	)
 	extra = append(extra, [2]string{"keys", strconv.Itoa(c.Keys)}, [2]string{"batch", strconv.Itoa(c.Batch)})
 	profile := func() (stop func(), err error) {
@@ -361,7 +362,6 @@ func Run(ctx context.Context, c Config, peer Peer, w io.Writer) (err error) {
 			return err
 		}
 		steadyFrom := int64(start.Sub(origin) + c.Warmup)
-		var warm []time.Duration
 		for i := range total {
 			at := commitAt[i/c.Batch].Load()
 			// The relay may see the rows a hair before the producer reads
@@ -376,56 +376,22 @@ func Run(ctx context.Context, c Config, peer Peer, w io.Writer) (err error) {
 		extra = append(extra,
 			[2]string{"rate", strconv.Itoa(c.Rate)},
 			[2]string{"produced_per_sec", fmt.Sprintf("%.0f", float64(total)/produced.Seconds())})
-		extra = append(extra, WarmupExtra(c.Warmup, warm)...)
 	}
 	if err := peer.Stop(ctx); err != nil {
 		return fmt.Errorf("stop: %w", err)
 	}
 	extra = append(extra, [2]string{"dups", strconv.FormatInt(sink.dups.Load(), 10)})
-	fmt.Fprintln(w, resultLine(c, total, elapsed, lats, extra))
+	result(c, total, elapsed, lats, warm, extra).Print(w)
 	return nil
 }
 
-// resultLine formats the RESULT line exactly as `msgx bench` does, with the
-// same percentile definition, so lines from both compare directly.
-func resultLine(c Config, n int, elapsed time.Duration, lats []time.Duration, extra [][2]string) string {
-	var b strings.Builder
-	perSec := 0.0
-	if elapsed > 0 {
-		perSec = float64(n) / elapsed.Seconds()
+// result is the run's RESULT line, formatted by msgx's own benchmark code
+// (the same fields, percentiles and warm-up summary), so that lines from
+// both compare directly.
+func result(c Config, n int, elapsed time.Duration, lats, warm []time.Duration, extra [][2]string) bench.Result {
+	r := bench.Result{Peer: c.Peer, Workload: "outbox-relay", Mode: c.Mode, N: n, Elapsed: elapsed, Latencies: lats, Extra: extra}
+	if c.Mode == "live" {
+		r.Warmup, r.WarmupLatencies = c.Warmup, warm
 	}
-	fmt.Fprintf(&b, "RESULT peer=%s workload=outbox-relay mode=%s n=%d seconds=%.3f per_sec=%.0f",
-		c.Peer, c.Mode, n, elapsed.Seconds(), perSec)
-	if len(lats) > 0 {
-		fmt.Fprintf(&b, " lat_p50_ms=%.2f lat_p99_ms=%.2f", ms(percentile(lats, 0.50)), ms(percentile(lats, 0.99)))
-	}
-	for _, kv := range extra {
-		fmt.Fprintf(&b, " %s=%s", kv[0], kv[1])
-	}
-	return b.String()
-}
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-// WarmupExtra are the RESULT line's fields for the events committed during
-// the warm-up (live mode): how long it was, how many events, and their p99 and
-// worst latency. Every peer starts cold (connections, prepared statements,
-// its own start-up work) while the load already arrives; those first events
-// are shown here rather than mixed into the steady percentiles.
-func WarmupExtra(warmup time.Duration, lats []time.Duration) [][2]string {
-	out := [][2]string{{"warmup_s", fmt.Sprintf("%g", warmup.Seconds())}, {"warmup_n", strconv.Itoa(len(lats))}}
-	if len(lats) > 0 {
-		out = append(out, [2]string{"warmup_lat_p99_ms", fmt.Sprintf("%.2f", ms(percentile(lats, 0.99)))},
-			[2]string{"warmup_lat_max_ms", fmt.Sprintf("%.2f", ms(lats[len(lats)-1]))})
-	}
-	return out
-}
-
-// percentile returns the q-quantile (0..1) of ds, sorting ds in place.
-func percentile(ds []time.Duration, q float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	slices.Sort(ds)
-	return ds[int(q*float64(len(ds)-1))]
+	return r
 }

@@ -52,7 +52,7 @@ func TestSinkCountsFirstDeliveriesAndDuplicates(t *testing.T) {
 func TestResultLineFormat(t *testing.T) {
 	c := Config{Peer: "river", Mode: "live"}
 	lats := []time.Duration{3 * time.Millisecond, time.Millisecond, 2 * time.Millisecond}
-	got := resultLine(c, 5000, 2*time.Second, lats, [][2]string{{"keys", "1000"}})
+	got := result(c, 5000, 2*time.Second, lats, nil, [][2]string{{"keys", "1000"}}).Line()
 	want := "RESULT peer=river workload=outbox-relay mode=live n=5000 seconds=2.000 per_sec=2500 lat_p50_ms=2.00 lat_p99_ms=2.00 keys=1000"
 	if got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
