@@ -217,8 +217,6 @@ func TestRabbitMQFeedsAStream(t *testing.T) {
 	}
 }
 
-// deleteTopology removes the test's exchanges and queues from the shared
-// RabbitMQ server.
 // startRabbit starts a port over the machine's RabbitMQ, stopped and with
 // the topology of topic and group deleted when the test ends.
 func startRabbit(ctx context.Context, t *testing.T, log *slog.Logger, topic, group string) *broker.Broker {
@@ -232,6 +230,8 @@ func startRabbit(ctx context.Context, t *testing.T, log *slog.Logger, topic, gro
 	return b
 }
 
+// deleteTopology removes the test's exchanges and queues from the shared
+// RabbitMQ server.
 func deleteTopology(t *testing.T, topic, group string) {
 	conn, err := amqp.Dial(amqpURL)
 	if err != nil {
