@@ -2,9 +2,7 @@ package app
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -59,9 +57,7 @@ const mariaDSN = "root@tcp(127.0.0.1:3306)/test"
 func newMailbox(t *testing.T, n int) (table string, db *sql.DB) {
 	t.Helper()
 	ctx := context.Background()
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	table = "cminmsgs_app_" + hex.EncodeToString(b[:])
+	table = storetest.UniqueName("cminmsgs_app_")
 	db, err := sql.Open("mysql", mariaDSN+"?parseTime=true")
 	if err != nil {
 		t.Fatal(err)

@@ -2,8 +2,6 @@ package app
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"strings"
@@ -28,9 +26,7 @@ import (
 // readiness check covers it.
 func TestRelayThroughEveryLocalBrokerKind(t *testing.T) {
 	_, dsn := storetest.NewSchema(t)
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	suffix := hex.EncodeToString(b[:])
+	suffix := storetest.UniqueName("")
 	cfg := loadConfig(t, fmt.Sprintf(`
 store: {dsn: "%s"}
 admin: {listen: "127.0.0.1:0"}

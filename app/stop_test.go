@@ -2,8 +2,6 @@ package app
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"testing"
@@ -23,9 +21,7 @@ func TestStopFitsInTheShutdownTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = proxy.Close() })
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	topic := "stop-budget-" + hex.EncodeToString(b[:])
+	topic := storetest.UniqueName("stop-budget-")
 	const budget = 3 * time.Second
 	cfg := loadConfig(t, fmt.Sprintf(`
 store: {dsn: %q}
