@@ -318,26 +318,15 @@ func (f *revokeFixture) produce(t *testing.T, ctx context.Context, seq int) {
 // every topic of the fixture is at.
 func (f *revokeFixture) waitCommitted(t *testing.T, ctx context.Context, at int64) {
 	t.Helper()
-	for {
-		offs, err := f.c.adm.FetchOffsets(ctx, f.spec.Group)
-		if err != nil {
-			t.Fatal(err)
-		}
+	f.c.waitOffsets(t, ctx, f.spec.Group, func(offs kadm.OffsetResponses) bool {
 		n := 0
 		offs.Each(func(o kadm.OffsetResponse) {
 			if _, ok := f.dests[o.Topic]; ok && o.At == at {
 				n++
 			}
 		})
-		if n == partitions*len(f.dests) {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("offset %d never committed on every partition: %v", at, offs)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+		return n == partitions*len(f.dests)
+	})
 }
 
 // joinB starts member B and returns a function receiving (and acking) until
