@@ -3,6 +3,8 @@ package inbox
 import (
 	"context"
 	"time"
+
+	"github.com/msgx/msgx/store"
 )
 
 // Step runs one pump step (tests drive the pump without its loop).
@@ -26,3 +28,12 @@ func (e *Engine) BackfillIDs(ctx context.Context, ids []int64) error { return e.
 // clock instead of the database's, so that step-driven tests on a fake clock
 // can expire it.
 func WithLeaseTimesFromClock() Option { return func(o *options) { o.leaseHostTime = true } }
+
+// Statements are the engine's PostgreSQL statements, by name.
+func Statements() map[string]string {
+	q, err := queries.For(store.Postgres)
+	if err != nil {
+		panic(err)
+	}
+	return q
+}

@@ -37,6 +37,13 @@ func newPgOps(db *store.DB, s stmts, conns int32, syncCommit bool) (*pgOps, erro
 	if !syncCommit {
 		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
 	}
+	// Every relay statement reaches its rows through an index or by ctid.
+	// A plan made while the table was nearly empty (a relay started on an
+	// idle outbox) would otherwise find a sequential scan cheaper for the
+	// ctid lookups, and the cached plan would keep reading the whole table
+	// on every claim once a backlog builds up: 40 ms instead of 1.5 ms for a
+	// claim of 100 heads among 30 000 pending events.
+	cfg.ConnConfig.RuntimeParams["enable_seqscan"] = "off"
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "msgx-outbox-relay"
 	}

@@ -10,12 +10,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	_ "github.com/go-sql-driver/mysql" // OpenMySQL's driver
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/msgx/msgx/store"
 )
@@ -152,3 +155,48 @@ func sanitize(s string) string {
 	}
 	return fmt.Sprint(out)
 }
+
+// GenericPlan returns the plan PostgreSQL caches for sql once it stops
+// planning each execution afresh (the generic plan, made without the
+// parameters' values), as EXPLAIN prints it, made on a connection of pool
+// with the tables as they are now. Tests use it to check that a statement
+// keeps its index path when it is first planned on nearly empty tables.
+func GenericPlan(t testing.TB, pool *pgxpool.Pool, sql string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pc, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatalf("storetest: acquire: %v", err)
+	}
+	// The connection's session settings are changed below: it is not given
+	// back to the pool.
+	conn := pc.Hijack()
+	defer conn.Close(context.Background())
+	n := 0
+	for _, m := range paramRE.FindAllStringSubmatch(sql, -1) {
+		if k, _ := strconv.Atoi(m[1]); k > n {
+			n = k
+		}
+	}
+	args := ""
+	if n > 0 {
+		args = "(" + strings.TrimSuffix(strings.Repeat("NULL,", n), ",") + ")"
+	}
+	for _, q := range []string{"SET plan_cache_mode = force_generic_plan", "PREPARE msgx_plan_check AS " + sql} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("storetest: %s: %v", strings.SplitN(q, "\n", 2)[0], err)
+		}
+	}
+	rows, err := conn.Query(ctx, "EXPLAIN (COSTS OFF) EXECUTE msgx_plan_check"+args)
+	if err != nil {
+		t.Fatalf("storetest: explain: %v", err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatalf("storetest: explain: %v", err)
+	}
+	return strings.Join(lines, "\n")
+}
+
+var paramRE = regexp.MustCompile(`\$(\d+)`)

@@ -1,7 +1,17 @@
+-- Reads by a FLID list look each flight up by its key, one index probe per
+-- FLID, whatever plan the statistics suggest: a plan cached while the tables
+-- were small would otherwise read them whole (flid = ANY(...) on a table of
+-- a few pages is cheaper as a sequential scan), and keep doing so as they
+-- grow.
+
 -- name: LoadFlights
 -- The flights a message touches, locked for the rest of the transaction.
-SELECT flid, operation_day::text, status, state_version, last_msg_id, state::text
-FROM flight_schd WHERE flid = ANY($1::text[]) ORDER BY flid FOR UPDATE
+-- The caller passes the FLIDs sorted and distinct, so the rows are locked in
+-- key order.
+SELECT f.flid, f.operation_day::text, f.status, f.state_version, f.last_msg_id, f.state::text
+FROM unnest($1::text[]) AS u(flid)
+CROSS JOIN LATERAL (SELECT * FROM flight_schd WHERE flid = u.flid FOR UPDATE) AS f
+ORDER BY f.flid
 
 -- name: UpsertFlight
 -- The whole row; the operation day of an existing flight is never changed.
@@ -126,8 +136,10 @@ UPDATE flight_schd SET status = $2, state_version = $3, last_msg_id = $4, update
 
 -- name: ReadFlights
 -- The flights' rows as stored, for reading their full state from the tables.
-SELECT flid, operation_day::text, status, state_version, last_msg_id, ffid, alcd, flno, mvin, sodt, flty, flin, acft, reno, trml, maxp, stnd, taop, tafl, taid, phag, fhag, mhag, exsc, exsr, ftss, appt, botm, cncl, cobt, ctot, egsr, egst, eobt, fint, iest, lacl, naat, neat, padt, pedt, remc, runw, tobt, vipp, vipr, fdiv, fdiv_ddes, fdiv_ddir, flab, flab_ares, fret, fret_reid, extra::text
-FROM flight_schd WHERE flid = ANY($1::text[]) ORDER BY flid
+SELECT f.flid, f.operation_day::text, f.status, f.state_version, f.last_msg_id, f.ffid, f.alcd, f.flno, f.mvin, f.sodt, f.flty, f.flin, f.acft, f.reno, f.trml, f.maxp, f.stnd, f.taop, f.tafl, f.taid, f.phag, f.fhag, f.mhag, f.exsc, f.exsr, f.ftss, f.appt, f.botm, f.cncl, f.cobt, f.ctot, f.egsr, f.egst, f.eobt, f.fint, f.iest, f.lacl, f.naat, f.neat, f.padt, f.pedt, f.remc, f.runw, f.tobt, f.vipp, f.vipr, f.fdiv, f.fdiv_ddes, f.fdiv_ddir, f.flab, f.flab_ares, f.fret, f.fret_reid, f.extra::text
+FROM (SELECT DISTINCT unnest($1::text[])) AS u(flid)
+CROSS JOIN LATERAL (SELECT * FROM flight_schd WHERE flid = u.flid OFFSET 0) AS f
+ORDER BY f.flid
 
 -- name: DeleteRoute
 DELETE FROM flight_route WHERE flid = $1 AND coll = $2
@@ -136,7 +148,10 @@ DELETE FROM flight_route WHERE flid = $1 AND coll = $2
 INSERT INTO flight_route (flid, coll, pos, seq, apcd, scat, scdt, extra) VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb)
 
 -- name: ReadRoute
-SELECT flid, coll, pos, seq, apcd, scat, scdt, extra::text FROM flight_route WHERE flid = ANY($1::text[]) ORDER BY flid, coll, pos
+SELECT d.flid, d.coll, d.pos, d.seq, d.apcd, d.scat, d.scdt, d.extra::text
+FROM (SELECT DISTINCT unnest($1::text[])) AS u(flid)
+CROSS JOIN LATERAL (SELECT * FROM flight_route WHERE flid = u.flid OFFSET 0) AS d
+ORDER BY d.flid, d.coll, d.pos
 
 -- name: DeleteGate
 DELETE FROM flight_gate WHERE flid = $1 AND coll = $2
@@ -145,7 +160,10 @@ DELETE FROM flight_gate WHERE flid = $1 AND coll = $2
 INSERT INTO flight_gate (flid, coll, pos, seq, gate, pgot, pgct, gotm, gctm, gtyp, extra) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb)
 
 -- name: ReadGate
-SELECT flid, coll, pos, seq, gate, pgot, pgct, gotm, gctm, gtyp, extra::text FROM flight_gate WHERE flid = ANY($1::text[]) ORDER BY flid, coll, pos
+SELECT d.flid, d.coll, d.pos, d.seq, d.gate, d.pgot, d.pgct, d.gotm, d.gctm, d.gtyp, d.extra::text
+FROM (SELECT DISTINCT unnest($1::text[])) AS u(flid)
+CROSS JOIN LATERAL (SELECT * FROM flight_gate WHERE flid = u.flid OFFSET 0) AS d
+ORDER BY d.flid, d.coll, d.pos
 
 -- name: DeleteStand
 DELETE FROM flight_stand WHERE flid = $1 AND coll = $2
@@ -154,7 +172,10 @@ DELETE FROM flight_stand WHERE flid = $1 AND coll = $2
 INSERT INTO flight_stand (flid, coll, pos, seq, psst, stst, stet, extra) VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb)
 
 -- name: ReadStand
-SELECT flid, coll, pos, seq, psst, stst, stet, extra::text FROM flight_stand WHERE flid = ANY($1::text[]) ORDER BY flid, coll, pos
+SELECT d.flid, d.coll, d.pos, d.seq, d.psst, d.stst, d.stet, d.extra::text
+FROM (SELECT DISTINCT unnest($1::text[])) AS u(flid)
+CROSS JOIN LATERAL (SELECT * FROM flight_stand WHERE flid = u.flid OFFSET 0) AS d
+ORDER BY d.flid, d.coll, d.pos
 
 -- name: DeleteCheckin
 DELETE FROM flight_checkin WHERE flid = $1 AND coll = $2
@@ -163,7 +184,10 @@ DELETE FROM flight_checkin WHERE flid = $1 AND coll = $2
 INSERT INTO flight_checkin (flid, coll, pos, seq, chkc, ccls, pcot, pcct, cotm, cctm, ctyp, extra) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb)
 
 -- name: ReadCheckin
-SELECT flid, coll, pos, seq, chkc, ccls, pcot, pcct, cotm, cctm, ctyp, extra::text FROM flight_checkin WHERE flid = ANY($1::text[]) ORDER BY flid, coll, pos
+SELECT d.flid, d.coll, d.pos, d.seq, d.chkc, d.ccls, d.pcot, d.pcct, d.cotm, d.cctm, d.ctyp, d.extra::text
+FROM (SELECT DISTINCT unnest($1::text[])) AS u(flid)
+CROSS JOIN LATERAL (SELECT * FROM flight_checkin WHERE flid = u.flid OFFSET 0) AS d
+ORDER BY d.flid, d.coll, d.pos
 
 -- name: DeleteCarousel
 DELETE FROM flight_carousel WHERE flid = $1 AND coll = $2
@@ -172,7 +196,10 @@ DELETE FROM flight_carousel WHERE flid = $1 AND coll = $2
 INSERT INTO flight_carousel (flid, coll, pos, seq, belt, bcls, pcot, pcct, cotm, cctm, btyp, extra) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb)
 
 -- name: ReadCarousel
-SELECT flid, coll, pos, seq, belt, bcls, pcot, pcct, cotm, cctm, btyp, extra::text FROM flight_carousel WHERE flid = ANY($1::text[]) ORDER BY flid, coll, pos
+SELECT d.flid, d.coll, d.pos, d.seq, d.belt, d.bcls, d.pcot, d.pcct, d.cotm, d.cctm, d.btyp, d.extra::text
+FROM (SELECT DISTINCT unnest($1::text[])) AS u(flid)
+CROSS JOIN LATERAL (SELECT * FROM flight_carousel WHERE flid = u.flid OFFSET 0) AS d
+ORDER BY d.flid, d.coll, d.pos
 
 -- name: DeleteChute
 DELETE FROM flight_chute WHERE flid = $1 AND coll = $2
@@ -181,7 +208,10 @@ DELETE FROM flight_chute WHERE flid = $1 AND coll = $2
 INSERT INTO flight_chute (flid, coll, pos, seq, chut, ccls, pcbt, pcet, cbtm, cetm, ctyp, extra) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb)
 
 -- name: ReadChute
-SELECT flid, coll, pos, seq, chut, ccls, pcbt, pcet, cbtm, cetm, ctyp, extra::text FROM flight_chute WHERE flid = ANY($1::text[]) ORDER BY flid, coll, pos
+SELECT d.flid, d.coll, d.pos, d.seq, d.chut, d.ccls, d.pcbt, d.pcet, d.cbtm, d.cetm, d.ctyp, d.extra::text
+FROM (SELECT DISTINCT unnest($1::text[])) AS u(flid)
+CROSS JOIN LATERAL (SELECT * FROM flight_chute WHERE flid = u.flid OFFSET 0) AS d
+ORDER BY d.flid, d.coll, d.pos
 
 -- name: DeleteAirbridge
 DELETE FROM flight_airbridge WHERE flid = $1 AND coll = $2
@@ -190,7 +220,10 @@ DELETE FROM flight_airbridge WHERE flid = $1 AND coll = $2
 INSERT INTO flight_airbridge (flid, coll, pos, seq, abdg, abop, aotm, extra) VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb)
 
 -- name: ReadAirbridge
-SELECT flid, coll, pos, seq, abdg, abop, aotm, extra::text FROM flight_airbridge WHERE flid = ANY($1::text[]) ORDER BY flid, coll, pos
+SELECT d.flid, d.coll, d.pos, d.seq, d.abdg, d.abop, d.aotm, d.extra::text
+FROM (SELECT DISTINCT unnest($1::text[])) AS u(flid)
+CROSS JOIN LATERAL (SELECT * FROM flight_airbridge WHERE flid = u.flid OFFSET 0) AS d
+ORDER BY d.flid, d.coll, d.pos
 
 -- name: DeleteChocks
 DELETE FROM flight_chocks WHERE flid = $1 AND coll = $2
@@ -199,7 +232,10 @@ DELETE FROM flight_chocks WHERE flid = $1 AND coll = $2
 INSERT INTO flight_chocks (flid, coll, pos, seq, chtm, chid, chst, extra) VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb)
 
 -- name: ReadChocks
-SELECT flid, coll, pos, seq, chtm, chid, chst, extra::text FROM flight_chocks WHERE flid = ANY($1::text[]) ORDER BY flid, coll, pos
+SELECT d.flid, d.coll, d.pos, d.seq, d.chtm, d.chid, d.chst, d.extra::text
+FROM (SELECT DISTINCT unnest($1::text[])) AS u(flid)
+CROSS JOIN LATERAL (SELECT * FROM flight_chocks WHERE flid = u.flid OFFSET 0) AS d
+ORDER BY d.flid, d.coll, d.pos
 
 -- name: DeleteDelay
 DELETE FROM flight_delay WHERE flid = $1 AND coll = $2
@@ -208,7 +244,10 @@ DELETE FROM flight_delay WHERE flid = $1 AND coll = $2
 INSERT INTO flight_delay (flid, coll, pos, seq, code, strt, dura, reason, extra) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb)
 
 -- name: ReadDelay
-SELECT flid, coll, pos, seq, code, strt, dura, reason, extra::text FROM flight_delay WHERE flid = ANY($1::text[]) ORDER BY flid, coll, pos
+SELECT d.flid, d.coll, d.pos, d.seq, d.code, d.strt, d.dura, d.reason, d.extra::text
+FROM (SELECT DISTINCT unnest($1::text[])) AS u(flid)
+CROSS JOIN LATERAL (SELECT * FROM flight_delay WHERE flid = u.flid OFFSET 0) AS d
+ORDER BY d.flid, d.coll, d.pos
 
 -- name: DeleteDetail
 DELETE FROM flight_detail WHERE flid = $1 AND coll = $2
@@ -217,7 +256,10 @@ DELETE FROM flight_detail WHERE flid = $1 AND coll = $2
 INSERT INTO flight_detail (flid, coll, pos, seq, extra) VALUES ($1, $2, $3, $4, $5::jsonb)
 
 -- name: ReadDetail
-SELECT flid, coll, pos, seq, extra::text FROM flight_detail WHERE flid = ANY($1::text[]) ORDER BY flid, coll, pos
+SELECT d.flid, d.coll, d.pos, d.seq, d.extra::text
+FROM (SELECT DISTINCT unnest($1::text[])) AS u(flid)
+CROSS JOIN LATERAL (SELECT * FROM flight_detail WHERE flid = u.flid OFFSET 0) AS d
+ORDER BY d.flid, d.coll, d.pos
 
 
 -- name: ReplaceRoute

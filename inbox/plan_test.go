@@ -1,0 +1,27 @@
+package inbox_test
+
+import (
+	"regexp"
+	"testing"
+
+	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/store/storetest"
+)
+
+// The engine's statements keep their index paths in the plans the
+// connections cache, even plans made while the inbox tables were empty, as
+// they are when a stream starts: there a sequential scan looks cheaper, and
+// the cached plan would go on reading every row of the table as it grows.
+func TestPlansKeepTheirIndexPathsOnEmptyTables(t *testing.T) {
+	db := storetest.NewPostgres(t)
+	seq := regexp.MustCompile(`Seq Scan on msgx_(inbox|lease)`)
+	stmts := inbox.Statements()
+	if len(stmts) < 30 {
+		t.Fatalf("found %d statements", len(stmts))
+	}
+	for name, sql := range stmts {
+		if plan := storetest.GenericPlan(t, db.Pool(), sql); seq.MatchString(plan) {
+			t.Errorf("%s reads a table sequentially:\n%s", name, plan)
+		}
+	}
+}
