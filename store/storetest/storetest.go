@@ -159,8 +159,9 @@ func sanitize(s string) string {
 // GenericPlan returns the plan PostgreSQL caches for sql once it stops
 // planning each execution afresh (the generic plan, made without the
 // parameters' values), as EXPLAIN prints it, made on a connection of pool
-// with the tables as they are now. Tests use it to check that a statement
-// keeps its index path when it is first planned on nearly empty tables.
+// with the tables as they are now, costs and JIT included. Tests use it to
+// check that a statement keeps its index path when it is first planned on
+// nearly empty tables.
 func GenericPlan(t testing.TB, pool *pgxpool.Pool, sql string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -188,7 +189,7 @@ func GenericPlan(t testing.TB, pool *pgxpool.Pool, sql string) string {
 			t.Fatalf("storetest: %s: %v", strings.SplitN(q, "\n", 2)[0], err)
 		}
 	}
-	rows, err := conn.Query(ctx, "EXPLAIN (COSTS OFF) EXECUTE msgx_plan_check"+args)
+	rows, err := conn.Query(ctx, "EXPLAIN EXECUTE msgx_plan_check"+args)
 	if err != nil {
 		t.Fatalf("storetest: explain: %v", err)
 	}
