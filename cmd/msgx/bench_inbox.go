@@ -38,6 +38,7 @@ func newBenchInboxFIFOCmd() *cobra.Command {
 	cmd.Flags().IntVar(&cfg.Group, "batch", 50, "messages per pump transaction in the group variant")
 	cmd.Flags().IntVar(&cfg.ClaimBatch, "claim-batch", 50, "mailbox rows per poller scan")
 	cmd.Flags().BoolVar(&cfg.Backfill, "backfill", true, "write the processed mark back to the mailbox rows")
+	cmd.Flags().IntVar(&cfg.Rounds, "rounds", 1, "rounds of the whole set, in reversed order every other round; each ratio is also reported as its median")
 	cmd.Flags().StringVar(&variants, "variants", "group,single", "variants to run, in order: group, single, raw (the business statements alone, a ceiling)")
 	cmd.Flags().StringVar(&procs, "processor", "toy", "processors to measure, each with every variant: toy (one upsert and one event per message), sis (the SIS pipeline's real processor), or toy,sis for both in one run")
 	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Minute, "give up after this long")

@@ -55,7 +55,12 @@ type Config struct {
 	// Processors to measure, each with every variant (default toy): "toy"
 	// (FlopProcessor) and "sis" (the SIS pipeline's real processor).
 	Processors []string
-	Log        *slog.Logger
+	// Rounds repeats the whole set (default 1), the order of the processors
+	// and of the variants reversed every other round so that a drift of the
+	// machine weighs on every side alike; each ratio is then also reported
+	// as its median over the rounds.
+	Rounds int
+	Log    *slog.Logger
 	// Progress, when set, receives a line now and then.
 	Progress io.Writer
 }
@@ -81,6 +86,9 @@ func (c *Config) defaults() {
 	}
 	if len(c.Processors) == 0 {
 		c.Processors = []string{"toy"}
+	}
+	if c.Rounds <= 0 {
+		c.Rounds = 1
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -133,7 +141,9 @@ func rotate(fx [][]byte, n, flids int, base int64) ([][]byte, error) {
 	return out, nil
 }
 
-// Run measures the variants and prints their RESULT lines and the ratio.
+// Run measures the variants and prints their RESULT lines and the ratios:
+// each variant beside the first one given, and with two processors the sis
+// processor beside the toy one, variant by variant.
 func Run(ctx context.Context, cfg Config, out io.Writer) ([]bench.Result, error) {
 	cfg.defaults()
 	fx, err := Fixtures()
@@ -150,62 +160,113 @@ func Run(ctx context.Context, cfg Config, out io.Writer) ([]bench.Result, error)
 	if slices.Contains(cfg.Processors, "sis") {
 		varyUpdates(msgs, len(fx), cfg.FLIDs)
 	}
-	var all []bench.Result
-	byProc := map[string][]bench.Result{}
-	for _, name := range cfg.Processors {
-		bp, err := newBenchProc(name, cfg.FLIDs)
-		if err != nil {
-			return all, err
+	var (
+		all    []bench.Result
+		ratios ratioLog
+	)
+	for round := range cfg.Rounds {
+		procs, variants := cfg.Processors, cfg.Variants
+		if round%2 == 1 {
+			procs, variants = reversed(procs), reversed(variants)
 		}
-		results, err := runProcessor(ctx, cfg, bp, msgs, len(fx), out)
-		all = append(all, results...)
-		if err != nil {
-			return all, err
+		// by processor, then by variant
+		got := map[string]map[string]bench.Result{}
+		for _, name := range procs {
+			bp, err := newBenchProc(name, cfg.FLIDs)
+			if err != nil {
+				return all, err
+			}
+			got[name] = map[string]bench.Result{}
+			for _, v := range variants {
+				r, err := runOne(ctx, cfg, bp, v, msgs, len(fx))
+				if err != nil {
+					return all, err
+				}
+				r.Print(out)
+				all = append(all, r)
+				got[name][v] = r
+			}
 		}
-		byProc[name] = results
+		for _, name := range cfg.Processors {
+			prefix := ""
+			if len(cfg.Processors) > 1 {
+				prefix = name + " "
+			}
+			first := cfg.Variants[0]
+			for _, v := range cfg.Variants[1:] {
+				ratios.add(out, prefix+first+"/"+v, got[name][first], got[name][v])
+			}
+		}
+		// The real processor beside the toy one, variant by variant.
+		if got["sis"] != nil && got["toy"] != nil {
+			for _, v := range cfg.Variants {
+				ratios.add(out, v+" sis/toy", got["sis"][v], got["toy"][v])
+			}
+		}
 	}
-	// The real processor beside the toy one, variant by variant.
-	for i := range byProc["sis"] {
-		if i < len(byProc["toy"]) {
-			fmt.Fprintf(out, "RATIO workload=inbox-fifo %s sis/toy=%s\n", byProc["sis"][i].Variant, bench.Ratio(byProc["sis"][i], byProc["toy"][i]))
-		}
+	if cfg.Rounds > 1 {
+		ratios.printMedians(out)
 	}
 	return all, nil
 }
 
-// runProcessor measures the variants with one processor.
-func runProcessor(ctx context.Context, cfg Config, bp benchProc, msgs [][]byte, fixtures int, out io.Writer) ([]bench.Result, error) {
-	var results []bench.Result
-	for _, v := range cfg.Variants {
-		group := cfg.Group
-		run := runVariant
-		switch v {
-		case "group":
-		case "single":
-			group = 1
-		case "raw":
-			run = runRaw
-		default:
-			return results, fmt.Errorf("inboxbench: unknown variant %q (group, single, raw)", v)
-		}
-		r, err := run(ctx, cfg, bp, v, group, msgs)
-		if err != nil {
-			return results, fmt.Errorf("inboxbench: processor %s, variant %s: %w", bp.name, v, err)
-		}
-		if len(cfg.Processors) > 1 || bp.name != "toy" {
-			r.Extra = append(r.Extra, [2]string{"processor", bp.name}, [2]string{"fixtures", strconv.Itoa(fixtures)}, [2]string{"updates", "varied"})
-		}
-		r.Print(out)
-		results = append(results, r)
+// runOne measures one variant with one processor.
+func runOne(ctx context.Context, cfg Config, bp benchProc, variant string, msgs [][]byte, fixtures int) (bench.Result, error) {
+	group, run := cfg.Group, runVariant
+	switch variant {
+	case "group":
+	case "single":
+		group = 1
+	case "raw":
+		run = runRaw
+	default:
+		return bench.Result{}, fmt.Errorf("inboxbench: unknown variant %q (group, single, raw)", variant)
 	}
-	prefix := ""
-	if len(cfg.Processors) > 1 {
-		prefix = bp.name + " "
+	r, err := run(ctx, cfg, bp, variant, group, msgs)
+	if err != nil {
+		return bench.Result{}, fmt.Errorf("inboxbench: processor %s, variant %s: %w", bp.name, variant, err)
 	}
-	for i := 1; i < len(results); i++ {
-		fmt.Fprintf(out, "RATIO workload=inbox-fifo %s%s/%s=%s\n", prefix, results[0].Variant, results[i].Variant, bench.Ratio(results[0], results[i]))
+	if len(cfg.Processors) > 1 || bp.name != "toy" {
+		r.Extra = append(r.Extra, [2]string{"processor", bp.name}, [2]string{"fixtures", strconv.Itoa(fixtures)}, [2]string{"updates", "varied"})
 	}
-	return results, nil
+	return r, nil
+}
+
+// ratioLog prints the ratios of a round and keeps them for the medians.
+type ratioLog struct {
+	names  []string
+	values map[string][]float64
+}
+
+func (l *ratioLog) add(out io.Writer, name string, a, b bench.Result) {
+	fmt.Fprintf(out, "RATIO workload=inbox-fifo %s=%s\n", name, bench.Ratio(a, b))
+	if b.PerSec() == 0 {
+		return
+	}
+	if l.values == nil {
+		l.values = map[string][]float64{}
+	}
+	if _, ok := l.values[name]; !ok {
+		l.names = append(l.names, name)
+	}
+	l.values[name] = append(l.values[name], a.PerSec()/b.PerSec())
+}
+
+func (l *ratioLog) printMedians(out io.Writer) {
+	for _, name := range l.names {
+		v := slices.Sorted(slices.Values(l.values[name]))
+		med := v[len(v)/2]
+		if len(v)%2 == 0 {
+			med = (v[len(v)/2-1] + v[len(v)/2]) / 2
+		}
+		fmt.Fprintf(out, "RATIO workload=inbox-fifo %s=%.2f rounds=%d min=%.2f max=%.2f median=true\n", name, med, len(v), v[0], v[len(v)-1])
+	}
+}
+
+func reversed(s []string) []string {
+	out := slices.Clone(s)
+	slices.Reverse(out)
+	return out
 }
 
 // runRaw is the ceiling of the workload on this database at this moment: the

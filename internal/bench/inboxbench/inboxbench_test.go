@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -74,4 +76,29 @@ func TestRunBothProcessors(t *testing.T) {
 		t.Fatalf("output:\n%s", out.String())
 	}
 	t.Log("\n" + out.String())
+}
+
+// TestRunRounds runs two rounds, the second in reversed order: every
+// variant runs once a round, each round's ratio comes out, and the median
+// line names the rounds it was taken over.
+func TestRunRounds(t *testing.T) {
+	var out bytes.Buffer
+	res, err := inboxbench.Run(context.Background(), inboxbench.Config{DSN: storetest.PostgresURL(), N: 200, FLIDs: 20,
+		Backfill: true, Variants: []string{"group", "raw"}, Rounds: 2}, &out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	var order []string
+	for _, r := range res {
+		order = append(order, r.Variant)
+	}
+	if !slices.Equal(order, []string{"group", "raw", "raw", "group"}) {
+		t.Fatalf("variants ran in order %v", order)
+	}
+	if n := strings.Count(out.String(), "RATIO workload=inbox-fifo group/raw="); n != 3 {
+		t.Fatalf("%d group/raw ratio lines, want 2 rounds and the median:\n%s", n, out.String())
+	}
+	if !regexp.MustCompile(`RATIO workload=inbox-fifo group/raw=[0-9.]+ rounds=2 min=[0-9.]+ max=[0-9.]+ median=true`).MatchString(out.String()) {
+		t.Fatalf("no median line:\n%s", out.String())
+	}
 }
