@@ -201,3 +201,24 @@ func GenericPlan(t testing.TB, pool *pgxpool.Pool, sql string) string {
 }
 
 var paramRE = regexp.MustCompile(`\$(\d+)`)
+
+// CheckPlans fails the test for every statement of stmts (by name) whose
+// generic plan, made on a connection of pool with the tables as they are
+// now, reads a table whose name matches tables sequentially or is compiled
+// (JIT) before it runs.
+func CheckPlans(t testing.TB, pool *pgxpool.Pool, stmts map[string]string, tables *regexp.Regexp) {
+	t.Helper()
+	for name, sql := range stmts {
+		plan := GenericPlan(t, pool, sql)
+		for _, m := range seqScanRE.FindAllStringSubmatch(plan, -1) {
+			if tables.MatchString(m[1]) {
+				t.Errorf("%s reads %s sequentially:\n%s", name, m[1], plan)
+			}
+		}
+		if strings.Contains(plan, "JIT:") {
+			t.Errorf("%s is compiled before it runs:\n%s", name, plan)
+		}
+	}
+}
+
+var seqScanRE = regexp.MustCompile(`Seq Scan on (\w+)`)

@@ -146,6 +146,11 @@ func rotate(fx [][]byte, n, flids int, base int64) ([][]byte, error) {
 // processor beside the toy one, variant by variant.
 func Run(ctx context.Context, cfg Config, out io.Writer) ([]bench.Result, error) {
 	cfg.defaults()
+	for _, list := range [][]string{cfg.Variants, cfg.Processors} {
+		if len(slices.Compact(slices.Sorted(slices.Values(list)))) != len(list) {
+			return nil, fmt.Errorf("inboxbench: %v lists a name twice (--rounds repeats the set)", list)
+		}
+	}
 	fx, err := Fixtures()
 	if err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package inboxbench_test
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"regexp"
 	"slices"
@@ -100,5 +101,10 @@ func TestRunRounds(t *testing.T) {
 	}
 	if !regexp.MustCompile(`RATIO workload=inbox-fifo group/raw=[0-9.]+ rounds=2 min=[0-9.]+ max=[0-9.]+ median=true`).MatchString(out.String()) {
 		t.Fatalf("no median line:\n%s", out.String())
+	}
+	// A variant listed twice would pair a result with itself.
+	if _, err := inboxbench.Run(context.Background(), inboxbench.Config{DSN: storetest.PostgresURL(), N: 10,
+		Variants: []string{"group", "raw", "group"}}, io.Discard); err == nil {
+		t.Fatal("a variant listed twice was accepted")
 	}
 }
