@@ -332,17 +332,23 @@ func caseCancellation(t *testing.T, s *suite) {
 	var wrappedCounts []int
 	c1 := newCollector(nil)
 	l1 := listen(t, b1, broker.Subscription{Topic: topic, Group: "g"}, func(ctx context.Context, d *broker.Delivery) error {
-		_ = c1.handle(ctx, d)
-		switch d.Header(broker.HeaderEventID) {
-		case "wrapped":
+		if d.Header(broker.HeaderEventID) == "wrapped" {
 			// An error that merely wraps context.Canceled while the listener
-			// runs is an ordinary failure: requeued, never held.
+			// runs is an ordinary failure: requeued, never held. The count
+			// is recorded before the collector counts the delivery, which
+			// is what the test waits for.
 			mu.Lock()
-			defer mu.Unlock()
 			wrappedCounts = append(wrappedCounts, d.RedeliveryCount)
-			if len(wrappedCounts) == 1 {
+			first := len(wrappedCounts) == 1
+			mu.Unlock()
+			_ = c1.handle(ctx, d)
+			if first {
 				return fmt.Errorf("db call abandoned: %w", context.Canceled)
 			}
+			return nil
+		}
+		_ = c1.handle(ctx, d)
+		switch d.Header(broker.HeaderEventID) {
 		case "cx":
 			entered <- struct{}{}
 			<-ctx.Done() // cancelled by the listener's stop
