@@ -15,7 +15,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/msgx/msgx/inbox"
 	"github.com/msgx/msgx/internal/bench/inboxbench"
 	"github.com/msgx/msgx/internal/tracing"
 	"github.com/msgx/msgx/store/storetest"
@@ -55,16 +54,14 @@ relay: {poll-interval: 20ms, targets: {"kafka:msg": {broker: k}}}
 	go func() { done <- a.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 
-	// The poller's first scan creates the cursor; after it, it scans only
-	// when the ingress nudges it, after its enqueue: the message is the
-	// ingress's, with its trace context, not the poller's without one.
-	db := a.db
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, ok, err := inbox.LoadCursor(ctx, db, "s"); err != nil || ok {
-			break
-		}
+	// The poller's first poll creates the cursor and reads the mailbox once;
+	// after that read it scans only when the ingress nudges it, after its
+	// enqueue: the message is the ingress's, with its trace context, not the
+	// poller's without one. (The cursor alone is not enough: it commits
+	// before that first read, which could still find the ingress's row.)
+	for deadline := time.Now().Add(30 * time.Second); scans(t, a, "s") == 0; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("the stream's cursor was not created")
+			t.Fatal("the poller did not read the mailbox")
 		}
 	}
 	msgs, err := inboxbench.Messages(1, 1, time.Now().UnixNano()%1_000_000_000)
@@ -141,4 +138,26 @@ relay: {poll-interval: 20ms, targets: {"kafka:msg": {broker: k}}}
 	if traceparent != want {
 		t.Errorf("the Kafka record's traceparent is %q, want %q", traceparent, want)
 	}
+}
+
+// scans is how many times the poller of stream has read its mailbox.
+func scans(t *testing.T, a *App, stream string) uint64 {
+	t.Helper()
+	mfs, err := a.metrics.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "msgx_mailbox_rows_per_scan" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "stream" && l.GetValue() == stream {
+					return m.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	return 0
 }
