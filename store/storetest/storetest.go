@@ -156,13 +156,14 @@ func sanitize(s string) string {
 	return fmt.Sprint(out)
 }
 
-// GenericPlan returns the plan PostgreSQL caches for sql once it stops
-// planning each execution afresh (the generic plan, made without the
-// parameters' values), as EXPLAIN prints it, made on a connection of pool
-// with the tables as they are now, costs and JIT included. Tests use it to
-// check that a statement keeps its index path when it is first planned on
-// nearly empty tables.
-func GenericPlan(t testing.TB, pool *pgxpool.Pool, sql string) string {
+// CheckPlans fails the test for every statement of stmts (by name) whose
+// generic plan (the one PostgreSQL caches once it stops planning each
+// execution afresh, made without the parameters' values), made on a
+// connection of pool with the tables as they are now, reads a table whose
+// name matches tables sequentially or is compiled (JIT) before it runs.
+// Tests use it to check that statements keep their index paths when they
+// are first planned on nearly empty tables.
+func CheckPlans(t testing.TB, pool *pgxpool.Pool, stmts map[string]string, tables *regexp.Regexp) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -174,42 +175,11 @@ func GenericPlan(t testing.TB, pool *pgxpool.Pool, sql string) string {
 	// back to the pool.
 	conn := pc.Hijack()
 	defer conn.Close(context.Background())
-	n := 0
-	for _, m := range paramRE.FindAllStringSubmatch(sql, -1) {
-		if k, _ := strconv.Atoi(m[1]); k > n {
-			n = k
-		}
+	if _, err := conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
+		t.Fatalf("storetest: %v", err)
 	}
-	args := ""
-	if n > 0 {
-		args = "(" + strings.TrimSuffix(strings.Repeat("NULL,", n), ",") + ")"
-	}
-	for _, q := range []string{"SET plan_cache_mode = force_generic_plan", "PREPARE msgx_plan_check AS " + sql} {
-		if _, err := conn.Exec(ctx, q); err != nil {
-			t.Fatalf("storetest: %s: %v", strings.SplitN(q, "\n", 2)[0], err)
-		}
-	}
-	rows, err := conn.Query(ctx, "EXPLAIN EXECUTE msgx_plan_check"+args)
-	if err != nil {
-		t.Fatalf("storetest: explain: %v", err)
-	}
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatalf("storetest: explain: %v", err)
-	}
-	return strings.Join(lines, "\n")
-}
-
-var paramRE = regexp.MustCompile(`\$(\d+)`)
-
-// CheckPlans fails the test for every statement of stmts (by name) whose
-// generic plan, made on a connection of pool with the tables as they are
-// now, reads a table whose name matches tables sequentially or is compiled
-// (JIT) before it runs.
-func CheckPlans(t testing.TB, pool *pgxpool.Pool, stmts map[string]string, tables *regexp.Regexp) {
-	t.Helper()
 	for name, sql := range stmts {
-		plan := GenericPlan(t, pool, sql)
+		plan := genericPlan(ctx, t, conn, name, sql)
 		for _, m := range seqScanRE.FindAllStringSubmatch(plan, -1) {
 			if tables.MatchString(m[1]) {
 				t.Errorf("%s reads %s sequentially:\n%s", name, m[1], plan)
@@ -221,4 +191,40 @@ func CheckPlans(t testing.TB, pool *pgxpool.Pool, stmts map[string]string, table
 	}
 }
 
-var seqScanRE = regexp.MustCompile(`Seq Scan on (\w+)`)
+// genericPlan returns the generic plan of sql as EXPLAIN prints it, costs
+// and JIT included, on conn (whose plan_cache_mode forces generic plans).
+func genericPlan(ctx context.Context, t testing.TB, conn *pgx.Conn, name, sql string) string {
+	t.Helper()
+	n := 0
+	for _, m := range paramRE.FindAllStringSubmatch(sql, -1) {
+		if k, _ := strconv.Atoi(m[1]); k > n {
+			n = k
+		}
+	}
+	args := ""
+	if n > 0 {
+		args = "(" + strings.TrimSuffix(strings.Repeat("NULL,", n), ",") + ")"
+	}
+	if _, err := conn.Exec(ctx, "PREPARE msgx_plan_check AS "+sql); err != nil {
+		t.Fatalf("storetest: prepare %s: %v", name, err)
+	}
+	defer func() {
+		if _, err := conn.Exec(ctx, "DEALLOCATE msgx_plan_check"); err != nil {
+			t.Fatalf("storetest: deallocate %s: %v", name, err)
+		}
+	}()
+	rows, err := conn.Query(ctx, "EXPLAIN EXECUTE msgx_plan_check"+args)
+	if err != nil {
+		t.Fatalf("storetest: explain %s: %v", name, err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatalf("storetest: explain %s: %v", name, err)
+	}
+	return strings.Join(lines, "\n")
+}
+
+var (
+	paramRE   = regexp.MustCompile(`\$(\d+)`)
+	seqScanRE = regexp.MustCompile(`Seq Scan on (\w+)`)
+)
