@@ -3,9 +3,11 @@ package outbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/msgx/msgx/internal/clock"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -44,4 +46,42 @@ func TestEnqueueCommitsWithTheCallerOnly(t *testing.T) {
 			t.Fatalf("duplicate event id: %v, want unique violation", err)
 		}
 	})
+}
+
+// A call's events of one key get ids in the order of the call, whether they
+// are written a statement each (a few events) or by one statement for all,
+// and the relay's per-key lane sends them in that order.
+func TestEventsOfAKeyKeepTheCallsOrder(t *testing.T) {
+	for _, n := range []int{2, 3, 4, 5, 12} {
+		t.Run(fmt.Sprintf("%d events", n), func(t *testing.T) {
+			storetest.Each(t, func(t *testing.T, db *store.DB) {
+				ctx := context.Background()
+				var evs []outbox.Event
+				for i := range n {
+					// Two keys interleaved, so that sorting the statements by
+					// key lock reorders the call.
+					evs = append(evs, ev("p", []string{"K", "L"}[i%2], i))
+				}
+				if err := db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+					return outbox.Enqueue(ctx, tx, t0, evs...)
+				}); err != nil {
+					t.Fatal(err)
+				}
+				for i := 2; i < n; i++ {
+					if a, b := get(t, db, evs[i-2].ID), get(t, db, evs[i].ID); a.Seq >= b.Seq {
+						t.Fatalf("n=%d: %s has id %d, the later %s %d", n, evs[i-2].ID, a.Seq, evs[i].ID, b.Seq)
+					}
+				}
+				s := &sink{}
+				flush(t, newRelay(t, db, clock.NewFake(t0), outbox.Target("p", s, outbox.PerKey)))
+				got := byKey(s.messages())
+				for i, e := range evs {
+					k := []string{"K", "L"}[i%2]
+					if got[k][i/2] != e.ID {
+						t.Fatalf("n=%d: key %s sent as %v", n, k, got[k])
+					}
+				}
+			})
+		})
+	}
 }

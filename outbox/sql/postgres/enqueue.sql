@@ -18,15 +18,26 @@ WHERE (SELECT count(pg_advisory_xact_lock(k)) FROM unnest($10::bigint[]) AS k) >
   AND pg_current_xact_id() IS NOT NULL
 
 -- name: InsertOne
--- Insert for a single event with a key: the same guarantees as Insert with
--- less work (no arrays).
+-- Insert of one event with a key: the same guarantees as Insert with less
+-- work (no arrays).
 INSERT INTO msgx_outbox (event_id, target, topic, partition_key, event_type, payload, headers, created_at, next_attempt_at)
 SELECT $1, $2, $3, $4, $5, $6, $7::jsonb, $9, LEAST($8::timestamptz, now())
 WHERE (SELECT 1 FROM pg_advisory_xact_lock($10)) = 1
   AND pg_current_xact_id() IS NOT NULL
 
--- name: InsertOneKeyless
--- Insert for a single event without a key (no lock: no order to keep).
+-- name: InsertOneLocking
+-- The first of a few events written a statement each (for a few events that
+-- costs less than Insert): it takes the locks of every key of the call
+-- ($10, sorted) and the transaction id before the first id, so that the call
+-- keeps Insert's guarantees.
+INSERT INTO msgx_outbox (event_id, target, topic, partition_key, event_type, payload, headers, created_at, next_attempt_at)
+SELECT $1, $2, $3, $4, $5, $6, $7::jsonb, $9, LEAST($8::timestamptz, now())
+WHERE (SELECT count(pg_advisory_xact_lock(k)) FROM unnest($10::bigint[]) AS k) >= 0
+  AND pg_current_xact_id() IS NOT NULL
+
+-- name: InsertOneUnlocked
+-- Insert of one event that takes no lock: it has no key (no order to keep),
+-- or the call's first statement (InsertOneLocking) took its key's lock.
 INSERT INTO msgx_outbox (event_id, target, topic, partition_key, event_type, payload, headers, created_at, next_attempt_at)
 SELECT $1, $2, $3, $4, $5, $6, $7::jsonb, $9, LEAST($8::timestamptz, now())
 WHERE pg_current_xact_id() IS NOT NULL
