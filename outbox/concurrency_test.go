@@ -484,3 +484,47 @@ func TestCrashLoopSpendsNoAttempts(t *testing.T) {
 		t.Fatalf("A.0 at the end: %+v", rec)
 	}
 }
+
+// TestFewEventCallsTakeTheirLocksInOneOrder has writers enqueue three events
+// a call, on keys they share, in random call orders: a call of a few events
+// is written a statement each, and were each statement to take its own key's
+// lock, two writers would take the same keys in opposite orders and
+// PostgreSQL would abort one of them as a deadlock. The first statement takes
+// them all, sorted.
+func TestFewEventCallsTakeTheirLocksInOneOrder(t *testing.T) {
+	db := storetest.NewPostgres(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const writers, calls = 4, 150
+	keys := []string{"A", "B", "C", "D"}
+	var g errgroup.Group
+	for w := range writers {
+		g.Go(func() error {
+			for c := range calls {
+				order := slices.Clone(keys)
+				// A different order of three keys in every call.
+				off := (w*7 + c*3) % len(order)
+				order = append(order[off:], order[:off]...)
+				if (w+c)%2 == 1 {
+					slices.Reverse(order)
+				}
+				evs := make([]outbox.Event, 3)
+				for i := range evs {
+					evs[i] = outbox.Event{ID: fmt.Sprintf("w%d.c%d.%d", w, c, i), Target: "p", Topic: "t", Key: order[i]}
+				}
+				if err := db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+					return outbox.Enqueue(ctx, tx, t0, evs...)
+				}); err != nil {
+					return fmt.Errorf("writer %d, call %d: %w", w, c, err)
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if n := countStatus(t, db, outbox.StatusPending); n != writers*calls*3 {
+		t.Fatalf("%d events written, want %d", n, writers*calls*3)
+	}
+}
