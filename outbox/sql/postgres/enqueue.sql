@@ -18,8 +18,9 @@ WHERE (SELECT count(pg_advisory_xact_lock(k)) FROM unnest($10::bigint[]) AS k) >
   AND pg_current_xact_id() IS NOT NULL
 
 -- name: InsertOne
--- Insert of one event with a key: the same guarantees as Insert with less
--- work (no arrays).
+-- Insert of one event taking one lock ($10) first: a call's only event with
+-- a key, or the first of a few events whose keys share that lock. The same
+-- guarantees as Insert with less work (no arrays).
 INSERT INTO msgx_outbox (event_id, target, topic, partition_key, event_type, payload, headers, created_at, next_attempt_at)
 SELECT $1, $2, $3, $4, $5, $6, $7::jsonb, $9, LEAST($8::timestamptz, now())
 WHERE (SELECT 1 FROM pg_advisory_xact_lock($10)) = 1
@@ -37,7 +38,8 @@ WHERE (SELECT count(pg_advisory_xact_lock(k)) FROM unnest($10::bigint[]) AS k) >
 
 -- name: InsertOneUnlocked
 -- Insert of one event that takes no lock: it has no key (no order to keep),
--- or the call's first statement (InsertOneLocking) took its key's lock.
+-- or the call's first statement (InsertOne or InsertOneLocking) took its
+-- key's lock.
 INSERT INTO msgx_outbox (event_id, target, topic, partition_key, event_type, payload, headers, created_at, next_attempt_at)
 SELECT $1, $2, $3, $4, $5, $6, $7::jsonb, $9, LEAST($8::timestamptz, now())
 WHERE pg_current_xact_id() IS NOT NULL
