@@ -148,14 +148,19 @@ func Statements(d store.Dialect, now time.Time, events ...Event) ([]store.Stmt, 
 	ins := q.Get("Insert")
 	stmts := make([]store.Stmt, len(events))
 	for i := range events {
-		e := &events[i]
-		var h any
-		if headers[i] != nil {
-			h = *headers[i]
-		}
-		stmts[i] = store.Stmt{SQL: ins, Args: []any{e.ID, e.Target, e.Topic, e.Key, string(e.Type), e.Payload, h, now, e.CreatedAt}}
+		stmts[i] = store.Stmt{SQL: ins, Args: eventArgs(&events[i], headers[i], now)}
 	}
 	return stmts, nil
+}
+
+// eventArgs are the arguments of a single-event insert ($1 to $9): the
+// statements of both dialects take one event's columns in this order.
+func eventArgs(e *Event, headers *string, now time.Time) []any {
+	var h any
+	if headers != nil {
+		h = *headers
+	}
+	return []any{e.ID, e.Target, e.Topic, e.Key, string(e.Type), e.Payload, h, now, e.CreatedAt}
 }
 
 // maxSingles is the most events written by one statement each rather than by
@@ -172,8 +177,7 @@ func statementsSingle(q store.Queries, now time.Time, events []Event, headers []
 	locks := keyLocks(events)
 	stmts := make([]store.Stmt, len(events))
 	for i := range events {
-		e := &events[i]
-		args := []any{e.ID, e.Target, e.Topic, e.Key, string(e.Type), e.Payload, headers[i], now, e.CreatedAt}
+		args := eventArgs(&events[i], headers[i], now)
 		switch {
 		case i > 0 || len(locks) == 0:
 			stmts[i] = store.Stmt{SQL: q.Get("InsertOneUnlocked"), Args: args}

@@ -52,15 +52,16 @@ func TestEnqueueCommitsWithTheCallerOnly(t *testing.T) {
 // are written a statement each (a few events) or by one statement for all,
 // and the relay's per-key lane sends them in that order.
 func TestEventsOfAKeyKeepTheCallsOrder(t *testing.T) {
+	// Two keys interleaved, so that sorting the statements by key lock would
+	// reorder the call.
+	keys := []string{"K", "L"}
 	for _, n := range []int{2, 3, 4, 5, 12} {
 		t.Run(fmt.Sprintf("%d events", n), func(t *testing.T) {
 			storetest.Each(t, func(t *testing.T, db *store.DB) {
 				ctx := context.Background()
 				var evs []outbox.Event
 				for i := range n {
-					// Two keys interleaved, so that sorting the statements by
-					// key lock reorders the call.
-					evs = append(evs, ev("p", []string{"K", "L"}[i%2], i))
+					evs = append(evs, ev("p", keys[i%2], i))
 				}
 				if err := db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
 					return outbox.Enqueue(ctx, tx, t0, evs...)
@@ -76,7 +77,7 @@ func TestEventsOfAKeyKeepTheCallsOrder(t *testing.T) {
 				flush(t, newRelay(t, db, clock.NewFake(t0), outbox.Target("p", s, outbox.PerKey)))
 				got := byKey(s.messages())
 				for i, e := range evs {
-					k := []string{"K", "L"}[i%2]
+					k := keys[i%2]
 					if got[k][i/2] != e.ID {
 						t.Fatalf("n=%d: key %s sent as %v", n, k, got[k])
 					}
