@@ -167,7 +167,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) ([]bench.Result, error)
 	}
 	var (
 		all    []bench.Result
-		ratios ratioLog
+		ratios = bench.Ratios{Workload: "inbox-fifo"}
 	)
 	for round := range cfg.Rounds {
 		procs, variants := cfg.Processors, cfg.Variants
@@ -199,18 +199,18 @@ func Run(ctx context.Context, cfg Config, out io.Writer) ([]bench.Result, error)
 			}
 			first := cfg.Variants[0]
 			for _, v := range cfg.Variants[1:] {
-				ratios.add(out, prefix+first+"/"+v, got[name][first], got[name][v])
+				ratios.Add(out, prefix+first+"/"+v, got[name][first], got[name][v])
 			}
 		}
 		// The real processor beside the toy one, variant by variant.
 		if got["sis"] != nil && got["toy"] != nil {
 			for _, v := range cfg.Variants {
-				ratios.add(out, v+" sis/toy", got["sis"][v], got["toy"][v])
+				ratios.Add(out, v+" sis/toy", got["sis"][v], got["toy"][v])
 			}
 		}
 	}
 	if cfg.Rounds > 1 {
-		ratios.printMedians(out)
+		ratios.PrintMedians(out)
 	}
 	return all, nil
 }
@@ -235,37 +235,6 @@ func runOne(ctx context.Context, cfg Config, bp benchProc, variant string, msgs 
 		r.Extra = append(r.Extra, [2]string{"processor", bp.name}, [2]string{"fixtures", strconv.Itoa(fixtures)}, [2]string{"updates", "varied"})
 	}
 	return r, nil
-}
-
-// ratioLog prints the ratios of a round and keeps them for the medians.
-type ratioLog struct {
-	names  []string
-	values map[string][]float64
-}
-
-func (l *ratioLog) add(out io.Writer, name string, a, b bench.Result) {
-	fmt.Fprintf(out, "RATIO workload=inbox-fifo %s=%s\n", name, bench.Ratio(a, b))
-	if b.PerSec() == 0 {
-		return
-	}
-	if l.values == nil {
-		l.values = map[string][]float64{}
-	}
-	if _, ok := l.values[name]; !ok {
-		l.names = append(l.names, name)
-	}
-	l.values[name] = append(l.values[name], a.PerSec()/b.PerSec())
-}
-
-func (l *ratioLog) printMedians(out io.Writer) {
-	for _, name := range l.names {
-		v := slices.Sorted(slices.Values(l.values[name]))
-		med := v[len(v)/2]
-		if len(v)%2 == 0 {
-			med = (v[len(v)/2-1] + v[len(v)/2]) / 2
-		}
-		fmt.Fprintf(out, "RATIO workload=inbox-fifo %s=%.2f rounds=%d min=%.2f max=%.2f median=true\n", name, med, len(v), v[0], v[len(v)-1])
-	}
 }
 
 func reversed(s []string) []string {
