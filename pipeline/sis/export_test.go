@@ -1,7 +1,7 @@
 package sis
 
 import (
-	"strings"
+	"maps"
 
 	"github.com/msgx/msgx/store"
 )
@@ -9,18 +9,11 @@ import (
 // StateJSON exposes the state encoding to the tests.
 func StateJSON(f *Flight) ([]byte, error) { return f.stateJSON() }
 
-// FlightReads are the PostgreSQL statements that read flights by a FLID
-// list, by name.
-func FlightReads() map[string]string {
+// Statements are the package's PostgreSQL statements, by name (a copy).
+func Statements() map[string]string {
 	q, err := queries.For(store.Postgres)
 	if err != nil {
 		panic(err)
 	}
-	out := map[string]string{}
-	for name, sql := range q {
-		if name == "LoadFlights" || strings.HasPrefix(name, "Read") {
-			out[name] = sql
-		}
-	}
-	return out
+	return maps.Clone(q)
 }

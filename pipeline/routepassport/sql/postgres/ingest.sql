@@ -33,5 +33,9 @@ ON CONFLICT (route_id) DO UPDATE SET
     payload_bytes = EXCLUDED.payload_bytes, received_at = EXCLUDED.received_at, updated_at = EXCLUDED.updated_at
 
 -- name: CleanSources
+-- The oldest entries past the retention ($1 seconds), $2 at a time, found in
+-- the processed_at index and deleted by key, whatever plan is cached (one
+-- made while the table was empty would read it whole every time).
 DELETE FROM route_passport_sources
-WHERE source_id IN (SELECT source_id FROM route_passport_sources WHERE processed_at < now() - make_interval(secs => $1::double precision) LIMIT $2)
+WHERE source_id = ANY(ARRAY(SELECT source_id FROM route_passport_sources
+    WHERE processed_at < now() - make_interval(secs => $1::double precision) ORDER BY processed_at LIMIT $2))
