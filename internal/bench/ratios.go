@@ -6,6 +6,26 @@ import (
 	"slices"
 )
 
+// RoundOrder is the order a round runs list in: as given, and reversed every
+// other round, so that the machine's drift during a round weighs on the
+// first and the last alike.
+func RoundOrder(list []string, round int) []string {
+	out := slices.Clone(list)
+	if round%2 == 1 {
+		slices.Reverse(out)
+	}
+	return out
+}
+
+// CheckDistinct refuses a list that names something twice: a set run again
+// is what rounds are for.
+func CheckDistinct(list []string) error {
+	if len(slices.Compact(slices.Sorted(slices.Values(list)))) != len(list) {
+		return fmt.Errorf("%v lists a name twice (--rounds repeats the set)", list)
+	}
+	return nil
+}
+
 // Ratios prints the ratios of a round as they are measured and keeps them,
 // so that a run of several rounds ends with each ratio's median: the
 // machine's drift weighs on both sides of a ratio measured in one round,

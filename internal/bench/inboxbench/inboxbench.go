@@ -147,8 +147,8 @@ func rotate(fx [][]byte, n, flids int, base int64) ([][]byte, error) {
 func Run(ctx context.Context, cfg Config, out io.Writer) ([]bench.Result, error) {
 	cfg.defaults()
 	for _, list := range [][]string{cfg.Variants, cfg.Processors} {
-		if len(slices.Compact(slices.Sorted(slices.Values(list)))) != len(list) {
-			return nil, fmt.Errorf("inboxbench: %v lists a name twice (--rounds repeats the set)", list)
+		if err := bench.CheckDistinct(list); err != nil {
+			return nil, fmt.Errorf("inboxbench: %w", err)
 		}
 	}
 	fx, err := Fixtures()
@@ -170,10 +170,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) ([]bench.Result, error)
 		ratios = bench.Ratios{Workload: "inbox-fifo"}
 	)
 	for round := range cfg.Rounds {
-		procs, variants := cfg.Processors, cfg.Variants
-		if round%2 == 1 {
-			procs, variants = reversed(procs), reversed(variants)
-		}
+		procs, variants := bench.RoundOrder(cfg.Processors, round), bench.RoundOrder(cfg.Variants, round)
 		// by processor, then by variant
 		got := map[string]map[string]bench.Result{}
 		for _, name := range procs {
@@ -235,12 +232,6 @@ func runOne(ctx context.Context, cfg Config, bp benchProc, variant string, msgs 
 		r.Extra = append(r.Extra, [2]string{"processor", bp.name}, [2]string{"fixtures", strconv.Itoa(fixtures)}, [2]string{"updates", "varied"})
 	}
 	return r, nil
-}
-
-func reversed(s []string) []string {
-	out := slices.Clone(s)
-	slices.Reverse(out)
-	return out
 }
 
 // runRaw is the ceiling of the workload on this database at this moment: the

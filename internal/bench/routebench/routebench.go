@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -68,8 +67,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer) ([]bench.Result, error)
 			return nil, fmt.Errorf("routebench: unknown variant %q (e2e, ingest)", v)
 		}
 	}
-	if len(slices.Compact(slices.Sorted(slices.Values(cfg.Variants)))) != len(cfg.Variants) {
-		return nil, fmt.Errorf("routebench: %v lists a variant twice (--rounds repeats the set)", cfg.Variants)
+	if err := bench.CheckDistinct(cfg.Variants); err != nil {
+		return nil, fmt.Errorf("routebench: %w", err)
 	}
 	rounds := max(cfg.Rounds, 1)
 	var (
@@ -77,12 +76,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer) ([]bench.Result, error)
 		ratios = bench.Ratios{Workload: "route-ingest"}
 	)
 	for round := range rounds {
-		order := slices.Clone(cfg.Variants)
-		if round%2 == 1 {
-			slices.Reverse(order)
-		}
 		got := map[string]bench.Result{}
-		for _, v := range order {
+		for _, v := range bench.RoundOrder(cfg.Variants, round) {
 			r, err := runOne(ctx, cfg, v)
 			if err != nil {
 				return all, fmt.Errorf("routebench: variant %s: %w", v, err)
