@@ -195,8 +195,11 @@ func CheckPlans(t testing.TB, pool *pgxpool.Pool, stmts map[string]string, table
 // and JIT included, on conn (whose plan_cache_mode forces generic plans).
 func genericPlan(ctx context.Context, t testing.TB, conn *pgx.Conn, name, sql string) string {
 	t.Helper()
+	// The parameters the statement takes: the highest $n outside comments
+	// (a query file's comments name the parameters of the statements after
+	// them too).
 	n := 0
-	for _, m := range paramRE.FindAllStringSubmatch(sql, -1) {
+	for _, m := range paramRE.FindAllStringSubmatch(commentRE.ReplaceAllString(sql, ""), -1) {
 		if k, _ := strconv.Atoi(m[1]); k > n {
 			n = k
 		}
@@ -226,5 +229,6 @@ func genericPlan(ctx context.Context, t testing.TB, conn *pgx.Conn, name, sql st
 
 var (
 	paramRE   = regexp.MustCompile(`\$(\d+)`)
+	commentRE = regexp.MustCompile(`--[^\n]*`)
 	seqScanRE = regexp.MustCompile(`Seq Scan on (\w+)`)
 )
