@@ -525,8 +525,16 @@ func (e *Engine) renew(ctx context.Context, cancel context.CancelCauseFunc) {
 // where it is processed, never here.
 func (e *Engine) pumpLoop(ctx context.Context) error {
 	failures := 0
+	// The previous step's transaction while it commits (read-ahead).
+	var prev *committing
+	defer func() {
+		if prev != nil {
+			<-prev.done // its commit ends with ctx at the latest
+		}
+	}()
 	for {
-		res, err := e.step(ctx)
+		res, next, err := e.step(ctx, prev, true)
+		prev = next
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

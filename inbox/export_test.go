@@ -9,7 +9,7 @@ import (
 
 // Step runs one pump step (tests drive the pump without its loop).
 func (e *Engine) Step(ctx context.Context) (progress bool, wakeAt time.Time, err error) {
-	res, err := e.step(ctx)
+	res, _, err := e.step(ctx, nil, false)
 	return res.progress, res.wakeAt, err
 }
 

@@ -29,7 +29,10 @@ type testProc struct {
 	// script[id] lists the behaviour per attempt (the last entry repeats):
 	// "ok", "skip", "fail:CLASS", "panic", "block", "commitfail", "badstatus",
 	// "okbatch" (also writes a parent row with ExecBatch), "batchdup" (an
-	// ExecBatch write that breaks the business row's key).
+	// ExecBatch write that breaks the business row's key), "commitwait" (a
+	// deferred foreign key on parent 424243, checked at COMMIT: the commit
+	// waits while another transaction is deleting that parent, and fails
+	// once it is gone).
 	script map[int64][]string
 	// order records the ids whose Process ran, in order (across rollbacks).
 	order []int64
@@ -38,6 +41,8 @@ type testProc struct {
 	name    string
 	// codecFixed makes "codec:<payload>" decode as <payload>.
 	codecFixed bool
+	// decoded records the payloads Decode read, in order.
+	decoded []string
 }
 
 func newProc() *testProc {
@@ -56,8 +61,17 @@ func (p *testProc) ran() []int64 {
 	return append([]int64(nil), p.order...)
 }
 
+func (p *testProc) decodedPayloads() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.decoded...)
+}
+
 func (p *testProc) Decode(b []byte) (inbox.Decoded, error) {
 	s := string(b)
+	p.mu.Lock()
+	p.decoded = append(p.decoded, s)
+	p.mu.Unlock()
 	switch {
 	case s == "garbage":
 		return inbox.Decoded{}, inbox.Failf(inbox.Malformed, "not a message")
@@ -126,6 +140,11 @@ func (p *testProc) Process(ctx context.Context, tx store.Tx, msg *inbox.Message)
 		return inbox.Done(), tx.ExecBatch(ctx,
 			store.Stmt{SQL: ph(tx, "INSERT INTO parent (id) VALUES ($1)"), Args: []any{msg.ID}},
 			store.Stmt{SQL: ph(tx, "INSERT INTO biz (stream, msg_id, attempt) VALUES ($1, $2, 0)"), Args: []any{msg.Stream, msg.ID}})
+	case step == "commitwait":
+		if _, err := tx.Exec(ctx, ph(tx, "INSERT INTO child (id, parent_id) VALUES ($1, 424243)"), msg.ID); err != nil {
+			return inbox.Outcome{}, err
+		}
+		return inbox.Done(), nil
 	case step == "commitfail":
 		// A deferred foreign key fails only at COMMIT.
 		if _, err := tx.Exec(ctx, ph(tx, "INSERT INTO child (id, parent_id) VALUES ($1, 424242)"), msg.ID); err != nil {

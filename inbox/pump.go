@@ -67,9 +67,57 @@ const maxReason = 2000
 // another process.
 const fullScanEvery = 10 * time.Second
 
+// committing is a pump transaction that has processed every message of its
+// batch well and is sending its held-back writes and statuses and
+// committing, which then succeed or fail as a whole. Meanwhile the next step
+// reads ahead: it reads, decodes and binds the messages that follow, and
+// processes them only once it knows the outcome. What is left of a batch at
+// that point is the database's work, and the next batch's first round trips
+// and decoding fill that time instead of following it.
+type committing struct {
+	// next is the first message id after the batch.
+	next      int64
+	attempted []unfinished
+	// done is closed once the commit returned, and, when it succeeded, the
+	// batch's afterCommit ran; err is its error then.
+	done chan struct{}
+	err  error
+}
+
+// errPrevFailed: the transaction before this step's failed at commit; this
+// one, which read ahead of it, is rolled back.
+var errPrevFailed = errors.New("inbox: the previous pump transaction failed")
+
 // step runs one pump transaction: it looks at the head and either waits,
 // declares it EXHAUSTED, or processes the ready messages from it on.
-func (e *Engine) step(ctx context.Context) (stepResult, error) {
+//
+// With readAhead, a transaction whose messages all went well hands itself
+// back as committing before its writes are sent, and the caller starts the
+// next step at once with it as prev (PostgreSQL only: SQLite has one
+// writer). prev is the previous step's committing
+// transaction or nil; the step waits for its outcome before it touches the
+// head, and records the failure when the commit failed.
+func (e *Engine) step(ctx context.Context, prev *committing, readAhead bool) (stepResult, *committing, error) {
+	handoff := make(chan *committing, 1)
+	type ended struct {
+		res stepResult
+		err error
+	}
+	end := make(chan ended, 1)
+	go func() {
+		res, err := e.stepTx(ctx, prev, readAhead, handoff)
+		end <- ended{res, err}
+	}()
+	select {
+	case c := <-handoff:
+		return stepResult{progress: true}, c, nil
+	case r := <-end:
+		return r.res, nil, r.err
+	}
+}
+
+// stepTx is the transaction of a step; see step.
+func (e *Engine) stepTx(ctx context.Context, prev *committing, readAhead bool, handoff chan<- *committing) (stepResult, error) {
 	now := e.clk.Now()
 	limit := e.o.groupSize
 	if e.isolate > 0 {
@@ -79,16 +127,46 @@ func (e *Engine) step(ctx context.Context) (stepResult, error) {
 		res       stepResult
 		changes   []settled
 		attempted []unfinished
+		cur       *committing
+		awaited   bool
 	)
+	// await waits for the previous transaction's outcome, once.
+	await := func() error {
+		if prev == nil || awaited {
+			return nil
+		}
+		awaited = true
+		<-prev.done
+		if prev.err != nil {
+			return errPrevFailed
+		}
+		return nil
+	}
 	err := e.db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
 		if err := e.lease.fence(ctx, tx, now); err != nil {
 			return err
 		}
-		if e.rescan.Swap(false) || !now.Before(e.fullScanAt) {
-			e.lowMark, e.fullScanAt = 0, now.Add(fullScanEvery)
+		from := e.lowMark
+		if prev != nil {
+			// Everything before prev.next is finished or being committed.
+			from = prev.next
+		} else if e.rescan.Swap(false) || !now.Before(e.fullScanAt) {
+			e.lowMark, e.fullScanAt, from = 0, now.Add(fullScanEvery), 0
 		}
-		rows, err := e.loadUnfinished(ctx, tx, limit, e.lowMark)
+		rows, err := e.loadUnfinished(ctx, tx, limit, from)
 		if err != nil {
+			return err
+		}
+		var pre *batch
+		if prev != nil && allPending(rows) {
+			// Read ahead: decode and bind while prev commits. A
+			// binding of an identity prev bound too waits for its
+			// commit, and finds it taken.
+			if pre, err = e.prepare(ctx, tx, rows, now); err != nil {
+				return err
+			}
+		}
+		if err := await(); err != nil {
 			return err
 		}
 		if len(rows) == 0 {
@@ -121,9 +199,29 @@ func (e *Engine) step(ctx context.Context) (stepResult, error) {
 		}
 		attempted = e.readyPrefix(rows, now)
 		res.progress = true
-		changes, err = e.processBatch(ctx, tx, attempted, now)
+		if pre == nil {
+			if pre, err = e.prepare(ctx, tx, attempted, now); err != nil {
+				return err
+			}
+		} // else every row is pending, so ready: pre is the attempted batch
+		allDone := func(done []settled) {
+			if readAhead && e.mayReadAhead(done, now) {
+				cur = &committing{next: attempted[len(attempted)-1].id + 1, attempted: attempted, done: make(chan struct{})}
+				handoff <- cur
+			}
+		}
+		changes, err = e.processBatch(ctx, tx, pre, now, allDone)
 		return err
 	})
+	if cur != nil {
+		// The next step goes on from this one's batch; it waits for this.
+		if err == nil {
+			e.afterCommit(changes)
+		}
+		cur.err = err
+		close(cur.done)
+		return res, nil
+	}
 	if err == nil {
 		if e.isolate > 0 && len(attempted) > 0 {
 			e.isolate--
@@ -131,14 +229,32 @@ func (e *Engine) step(ctx context.Context) (stepResult, error) {
 		e.afterCommit(changes)
 		return res, nil
 	}
+	// This step's transaction is over; what became of prev's?
+	if errors.Is(err, errPrevFailed) || await() != nil {
+		// Nothing of this step is kept; prev's failure is handled as if
+		// prev had been alone.
+		res, ferr := e.failedTx(ctx, prev.attempted, prev.err)
+		if ferr != nil {
+			return stepResult{}, ferr
+		}
+		if !errors.Is(err, errPrevFailed) {
+			return stepResult{}, err
+		}
+		return res, nil
+	}
+	return e.failedTx(ctx, attempted, err)
+}
+
+// failedTx handles a pump transaction that failed as a whole after it
+// attempted messages (at commit, or the connection broke): nothing of it is
+// kept.
+func (e *Engine) failedTx(ctx context.Context, attempted []unfinished, err error) (stepResult, error) {
 	if ctx.Err() != nil {
 		return stepResult{}, ctx.Err()
 	}
 	if errors.Is(err, ErrLeaseLost) || len(attempted) == 0 {
 		return stepResult{}, err
 	}
-	// The batch transaction failed as a whole (at commit, or the connection
-	// broke): nothing of it is kept.
 	e.m.batchFailures.Inc()
 	if len(attempted) > 1 {
 		e.isolate = len(attempted)
@@ -153,6 +269,35 @@ func (e *Engine) step(ctx context.Context) (stepResult, error) {
 	}
 	e.afterCommit([]settled{ch})
 	return stepResult{progress: true}, nil
+}
+
+// mayReadAhead reports whether the next step may read ahead while this
+// one's transaction commits: every message of the batch finished well, no
+// messages are being retried one by one, and the next step is not due to
+// look from the start (it reads ahead only after this batch).
+func (e *Engine) mayReadAhead(changes []settled, now time.Time) bool {
+	if e.db.Dialect() != store.Postgres || e.isolate > 0 || len(changes) == 0 {
+		return false
+	}
+	if e.rescan.Load() || !now.Before(e.fullScanAt) {
+		return false
+	}
+	for _, ch := range changes {
+		if ch.status != Succeeded && ch.status != Skipped {
+			return false
+		}
+	}
+	return true
+}
+
+// allPending reports whether rows is non-empty and none of it was tried.
+func allPending(rows []unfinished) bool {
+	for _, u := range rows {
+		if u.status != Pending {
+			return false
+		}
+	}
+	return len(rows) > 0
 }
 
 func (e *Engine) loadUnfinished(ctx context.Context, tx store.Tx, limit int, from int64) ([]unfinished, error) {
@@ -219,15 +364,15 @@ type failure struct {
 	cause error
 }
 
-// processBatch processes messages in order, each in its own savepoint, and
-// stops after the first that fails.
-//
-// With more than one message, the processor's ExecBatch writes are held back
-// (store.Defer) and reach the database in one pipeline with the statuses at
-// the end: a batch of writers costs one round trip, not one per message. A
-// held-back write that fails aborts the whole transaction; the pump then runs
-// the batch's messages one per transaction, where each failure is its own.
-func (e *Engine) processBatch(ctx context.Context, tx store.Tx, rows []unfinished, now time.Time) ([]settled, error) {
+// batch is the work of one pump transaction, decoded and bound.
+type batch struct {
+	ws []*work
+	// owners: the owner of every identity of the batch.
+	owners map[string]int64
+}
+
+// prepare decodes rows and binds their new identities (bindFirst).
+func (e *Engine) prepare(ctx context.Context, tx store.Tx, rows []unfinished, now time.Time) (*batch, error) {
 	ws := make([]*work, len(rows))
 	for i, u := range rows {
 		w := &work{row: u, identity: u.identity, bound: u.identity != ""}
@@ -245,6 +390,23 @@ func (e *Engine) processBatch(ctx context.Context, tx store.Tx, rows []unfinishe
 	if err != nil {
 		return nil, err
 	}
+	return &batch{ws: ws, owners: owners}, nil
+}
+
+// processBatch processes a prepared and bound batch in order, each message
+// in its own savepoint, and stops after the first that fails.
+//
+// With more than one message, the processor's ExecBatch writes are held back
+// (store.Defer) and reach the database in one pipeline with the statuses at
+// the end: a batch of writers costs one round trip, not one per message. A
+// held-back write that fails aborts the whole transaction; the pump then runs
+// the batch's messages one per transaction, where each failure is its own.
+//
+// allDone is called when every message of the batch was processed well,
+// before the statuses and the held-back writes are sent.
+func (e *Engine) processBatch(ctx context.Context, tx store.Tx, b *batch, now time.Time, allDone func([]settled)) ([]settled, error) {
+	ws, owners := b.ws, b.owners
+	var err error
 	var out []settled
 	run := func(ctx context.Context) error {
 		var done []success
@@ -272,6 +434,7 @@ func (e *Engine) processBatch(ctx context.Context, tx store.Tx, rows []unfinishe
 			out = append(out, ch)
 			return e.release(ctx, tx, ws[i+1:])
 		}
+		allDone(out)
 		return e.flush(ctx, tx, done, now)
 	}
 	if len(ws) > 1 {

@@ -325,7 +325,10 @@ func (t *pgTx) commit(ctx context.Context) error {
 
 func (t *pgTx) rollback(ctx context.Context) error {
 	t.pending = nil
-	return t.tx.Rollback(ctx)
+	if err := t.tx.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
+		return err
+	}
+	return nil // rolled back, or ended already by a failed commit
 }
 
 // batchRows closes the pipeline that produced the rows with them.

@@ -136,8 +136,13 @@ func (t *sqliteTx) Savepoint(ctx context.Context, fn func(ctx context.Context) e
 	return nil
 }
 
-func (t *sqliteTx) commit(context.Context) error   { return t.tx.Commit() }
-func (t *sqliteTx) rollback(context.Context) error { return t.tx.Rollback() }
+func (t *sqliteTx) commit(context.Context) error { return t.tx.Commit() }
+func (t *sqliteTx) rollback(context.Context) error {
+	if err := t.tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
+		return err
+	}
+	return nil // rolled back, or ended already by a failed commit
+}
 
 // convertArgs stores times as Unix microseconds.
 func convertArgs(args []any) []any {

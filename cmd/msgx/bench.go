@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"runtime/pprof"
@@ -26,7 +27,7 @@ import (
 )
 
 func newBenchCmd() *cobra.Command {
-	var profile string
+	var profile, memProfile string
 	var stopProfile func()
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -46,13 +47,25 @@ func newBenchCmd() *cobra.Command {
 			stopProfile = func() { pprof.StopCPUProfile(); _ = f.Close() }
 			return nil
 		},
-		PersistentPostRun: func(*cobra.Command, []string) {
+		PersistentPostRunE: func(*cobra.Command, []string) error {
 			if stopProfile != nil {
 				stopProfile()
 			}
+			if memProfile == "" {
+				return nil
+			}
+			f, err := os.Create(memProfile)
+			if err != nil {
+				return err
+			}
+			// Every allocation of the run, sampled: "go tool pprof
+			// -sample_index=alloc_space" shows where the collector's work
+			// comes from.
+			return errors.Join(pprof.Lookup("allocs").WriteTo(f, 0), f.Close())
 		},
 	}
 	cmd.PersistentFlags().StringVar(&profile, "cpuprofile", "", "write a CPU profile of this process to the file")
+	cmd.PersistentFlags().StringVar(&memProfile, "memprofile", "", "write the allocations of this process to the file at the end")
 	cmd.AddCommand(newBenchBrokerCmd())
 	cmd.AddCommand(newBenchInboxFIFOCmd())
 	cmd.AddCommand(outboxBenchCmds()...)
