@@ -158,6 +158,20 @@ type Processor interface {
 	Process(ctx context.Context, tx store.Tx, msg *Message) (Outcome, error)
 }
 
+// Preparer is a Processor that reads ahead what a batch needs (the state
+// its messages change, say, in one query rather than one per message).
+// Prepare runs in the batch's transaction after its messages were decoded
+// and before any is processed, with the decoded values of those that
+// decoded. On PostgreSQL it may run while the batch before is still being
+// written and committed (the pump's read-ahead): a row read then must be
+// locked (SELECT ... FOR UPDATE), which waits for that commit and returns
+// the row as it left it, and a row not found may yet be created by it, so
+// its absence must be read again when processing. Prepare runs inside a
+// savepoint; its error is logged and the batch is processed without it.
+type Preparer interface {
+	Prepare(ctx context.Context, tx store.Tx, batch []any) error
+}
+
 // Incoming is a message handed to Enqueue by a source.
 type Incoming struct {
 	ID      int64

@@ -390,7 +390,38 @@ func (e *Engine) prepare(ctx context.Context, tx store.Tx, rows []unfinished, no
 	if err != nil {
 		return nil, err
 	}
+	e.prepareProcessor(ctx, tx, ws)
 	return &batch{ws: ws, owners: owners}, nil
+}
+
+// prepareProcessor lets a Preparer read ahead for the decoded messages of a
+// batch. It is an optimisation: a failure is logged, its savepoint rolled
+// back, and each message reads what it needs when it is processed.
+func (e *Engine) prepareProcessor(ctx context.Context, tx store.Tx, ws []*work) {
+	p, ok := e.proc.(Preparer)
+	if !ok {
+		return
+	}
+	vals := make([]any, 0, len(ws))
+	for _, w := range ws {
+		if w.decErr == nil {
+			vals = append(vals, w.dec.Value)
+		}
+	}
+	if len(vals) == 0 {
+		return
+	}
+	err := tx.Savepoint(ctx, func(ctx context.Context) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+			}
+		}()
+		return p.Prepare(ctx, tx, vals)
+	})
+	if err != nil && ctx.Err() == nil {
+		e.log.Warn("inbox: the processor's read-ahead failed; its messages read for themselves", "from", ws[0].row.id, "err", err)
+	}
 }
 
 // processBatch processes a prepared and bound batch in order, each message

@@ -31,23 +31,58 @@ type txCache struct {
 
 // note remembers the FLIDs a decoded message names.
 func (c *txCache) note(m *sisxml.Message) {
-	if len(c.pending) >= maxPending {
-		return
-	}
+	c.pending = appendFLIDs(c.pending, m, maxPending)
+}
+
+// appendFLIDs appends the FLIDs m names to ids while it has fewer than max.
+func appendFLIDs(ids []string, m *sisxml.Message, max int) []string {
 	for _, b := range m.Body {
 		switch b.Name {
 		case "FLOP", "FDEL":
-			if id := b.ChildText("FLID"); id != "" {
-				c.pending = append(c.pending, id)
+			if id := b.ChildText("FLID"); id != "" && len(ids) < max {
+				ids = append(ids, id)
 			}
 		case "SCHD":
 			for _, r := range b.All("FLTR") {
-				if id := r.ChildText("FLID"); id != "" && len(c.pending) < maxPending {
-					c.pending = append(c.pending, id)
+				if id := r.ChildText("FLID"); id != "" && len(ids) < max {
+					ids = append(ids, id)
 				}
 			}
 		}
 	}
+	return ids
+}
+
+// prefetch reads and locks the flights of flids into the cache for tx,
+// keeping only those it finds: it may run before the transaction that
+// creates one has committed (the engine's read-ahead), so an absence is read
+// again when asked for.
+func (c *txCache) prefetch(ctx context.Context, tx store.Tx, flids []string) error {
+	if c.tx != tx {
+		c.tx, c.flights = tx, map[string]*Flight{}
+	}
+	c.pending = c.pending[:0] // they are the batch's, read here
+	var missing []string
+	for _, id := range sortedUnique(flids) {
+		if _, ok := c.flights[id]; !ok {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	fs, err := newFlightStore(tx.Dialect())
+	if err != nil {
+		return err
+	}
+	got, err := fs.load(ctx, tx, missing)
+	if err != nil {
+		return err
+	}
+	for id, f := range got {
+		c.flights[id] = f
+	}
+	return nil
 }
 
 // get returns the flights of flids as stored in tx (absent ones missing).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,8 +37,8 @@ func newPipe(t *testing.T, cfg sis.Config) *pipe {
 }
 
 // newPipeWith runs the pipeline; prepare, when set, runs on the new mailbox
-// table before the engine starts.
-func newPipeWith(t *testing.T, cfg sis.Config, prepare func(raw *sql.DB, table string)) *pipe {
+// table before the engine starts, and opts are added to the engine's.
+func newPipeWith(t *testing.T, cfg sis.Config, prepare func(raw *sql.DB, table string), opts ...inbox.Option) *pipe {
 	t.Helper()
 	ctx := context.Background()
 	raw := storetest.OpenMySQL(t)
@@ -61,12 +62,12 @@ func newPipeWith(t *testing.T, cfg sis.Config, prepare func(raw *sql.DB, table s
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := inbox.New(p.db, stream, proc,
+	eng, err := inbox.New(p.db, stream, proc, append([]inbox.Option{
 		inbox.WithLogger(quiet),
-		inbox.WithPollInterval(20*time.Millisecond),
+		inbox.WithPollInterval(20 * time.Millisecond),
 		inbox.WithSource(mailbox.NewPoller(table, p.db, stream, mailbox.WithStart(mailbox.FromBeginning()),
 			mailbox.WithPollInterval(20*time.Millisecond), mailbox.WithPollerLogger(quiet))),
-		inbox.WithBackfill(table))
+		inbox.WithBackfill(table)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,6 +216,54 @@ func TestScenarioScheduleGateCancelDelete(t *testing.T) {
 		t.Fatalf("FDEL msg event: %+v", m)
 	}
 }
+
+// TestScenarioEachMessageReadAhead: one message per pump transaction, all
+// in the mailbox before the engine starts, so that each message is read,
+// decoded and its flight read ahead while the one before commits. The
+// flight is created by the first message and each later one sets another
+// field: every message must start from the state the one before left (the
+// read-ahead's read of the flight waits for that commit), and the first
+// must find the flight whose creation had not committed when it was read
+// ahead.
+func TestScenarioEachMessageReadAhead(t *testing.T) {
+	const flid = "9100"
+	msgs := [][]byte{adft(81000, flid)}
+	want := map[string]string{"CNCL": "15DEC031722", "REMC": "Bag loading Delay", "STND": "S209", "ACFT": "358", "RENO": "T5561", "RUNW": "02L", "TRML": "T3"}
+	for i, name := range []string{"CNCL", "REMC", "STND", "ACFT", "RENO", "RUNW", "TRML"} {
+		m := flidOf.ReplaceAll(fixture(t, "FLOP_"+name+"_1.xml"), []byte("<FLID>"+flid+"</FLID>"))
+		msgs = append(msgs, withSeq(m, int64(81001+i)))
+	}
+	var ids []int64
+	p := newPipeWith(t, sis.Config{}, func(raw *sql.DB, table string) {
+		for _, m := range msgs {
+			res, err := raw.Exec("INSERT INTO "+table+" (CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED) VALUES (?, NOW())", string(m))
+			if err != nil {
+				t.Fatal(err)
+			}
+			id, err := res.LastInsertId()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+	}, inbox.WithGroupSize(1))
+	for i, r := range p.settle(ids...) {
+		if r.Status != inbox.Succeeded {
+			t.Fatalf("message %d: %+v", i, r)
+		}
+	}
+	f := p.harness().flight(flid)
+	if f.Version != int64(len(msgs)) || f.LastMsgID != ids[len(ids)-1] {
+		t.Fatalf("flight %s: version %d, last message %d; want %d and %d", flid, f.Version, f.LastMsgID, len(msgs), ids[len(ids)-1])
+	}
+	for k, v := range want {
+		if f.Fields[k] != v {
+			t.Errorf("flight %s: %s = %q, want %q (a change lost)", flid, k, f.Fields[k], v)
+		}
+	}
+}
+
+var flidOf = regexp.MustCompile(`<FLID>[^<]*</FLID>`)
 
 // TestScenarioSameGateTwice: the same GTDT sent twice (two SEQNs) is one
 // version and one pair of events.

@@ -241,6 +241,26 @@ func (p *Processor) Decode(payload []byte) (inbox.Decoded, error) {
 	}, nil
 }
 
+var _ inbox.Preparer = (*Processor)(nil)
+
+// Prepare implements inbox.Preparer: it reads and locks the flights the
+// batch's messages name, in one query, before the first is processed.
+func (p *Processor) Prepare(ctx context.Context, tx store.Tx, batch []any) error {
+	var flids []string
+	for _, v := range batch {
+		if m, ok := v.(*sisxml.Message); ok {
+			flids = appendFLIDs(flids, m, maxPending)
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.cache.prefetch(ctx, tx, flids); err != nil {
+		p.cache.reset() // the engine rolls the read back
+		return err
+	}
+	return nil
+}
+
 // Process implements inbox.Processor: it dispatches by kind.
 func (p *Processor) Process(ctx context.Context, tx store.Tx, msg *inbox.Message) (out inbox.Outcome, err error) {
 	m, ok := msg.Decoded.(*sisxml.Message)
