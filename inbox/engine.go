@@ -264,7 +264,9 @@ type Engine struct {
 	// a group transaction failed as a whole (e.g. at commit), so that the
 	// failure is charged to the message that causes it.
 	isolate int
-	// lowMark: every message below it is finished (pump goroutine only).
+	// lowMark: every message below it is finished. It, isolate and
+	// fullScanAt belong to the current step: a step reading ahead changes
+	// none of them before the step before it has ended.
 	lowMark    int64
 	fullScanAt time.Time
 	rescan     atomic.Bool

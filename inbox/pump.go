@@ -70,10 +70,11 @@ const fullScanEvery = 10 * time.Second
 // committing is a pump transaction that has processed every message of its
 // batch well and is sending its held-back writes and statuses and
 // committing, which then succeed or fail as a whole. Meanwhile the next step
-// reads ahead: it reads, decodes and binds the messages that follow, and
-// processes them only once it knows the outcome. What is left of a batch at
-// that point is the database's work, and the next batch's first round trips
-// and decoding fill that time instead of following it.
+// reads ahead: it reads, decodes and binds the messages that follow and lets
+// the processor prepare them, and processes them only once it knows the
+// outcome. What is left of a batch at that point is the database's work,
+// and the next batch's first round trips and decoding fill that time
+// instead of following it.
 type committing struct {
 	// next is the first message id after the batch.
 	next      int64
@@ -84,8 +85,9 @@ type committing struct {
 	err  error
 }
 
-// errPrevFailed: the transaction before this step's failed at commit; this
-// one, which read ahead of it, is rolled back.
+// errPrevFailed: the transaction before this step's failed after it handed
+// over (its held-back writes or its commit); this one, which read ahead of
+// it, is rolled back.
 var errPrevFailed = errors.New("inbox: the previous pump transaction failed")
 
 // step runs one pump transaction: it looks at the head and either waits,
@@ -94,9 +96,9 @@ var errPrevFailed = errors.New("inbox: the previous pump transaction failed")
 // With readAhead, a transaction whose messages all went well hands itself
 // back as committing before its writes are sent, and the caller starts the
 // next step at once with it as prev (PostgreSQL only: SQLite has one
-// writer). prev is the previous step's committing
-// transaction or nil; the step waits for its outcome before it touches the
-// head, and records the failure when the commit failed.
+// writer). prev is the previous step's committing transaction or nil; the
+// step waits for its outcome before it touches the head, and handles its
+// failure when it failed.
 func (e *Engine) step(ctx context.Context, prev *committing, readAhead bool) (stepResult, *committing, error) {
 	handoff := make(chan *committing, 1)
 	type ended struct {
