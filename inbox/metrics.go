@@ -15,6 +15,7 @@ type metrics struct {
 	leader           prometheus.Gauge
 	backfilled       prometheus.Counter
 	backfillFailures prometheus.Counter
+	prepareFailures  prometheus.Counter
 }
 
 // newMetrics builds the engine's metrics; headAge is read at every scrape.
@@ -42,6 +43,10 @@ func newMetrics(reg prometheus.Registerer, stream string, headAge func() float64
 	backfillFailures := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "msgx_inbox_backfill_failures_total", Help: "Failed backfill writes.", ConstLabels: labels,
 	})
+	prepareFailures := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "msgx_inbox_prepare_failures_total", ConstLabels: labels,
+		Help: "Processor read-aheads (Prepare) that failed and were rolled back; their batches' messages read for themselves.",
+	})
 	headBlocked := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "msgx_inbox_head_blocked_seconds", ConstLabels: labels,
 		Help: "How long the current head has been failing (0 when it is not).",
@@ -50,9 +55,9 @@ func newMetrics(reg prometheus.Registerer, stream string, headAge func() float64
 		Name: "msgx_inbox_head_age_seconds", ConstLabels: labels,
 		Help: "How long the current head (the oldest unfinished message, whatever its status) has been the head; 0 when there is none. It grows while the pump is stuck.",
 	}, headAge)
-	m := &metrics{headBlocked, processed, failures, batch, batchFailures, leader, backfilled, backfillFailures}
+	m := &metrics{headBlocked, processed, failures, batch, batchFailures, leader, backfilled, backfillFailures, prepareFailures}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{headBlocked, processed, failures, batch, batchFailures, leader, backfilled, backfillFailures, age} {
+		for _, c := range []prometheus.Collector{headBlocked, processed, failures, batch, batchFailures, leader, backfilled, backfillFailures, prepareFailures, age} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("inbox: register metrics: %w", err)
 			}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/msgx/msgx/inbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -42,6 +44,22 @@ func (p *preparing) Prepare(ctx context.Context, tx store.Tx, batch []any) error
 	return nil
 }
 
+// counterValue is the value of a registered counter of one series.
+func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no counter %s", name)
+	return 0
+}
+
 func (p *preparing) seen() [][]string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -58,7 +76,8 @@ func TestPreparerReadsAheadForTheBatch(t *testing.T) {
 			storetest.Each(t, func(t *testing.T, db *store.DB) {
 				f := newFixture(t, db, inbox.WithGroupSize(10))
 				p := &preparing{testProc: f.proc, fail: fail}
-				eng := f.engine(f.stream, p, inbox.WithGroupSize(10))
+				reg := prometheus.NewRegistry()
+				eng := f.engine(f.stream, p, inbox.WithGroupSize(10), inbox.WithRegisterer(reg))
 				f.lead(eng)
 				f.enqueue(f.stream, map[int64]string{1: "a;K", 2: "garbage", 3: "c;K"})
 				// The batch ends at the undecodable message; the next
@@ -77,6 +96,9 @@ func TestPreparerReadsAheadForTheBatch(t *testing.T) {
 				}
 				if got := f.bizIDs(f.stream); !slices.Equal(got, []int64{1, 3}) {
 					t.Fatalf("business rows %v", got)
+				}
+				if n := counterValue(t, reg, "msgx_inbox_prepare_failures_total"); n != float64(2-want) {
+					t.Fatalf("msgx_inbox_prepare_failures_total = %v, want %d", n, 2-want)
 				}
 			})
 		})

@@ -422,6 +422,7 @@ func (e *Engine) prepareProcessor(ctx context.Context, tx store.Tx, ws []*work) 
 		return p.Prepare(ctx, tx, vals)
 	})
 	if err != nil && ctx.Err() == nil {
+		e.m.prepareFailures.Inc()
 		e.log.Warn("inbox: the processor's read-ahead failed; its messages read for themselves", "from", ws[0].row.id, "err", err)
 	}
 }
