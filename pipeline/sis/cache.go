@@ -7,31 +7,24 @@ import (
 	"github.com/msgx/msgx/store"
 )
 
-// maxPending bounds the FLIDs remembered between Decode and Process.
-const maxPending = 4096
+// maxPrefetch bounds the FLIDs a batch's read-ahead reads.
+const maxPrefetch = 4096
 
 // txCache holds the flights read or written in the current transaction, so
 // that a batch of messages (the inbox engine processes several in one
 // transaction, each in its own savepoint) reads its flights in one query
 // instead of one per message.
 //
-// The engine decodes a batch before processing it: Decode notes the FLIDs
-// each message names (pending), and the first read in a new transaction
-// loads those together with the ones asked for. What the cache holds is
+// The engine hands the decoded batch to Prepare before processing it, which
+// reads the flights the batch names (prefetch). What the cache holds is
 // exactly what the transaction holds: a flight enters it when read (locked)
 // or written in that transaction; a message that fails drops the flights it
 // touched, since its savepoint is rolled back; another transaction starts
-// afresh. It is only a way to save round trips: with nothing pending, each
-// read goes to the database.
+// afresh. It is only a way to save round trips: a flight not in it is read
+// from the database when asked for.
 type txCache struct {
 	tx      store.Tx
 	flights map[string]*Flight // a nil value: known not to be stored
-	pending []string
-}
-
-// note remembers the FLIDs a decoded message names.
-func (c *txCache) note(m *sisxml.Message) {
-	c.pending = appendFLIDs(c.pending, m, maxPending)
 }
 
 // appendFLIDs appends the FLIDs m names to ids while it has fewer than max.
@@ -53,15 +46,13 @@ func appendFLIDs(ids []string, m *sisxml.Message, max int) []string {
 	return ids
 }
 
-// prefetch reads and locks the flights of flids into the cache for tx,
-// keeping only those it finds: it may run before the transaction that
-// creates one has committed (the engine's read-ahead), so an absence is read
-// again when asked for.
-func (c *txCache) prefetch(ctx context.Context, tx store.Tx, flids []string) error {
+// read reads and locks, in one query, the flights of flids that tx has not
+// read yet, and keeps those it finds. With recordAbsent it also keeps the
+// others as not stored.
+func (c *txCache) read(ctx context.Context, tx store.Tx, flids []string, recordAbsent bool) error {
 	if c.tx != tx {
 		c.tx, c.flights = tx, map[string]*Flight{}
 	}
-	c.pending = c.pending[:0] // they are the batch's, read here
 	var missing []string
 	for _, id := range sortedUnique(flids) {
 		if _, ok := c.flights[id]; !ok {
@@ -79,42 +70,26 @@ func (c *txCache) prefetch(ctx context.Context, tx store.Tx, flids []string) err
 	if err != nil {
 		return err
 	}
-	for id, f := range got {
-		c.flights[id] = f
+	for _, id := range missing {
+		if f := got[id]; f != nil || recordAbsent {
+			c.flights[id] = f
+		}
 	}
 	return nil
 }
 
+// prefetch reads the flights of flids into the cache for tx, keeping only
+// those it finds: it may run before the transaction that creates one has
+// committed (the engine's read-ahead), so an absence is read again when
+// asked for.
+func (c *txCache) prefetch(ctx context.Context, tx store.Tx, flids []string) error {
+	return c.read(ctx, tx, flids, false)
+}
+
 // get returns the flights of flids as stored in tx (absent ones missing).
 func (c *txCache) get(ctx context.Context, tx store.Tx, flids []string) (map[string]*Flight, error) {
-	if c.tx != tx {
-		c.tx, c.flights = tx, map[string]*Flight{}
-	}
-	var missing []string
-	for _, id := range flids {
-		if _, ok := c.flights[id]; !ok {
-			missing = append(missing, id)
-		}
-	}
-	if len(missing) > 0 {
-		for _, id := range c.pending {
-			if _, ok := c.flights[id]; !ok {
-				missing = append(missing, id)
-			}
-		}
-		c.pending = c.pending[:0]
-		missing = sortedUnique(missing)
-		fs, err := newFlightStore(tx.Dialect())
-		if err != nil {
-			return nil, err
-		}
-		got, err := fs.load(ctx, tx, missing)
-		if err != nil {
-			return nil, err
-		}
-		for _, id := range missing {
-			c.flights[id] = got[id] // nil when not stored
-		}
+	if err := c.read(ctx, tx, flids, true); err != nil {
+		return nil, err
 	}
 	out := make(map[string]*Flight, len(flids))
 	for _, id := range flids {

@@ -171,7 +171,7 @@ type Processor struct {
 	results *prometheus.CounterVec
 	fp      *failpoint.Set
 
-	// mu serialises Decode and Process around the transaction cache.
+	// mu serialises Prepare and Process around the transaction cache.
 	mu    sync.Mutex
 	cache txCache
 }
@@ -225,9 +225,6 @@ func (p *Processor) Decode(payload []byte) (inbox.Decoded, error) {
 		}
 		return inbox.Decoded{}, inbox.Fail(inbox.CodecError, err)
 	}
-	p.mu.Lock()
-	p.cache.note(m)
-	p.mu.Unlock()
 	meta := m.Meta
 	identity := meta.Sender + "|" + meta.Type + "|" + meta.Subtype + "|" + strconv.FormatInt(meta.Seq, 10)
 	if p.cfg.IncludeDayBoundary {
@@ -249,7 +246,7 @@ func (p *Processor) Prepare(ctx context.Context, tx store.Tx, batch []any) error
 	var flids []string
 	for _, v := range batch {
 		if m, ok := v.(*sisxml.Message); ok {
-			flids = appendFLIDs(flids, m, maxPending)
+			flids = appendFLIDs(flids, m, maxPrefetch)
 		}
 	}
 	p.mu.Lock()
