@@ -37,21 +37,6 @@ func (f *fixture) waitStep(done <-chan error, what string) {
 	}
 }
 
-func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetGauge().GetValue()
-		}
-	}
-	t.Fatalf("no metric %s", name)
-	return 0
-}
-
 func TestHungProcessorAttemptTimesOutAsInfraFailure(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		reg := prometheus.NewRegistry()
@@ -64,7 +49,7 @@ func TestHungProcessorAttemptTimesOutAsInfraFailure(t *testing.T) {
 		// The pump is stuck in message 2 (the head is 1 until the batch
 		// commits): the head's age grows on the dashboard meanwhile.
 		f.clk.Advance(40 * time.Second)
-		if age := gauge(t, reg, "msgx_inbox_head_age_seconds"); age != 40 {
+		if age := metricValue(t, reg, "msgx_inbox_head_age_seconds"); age != 40 {
 			t.Fatalf("head age while the pump hangs = %v, want 40", age)
 		}
 		f.clk.Advance(20 * time.Second) // the attempt's minute is up
@@ -81,7 +66,7 @@ func TestHungProcessorAttemptTimesOutAsInfraFailure(t *testing.T) {
 		f.clk.Advance(time.Second)
 		f.drain(f.eng)
 		f.wantStatus(map[int64]inbox.Status{2: inbox.Succeeded, 3: inbox.Succeeded})
-		if age := gauge(t, reg, "msgx_inbox_head_age_seconds"); age != 0 {
+		if age := metricValue(t, reg, "msgx_inbox_head_age_seconds"); age != 0 {
 			t.Fatalf("head age with nothing unfinished = %v", age)
 		}
 	})

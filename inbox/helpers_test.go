@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/msgx/msgx/inbox"
 	"github.com/msgx/msgx/internal/clock"
 	"github.com/msgx/msgx/outbox"
@@ -384,4 +386,26 @@ func (b *fakeBackfiller) allCalls() [][]int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return append([][]int64(nil), b.calls...)
+}
+
+// metricValue is the value of the one series of a registered counter or
+// gauge.
+func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name || len(mf.GetMetric()) != 1 {
+			continue
+		}
+		m := mf.GetMetric()[0]
+		if m.GetCounter() != nil {
+			return m.GetCounter().GetValue()
+		}
+		return m.GetGauge().GetValue()
+	}
+	t.Fatalf("no metric %s of one series", name)
+	return 0
 }

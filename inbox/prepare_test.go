@@ -44,22 +44,6 @@ func (p *preparing) Prepare(ctx context.Context, tx store.Tx, batch []any) error
 	return nil
 }
 
-// counterValue is the value of a registered counter of one series.
-func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
-			return mf.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	t.Fatalf("no counter %s", name)
-	return 0
-}
-
 func (p *preparing) seen() [][]string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -97,7 +81,7 @@ func TestPreparerReadsAheadForTheBatch(t *testing.T) {
 				if got := f.bizIDs(f.stream); !slices.Equal(got, []int64{1, 3}) {
 					t.Fatalf("business rows %v", got)
 				}
-				if n := counterValue(t, reg, "msgx_inbox_prepare_failures_total"); n != float64(2-want) {
+				if n := metricValue(t, reg, "msgx_inbox_prepare_failures_total"); n != float64(2-want) {
 					t.Fatalf("msgx_inbox_prepare_failures_total = %v, want %d", n, 2-want)
 				}
 			})
