@@ -76,14 +76,15 @@ const fullScanEvery = 10 * time.Second
 // and the next batch's first round trips and decoding fill that time
 // instead of following it.
 type committing struct {
-	// next is the first message id after the batch.
-	next      int64
 	attempted []unfinished
 	// done is closed once the commit returned, and, when it succeeded, the
 	// batch's afterCommit ran; err is its error then.
 	done chan struct{}
 	err  error
 }
+
+// next is the first message id after the batch.
+func (c *committing) next() int64 { return c.attempted[len(c.attempted)-1].id + 1 }
 
 // errPrevFailed: the transaction before this step's failed after it handed
 // over (its held-back writes or its commit); this one, which read ahead of
@@ -150,8 +151,8 @@ func (e *Engine) stepTx(ctx context.Context, prev *committing, readAhead bool, h
 		}
 		from := e.lowMark
 		if prev != nil {
-			// Everything before prev.next is finished or being committed.
-			from = prev.next
+			// Everything before prev's next is finished or being committed.
+			from = prev.next()
 		} else if e.rescan.Swap(false) || !now.Before(e.fullScanAt) {
 			e.lowMark, e.fullScanAt, from = 0, now.Add(fullScanEvery), 0
 		}
@@ -208,7 +209,7 @@ func (e *Engine) stepTx(ctx context.Context, prev *committing, readAhead bool, h
 		} // else every row is pending, so ready: pre is the attempted batch
 		allDone := func(done []settled) {
 			if readAhead && e.mayReadAhead(done, now) {
-				cur = &committing{next: attempted[len(attempted)-1].id + 1, attempted: attempted, done: make(chan struct{})}
+				cur = &committing{attempted: attempted, done: make(chan struct{})}
 				handoff <- cur
 			}
 		}
@@ -235,14 +236,14 @@ func (e *Engine) stepTx(ctx context.Context, prev *committing, readAhead bool, h
 	if errors.Is(err, errPrevFailed) || await() != nil {
 		// Nothing of this step is kept; prev's failure is handled as if
 		// prev had been alone.
-		res, ferr := e.failedTx(ctx, prev.attempted, prev.err)
+		prevRes, ferr := e.failedTx(ctx, prev.attempted, prev.err)
 		if ferr != nil {
 			return stepResult{}, ferr
 		}
 		if !errors.Is(err, errPrevFailed) {
 			return stepResult{}, err
 		}
-		return res, nil
+		return prevRes, nil
 	}
 	return e.failedTx(ctx, attempted, err)
 }
