@@ -95,23 +95,9 @@ func TestReadAheadFindsTheFlightTheBatchBeforeCreates(t *testing.T) {
 	}
 	unlocked = true
 
-	deadline := time.Now().Add(10 * time.Second)
-	for id := int64(1); id <= 4; id++ {
-		for {
-			r, err := inbox.Get(ctx, db, stream, id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r.Status.Terminal() {
-				if r.Status != inbox.Succeeded {
-					t.Fatalf("message %d: %+v", id, r)
-				}
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("message %d not finished: %+v", id, r)
-			}
-			time.Sleep(5 * time.Millisecond)
+	for i, r := range waitTerminal(t, db, 10*time.Second, false, 1, 2, 3, 4) {
+		if r.Status != inbox.Succeeded {
+			t.Fatalf("message %d: %+v", i+1, r)
 		}
 	}
 	f := (&harness{t: t, db: db}).flight("9100")

@@ -101,16 +101,24 @@ func (p *pipe) put(msgs ...[]byte) []int64 {
 // returns their rows.
 func (p *pipe) settle(ids ...int64) []inbox.Row {
 	p.t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	return waitTerminal(p.t, p.db, 60*time.Second, true, ids...)
+}
+
+// waitTerminal waits, up to timeout, until every id of the stream is
+// terminal (and, with backfilled, has its processed mark written back), and
+// returns their rows.
+func waitTerminal(t testing.TB, db *store.DB, timeout time.Duration, backfilled bool, ids ...int64) []inbox.Row {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
 	for {
 		rows := make([]inbox.Row, 0, len(ids))
 		done := true
 		for _, id := range ids {
-			r, err := inbox.Get(context.Background(), p.db, stream, id)
+			r, err := inbox.Get(context.Background(), db, stream, id)
 			if err != nil && err != inbox.ErrNotFound {
-				p.t.Fatal(err)
+				t.Fatal(err)
 			}
-			if err != nil || !r.Status.Terminal() || r.BackfilledAt == nil {
+			if err != nil || !r.Status.Terminal() || (backfilled && r.BackfilledAt == nil) {
 				done = false
 			}
 			rows = append(rows, r)
@@ -119,7 +127,7 @@ func (p *pipe) settle(ids ...int64) []inbox.Row {
 			return rows
 		}
 		if time.Now().After(deadline) {
-			p.t.Fatalf("messages not settled in time: %+v", rows)
+			t.Fatalf("messages not settled in time: %+v", rows)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
