@@ -133,13 +133,16 @@ func (e *Engine) stepTx(ctx context.Context, prev *committing, readAhead bool, h
 		cur       *committing
 		awaited   bool
 	)
-	// await waits for the previous transaction's outcome, once.
+	// await waits for the previous transaction's outcome (once) and
+	// reports it, every time it is asked.
 	await := func() error {
-		if prev == nil || awaited {
+		if prev == nil {
 			return nil
 		}
-		awaited = true
-		<-prev.done
+		if !awaited {
+			awaited = true
+			<-prev.done
+		}
 		if prev.err != nil {
 			return errPrevFailed
 		}
