@@ -1,0 +1,67 @@
+package driver
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrorCode is the class of a send or settlement failure, which decides what
+// the caller does next: an Unavailable broker is the broker's state (wait for
+// it, charge the message nothing), a Rejected message is the message's own
+// failure (sending it again fails the same way). Every adapter maps its
+// client's errors to these, so that callers never inspect a client's errors.
+type ErrorCode int
+
+const (
+	// Unknown: the adapter could not tell. Callers treat it as a failure of
+	// the message that may pass on a later attempt.
+	Unknown ErrorCode = iota
+	// Unavailable: the broker cannot take messages now (connection refused or
+	// lost, no leader, broker shutting down, no answer within the deadline).
+	// The message itself is fine.
+	Unavailable
+	// Rejected: the broker refused this message and will refuse it again
+	// (too large, invalid, no route, not authorised for the topic).
+	Rejected
+)
+
+func (c ErrorCode) String() string {
+	switch c {
+	case Unknown:
+		return "unknown"
+	case Unavailable:
+		return "unavailable"
+	case Rejected:
+		return "rejected"
+	}
+	return fmt.Sprintf("ErrorCode(%d)", int(c))
+}
+
+// Error is an adapter's error with its class. It wraps the client's error
+// unchanged, so errors.Is and errors.As still reach it.
+type Error struct {
+	Code ErrorCode
+	Err  error
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// Classify wraps err with code; a nil err stays nil. An error that already
+// carries a class keeps the outermost one.
+func Classify(code ErrorCode, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &Error{Code: code, Err: err}
+}
+
+// Code returns the class of err: the outermost Error in its chain, or
+// Unknown when it has none.
+func Code(err error) ErrorCode {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return Unknown
+}
