@@ -22,6 +22,9 @@ type Stats struct {
 	Dead      int // events that became DEAD
 	Covered   int // older events of compacted keys marked done
 	Released  int // claims given back unsent (the relay was stopping)
+	// Held counts claims given back unsent because the target's broker was
+	// unavailable: their attempts are not charged.
+	Held      int
 	LeaseLost int // claims another relay took over before this one sent them
 }
 
@@ -32,6 +35,7 @@ func (s *Stats) add(o Stats) {
 	s.Dead += o.Dead
 	s.Covered += o.Covered
 	s.Released += o.Released
+	s.Held += o.Held
 	s.LeaseLost += o.LeaseLost
 }
 
@@ -41,6 +45,7 @@ type lane struct {
 	log   *slog.Logger
 	met   laneMetrics
 	floor floor     // unordered lanes on PostgreSQL
+	gate  gate      // whether the target's broker takes messages (see target.go)
 	walk  walkState // per-key and compacted lanes: shared by the workers
 	wake  chan struct{}
 }
@@ -250,6 +255,9 @@ const (
 	retry
 	dead
 	release
+	// hold: not sent, or refused, because the broker is unavailable; given
+	// back without charging the attempt (the target pauses).
+	hold
 	// lost: the lease could not be extended before a send (another relay
 	// took the row after it ran out); the relay leaves the row alone.
 	lost
@@ -264,6 +272,9 @@ type delivery struct {
 	res   []outcome
 	errs  []error
 	lease time.Time
+	// down is the error of a send that found the broker unavailable: the
+	// delivery's later sends are held without being tried.
+	down error
 }
 
 // deliver publishes claimed events and records the outcome of each, fenced by
@@ -335,26 +346,28 @@ func (l *lane) publish(ctx context.Context, d *delivery, idx []int) {
 
 // sendRetries sends retried events together, so that after a broker outage
 // the backlog drains at full speed. When that send fails, the events are
-// isolated so that a bad event fails only itself: at once after a poison
+// isolated so that a bad event fails only itself: at once after a Rejected
 // error; otherwise the first two are sent alone as probes, and only if the
 // broker takes one of them are the others sent one by one (a broker that is
 // still down costs two more sends, not one per event).
 func (l *lane) sendRetries(ctx context.Context, topic string, d *delivery, idx []int) {
 	in, err := l.send(ctx, topic, d, idx)
-	if err == nil || len(in) < 2 || ctx.Err() != nil {
+	if err == nil || len(in) < 2 || ctx.Err() != nil || d.down != nil {
+		// An unavailable broker is no event's fault: nothing to isolate.
 		return
 	}
 	saved := make([]outcome, len(in))
 	for j, i := range in {
 		saved[j], d.res[i] = d.res[i], pending
 	}
-	if !broker.IsPoison(err) {
+	if !broker.IsRejected(err) {
 		// Two probes: the first may be the one bad event.
 		probed := 0
 		for probed < 2 {
 			_, perr := l.send(ctx, topic, d, in[probed:probed+1])
 			probed++
-			if perr == nil || broker.IsPoison(perr) {
+			if perr == nil || broker.IsRejected(perr) || d.down != nil {
+				// Broker down: the sends below hold the others untried.
 				break
 			}
 			if probed == 2 {
@@ -450,6 +463,10 @@ func (l *lane) send(ctx context.Context, topic string, d *delivery, idx []int) (
 		if res[i] != pending {
 			continue
 		}
+		if d.down != nil {
+			res[i], errs[i] = hold, d.down
+			continue
+		}
 		m, err := message(evs[i])
 		if err != nil {
 			res[i], errs[i] = dead, err
@@ -469,13 +486,20 @@ func (l *lane) send(ctx context.Context, topic string, d *delivery, idx []int) (
 		// the events again (same event ids) after the lease.
 		l.r.cfg.failpoints.Hit(failpoint.OutboxAfterConfirm)
 	}
+	// The class of the error decides (broker.Code): Unavailable is the
+	// broker's state and charges nothing, Rejected is the event's own
+	// failure (final when the event was alone in the send), Unknown counts
+	// as an attempt.
+	code := broker.Code(err)
 	for _, i := range in {
 		switch {
 		case err == nil:
 			res[i] = sent
 		case ctx.Err() != nil:
 			res[i], errs[i] = release, err
-		case broker.IsPoison(err) && len(msgs) == 1:
+		case code == broker.Unavailable:
+			res[i], errs[i] = hold, err
+		case code == broker.Rejected && len(msgs) == 1:
 			res[i], errs[i] = dead, err
 		case l.r.cfg.retry.Exhausted(evs[i].own()):
 			res[i], errs[i] = dead, err
@@ -483,7 +507,35 @@ func (l *lane) send(ctx context.Context, topic string, d *delivery, idx []int) (
 			res[i], errs[i] = retry, err
 		}
 	}
+	switch {
+	case err == nil:
+		l.delivered()
+	case ctx.Err() == nil:
+		if code == broker.Unavailable {
+			d.down = err
+		}
+		l.sendFailed(err)
+	}
 	return in, err
+}
+
+// sendFailed notes a failed send in the target's state; the first one that
+// finds the broker unavailable pauses the target.
+func (l *lane) sendFailed(err error) {
+	if l.gate.failed(l.r.cfg.clock.Now(), err) {
+		l.met.up.Set(0)
+		l.log.Warn("outbox: target unavailable; pausing it: its events wait, charged no attempt, until a probe gets through", "err", err)
+	}
+}
+
+// delivered notes a confirmed send: a pause (another worker's, or of a
+// Flush) ends, since the broker takes messages.
+func (l *lane) delivered() {
+	l.gate.delivered()
+	if d, ok := l.gate.resume(l.r.cfg.clock.Now()); ok {
+		l.met.up.Set(1)
+		l.log.Info("outbox: target took a send again; resuming", "paused_for", d)
+	}
 }
 
 // message builds the broker message of an event: the event id travels as
@@ -529,6 +581,11 @@ func (l *lane) finish(ctx context.Context, evs []*claimed, res []outcome, errs [
 			if e.head.id != 0 && e.head.id != e.id {
 				f.clearHeads = append(f.clearHeads, e.head)
 			}
+		case hold:
+			f.held = append(f.held, i)
+			if e.head.id != 0 && e.head.id != e.id {
+				f.clearHeads = append(f.clearHeads, e.head)
+			}
 		case lost:
 			st.LeaseLost++
 		default:
@@ -543,6 +600,7 @@ func (l *lane) finish(ctx context.Context, evs []*claimed, res []outcome, errs [
 	f.covered(ctx)
 	f.dead(ctx)
 	f.retries(ctx)
+	f.heldBack(ctx)
 	f.released(ctx)
 	return errors.Join(f.all...)
 }
@@ -556,7 +614,7 @@ type finishing struct {
 	lease, now                            time.Time
 	st                                    *Stats
 	sentIDs, sentReps, relIDs, clearHeads []rowRef
-	failed                                []int
+	failed, held                          []int
 	all                                   []error
 }
 
@@ -701,6 +759,31 @@ func (f *finishing) retries(ctx context.Context) {
 		f.l.log.Warn("outbox send failed; will retry", "event_id", first.eventID, "events", len(ids), "topic", first.topic,
 			"attempts", attempts, "next_attempt", next, "err", f.errs[idx[0]])
 	}
+}
+
+// heldBack gives back the claims held because the broker was unavailable,
+// undoing their claim's attempt and noting the error on them. An unordered
+// lane's floor comes back to them (they lie below it) once the target
+// resumes.
+func (f *finishing) heldBack(ctx context.Context) {
+	if len(f.held) == 0 {
+		return
+	}
+	rows := make([]rowRef, len(f.held))
+	for j, i := range f.held {
+		rows[j] = f.evs[i].rowRef
+	}
+	first := f.evs[f.held[0]] // f.held is in id order
+	_, err := f.l.r.ops.finish(ctx, "Hold", f.l.cfg.target, rows, f.lease, f.errs[f.held[0]].Error())
+	if err == nil && f.l.r.wm != nil && f.l.cfg.kind == Unordered {
+		f.l.floor.retryAt(f.now, first.id)
+	}
+	f.all = append(f.all, err)
+	f.st.Held += len(rows)
+	f.l.met.held.Add(float64(len(rows)))
+	// One line per send held: the pause stops sends, so these are few.
+	f.l.log.Info("outbox events held back: the target is unavailable; no attempt charged", "events", len(rows),
+		"event_id", first.eventID, "topic", first.topic, "err", f.errs[f.held[0]])
 }
 
 // released gives unsent claims back and ends the lease of compacted heads

@@ -9,6 +9,9 @@ type metrics struct {
 	covered   *prometheus.CounterVec
 	errors    *prometheus.CounterVec
 	lag       *prometheus.GaugeVec
+	up        *prometheus.GaugeVec
+	held      *prometheus.CounterVec
+	probes    *prometheus.CounterVec
 	cleaned   prometheus.Counter
 }
 
@@ -26,19 +29,25 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Relay cycles that failed on the database."}, []string{"target"}),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "msgx_outbox_lag_seconds",
 			Help: "Age of the oldest pending event per target (0 when none)."}, []string{"target"}),
+		up: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "msgx_outbox_target_up",
+			Help: "1 while this relay sends to the target, 0 while the target is paused because its broker is unavailable."}, []string{"target"}),
+		held: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_outbox_held_total",
+			Help: "Claimed events given back unsent, with no attempt charged, because the target's broker was unavailable."}, []string{"target"}),
+		probes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_outbox_probes_total",
+			Help: "Probes (broker pings) of paused targets."}, []string{"target"}),
 		cleaned: prometheus.NewCounter(prometheus.CounterOpts{Name: "msgx_outbox_cleaned_total",
 			Help: "SENT and COVERED rows deleted by retention cleanup."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.published, m.retried, m.dead, m.covered, m.errors, m.lag, m.cleaned)
+		reg.MustRegister(m.published, m.retried, m.dead, m.covered, m.errors, m.lag, m.up, m.held, m.probes, m.cleaned)
 	}
 	return m
 }
 
 // laneMetrics are curried once per lane so the hot path does no label lookups.
 type laneMetrics struct {
-	published, retried, dead, covered, errors prometheus.Counter
-	lag                                       prometheus.Gauge
+	published, retried, dead, covered, errors, held, probes prometheus.Counter
+	lag, up                                                 prometheus.Gauge
 }
 
 func (m *metrics) forLane(target string) laneMetrics {
@@ -49,5 +58,8 @@ func (m *metrics) forLane(target string) laneMetrics {
 		covered:   m.covered.WithLabelValues(target),
 		errors:    m.errors.WithLabelValues(target),
 		lag:       m.lag.WithLabelValues(target),
+		up:        m.up.WithLabelValues(target),
+		held:      m.held.WithLabelValues(target),
+		probes:    m.probes.WithLabelValues(target),
 	}
 }

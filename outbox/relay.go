@@ -58,13 +58,16 @@ func NewRelay(db *store.DB, opts ...Option) (*Relay, error) {
 		}
 	}
 	for _, lc := range cfg.lanes {
-		r.lanes = append(r.lanes, &lane{
+		l := &lane{
 			r:    r,
 			cfg:  lc,
 			wake: make(chan struct{}, 1),
 			log:  cfg.logger.With("target", lc.target, "lane", lc.kind.String()),
 			met:  r.met.forLane(lc.target),
-		})
+		}
+		l.gate.st.Target = lc.target
+		l.met.up.Set(1)
+		r.lanes = append(r.lanes, l)
 	}
 	return r, nil
 }
@@ -111,6 +114,15 @@ func (r *Relay) work(ctx context.Context, l *lane) {
 	}()
 	failures := 0
 	for ctx.Err() == nil {
+		if l.gate.paused() {
+			// Nothing of the target is sent while it is paused: carried
+			// claims go back (uncharged) and the worker probes or waits.
+			if err := wk.release(ctx, l); err != nil {
+				l.log.Warn("outbox: giving back claims of a paused target failed; they return when their lease ends", "err", err)
+			}
+			l.await(ctx)
+			continue
+		}
 		res, err := l.cycle(ctx, &l.walk, &wk, false)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -160,7 +172,9 @@ func (r *Relay) sleep(ctx context.Context, d time.Duration) {
 // Flush relays, lane after lane, everything that is due at the clock's
 // current time, and returns when no lane has anything left to claim. Failed
 // events wait for their backoff; compacted lanes flush without waiting for
-// their period. Tests and one-shot tools use it instead of Run.
+// their period; a lane whose broker is unavailable stops at its first held
+// send (its events stay due; the next Flush tries again). Tests and one-shot
+// tools use it instead of Run.
 func (r *Relay) Flush(ctx context.Context) (Stats, error) {
 	var total Stats
 	if err := r.syncClock(ctx); err != nil {
@@ -176,6 +190,12 @@ func (r *Relay) Flush(ctx context.Context) (Stats, error) {
 			total.add(res.st)
 			if err != nil {
 				return total, errors.Join(err, wk.release(ctx, l))
+			}
+			if res.st.Held > 0 {
+				if err := wk.release(ctx, l); err != nil {
+					return total, err
+				}
+				break
 			}
 			if res.idle {
 				break
@@ -246,6 +266,16 @@ func (r *Relay) Lag(ctx context.Context) (map[string]time.Duration, error) {
 		l.met.lag.Set(age.Seconds())
 	}
 	return out, nil
+}
+
+// Targets returns what this relay knows of each target's broker (paused or
+// not, the last error), in configuration order.
+func (r *Relay) Targets() []TargetState {
+	out := make([]TargetState, len(r.lanes))
+	for i, l := range r.lanes {
+		out[i] = l.gate.state()
+	}
+	return out
 }
 
 // cleanupChunk bounds one delete statement so that cleanup never holds many

@@ -293,3 +293,10 @@ UPDATE msgx_outbox o SET locked_until = $4
 FROM unnest($2::tid[], $5::bigint[]) AS r(t, i)
 WHERE o.ctid = r.t AND o.id = r.i AND o.target = $1 AND o.locked_until = $3
 RETURNING o.id, o.ctid
+
+-- name: Hold
+-- Gives claims back without counting the attempt because the target's broker
+-- was unavailable (the target's state, not the event's), noting why ($4).
+UPDATE msgx_outbox o SET locked_until = NULL, attempts = GREATEST(o.attempts - 1, 0), last_error = $4
+FROM unnest($2::tid[], $5::bigint[]) AS r(t, i)
+WHERE o.ctid = r.t AND o.id = r.i AND o.target = $1 AND o.locked_until = $3

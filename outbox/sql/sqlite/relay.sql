@@ -145,3 +145,8 @@ SELECT created_at FROM msgx_outbox WHERE target = ?1 AND status = 'PENDING' ORDE
 -- name: DeleteDone
 DELETE FROM msgx_outbox_sent WHERE rowid IN (
     SELECT rowid FROM msgx_outbox_sent WHERE done_at < ?1 ORDER BY done_at LIMIT ?2)
+
+-- name: Hold
+-- Release that notes why: the target's broker was unavailable.
+UPDATE msgx_outbox SET locked_until = NULL, attempts = MAX(attempts - 1, 0), last_error = ?4
+WHERE target = ?1 AND status = 'PENDING' AND id IN (SELECT value FROM json_each(?2)) AND locked_until = ?3
