@@ -77,6 +77,11 @@ func (h *harness) Outage(context.Context) (func(), error) {
 // authorized) and keeps the connection.
 func (h *harness) RefusedTopic() string { return "$SYS/msgx/refused" }
 
+// tckMaxMessageBytes keeps the suite's oversized message small.
+const tckMaxMessageBytes = 1 << 20
+
+func (h *harness) MaxMessageBytes() int { return tckMaxMessageBytes }
+
 func TestConformance(t *testing.T) {
 	requireBroker(t)
 	proxy, err := brokertest.NewProxy(brokerAddr())

@@ -31,6 +31,7 @@ type harness struct {
 	namer   *natsbroker.Driver // only for names; never started
 	refused string
 	dead    string // an address where nothing listens
+	maxPay  int    // the server's max_payload
 	opts    []natsbroker.Option
 }
 
@@ -65,7 +66,7 @@ func newHarness(t *testing.T, opts ...natsbroker.Option) *harness {
 	dead := ln.Addr().String()
 	_ = ln.Close()
 
-	h := &harness{proxy: proxy, prefix: "msgxtest." + randHex(t), admin: admin, dead: dead}
+	h := &harness{proxy: proxy, prefix: "msgxtest." + randHex(t), admin: admin, dead: dead, maxPay: int(nc.MaxPayload())}
 	// A short ack wait keeps the cases that wait for an unsettled message's
 	// redelivery quick; everything else is the production default.
 	h.opts = append([]natsbroker.Option{
@@ -123,6 +124,10 @@ func (h *harness) deleteStreams(t *testing.T) {
 func (h *harness) Name() string { return "nats" }
 
 func (h *harness) Target() string { return "local nats-server" }
+
+// MaxMessageBytes is the server's max_payload, which the client learns from
+// the server's INFO.
+func (h *harness) MaxMessageBytes() int { return h.maxPay }
 
 func (h *harness) NewDriver(context.Context) (driver.Broker, error) {
 	return natsbroker.New(append([]natsbroker.Option{natsbroker.WithURL("nats://" + h.proxy.Addr())}, h.opts...)...), nil

@@ -61,6 +61,10 @@ func (h *harness) Outage(context.Context) (func(), error) {
 
 func (h *harness) RefusedTopic() string { return h.refused }
 
+// MaxMessageBytes is the client's default limit, 5 MiB, which applies when
+// the broker announces none.
+func (h *harness) MaxMessageBytes() int { return 5 << 20 }
+
 func quietLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 }
