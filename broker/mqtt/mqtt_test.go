@@ -44,6 +44,7 @@ func (h *harness) NewDriver(context.Context) (driver.Broker, error) {
 		mqtt.WithSessionExpiry(5*time.Minute),
 		mqtt.WithDeadLetterExpiry(5*time.Minute),
 		mqtt.WithReconnectBackoff(50*time.Millisecond, time.Second),
+		mqtt.WithMaxPacketSize(tckMaxMessageBytes),
 	)
 }
 
