@@ -41,6 +41,8 @@ func caseConfirmedPublish(t *testing.T, s *suite) {
 
 	if err := b.SendConfirmed(ctxT(t), s.h.RefusedTopic(), msg("k", "refused")); err == nil {
 		t.Errorf("SendConfirmed to refused topic %q returned nil", s.h.RefusedTopic())
+	} else if code := broker.Code(err); code != broker.Rejected {
+		t.Errorf("SendConfirmed to refused topic %q: class %v, want %v: %v", s.h.RefusedTopic(), code, broker.Rejected, err)
 	}
 
 	// With every byte from the broker late, a confirmed send takes at least
