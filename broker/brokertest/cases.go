@@ -41,6 +41,8 @@ func caseConfirmedPublish(t *testing.T, s *suite) {
 
 	if err := b.SendConfirmed(ctxT(t), s.h.RefusedTopic(), msg("k", "refused")); err == nil {
 		t.Errorf("SendConfirmed to refused topic %q returned nil", s.h.RefusedTopic())
+	} else if code := broker.Code(err); code != broker.Rejected {
+		t.Errorf("SendConfirmed to refused topic %q: class %v, want %v: %v", s.h.RefusedTopic(), code, broker.Rejected, err)
 	}
 
 	// With every byte from the broker late, a confirmed send takes at least
@@ -922,6 +924,25 @@ func caseGracefulStop(t *testing.T, s *suite) {
 // and then silent.
 const outageFor = 3 * time.Second
 
+// sendUntilConfirmed sends m again until a send is confirmed, for as long as
+// the suite's timeout: the adapter reconnects on its own after an outage.
+func sendUntilConfirmed(t *testing.T, b *broker.Broker, topic string, m *broker.Message) {
+	t.Helper()
+	deadline := time.Now().Add(timeout())
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		err := b.SendConfirmed(ctx, topic, m)
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("send %s never succeeded after the network came back: %v", m.Header(broker.HeaderEventID), err)
+		}
+		<-time.After(50 * time.Millisecond)
+	}
+}
+
 func caseReconnect(t *testing.T, s *suite) {
 	const n = 200
 	b := s.start(t)
@@ -930,19 +951,7 @@ func caseReconnect(t *testing.T, s *suite) {
 	listen(t, b, broker.Subscription{Topic: topic, Group: "g", Concurrency: 4}, c.handle)
 	sendRetrying := func(from, to int) {
 		for i := from; i < to; i++ {
-			deadline := time.Now().Add(timeout())
-			for {
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				err := b.SendConfirmed(ctx, topic, msg(fmt.Sprintf("key-%d", i%8), fmt.Sprintf("rc-%d", i)))
-				cancel()
-				if err == nil {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("send rc-%d never succeeded after the network came back: %v", i, err)
-				}
-				<-time.After(50 * time.Millisecond)
-			}
+			sendUntilConfirmed(t, b, topic, msg(fmt.Sprintf("key-%d", i%8), fmt.Sprintf("rc-%d", i)))
 		}
 	}
 	sendRetrying(0, n/4)
@@ -1039,5 +1048,73 @@ func caseSubscriptionExpiry(t *testing.T, s *suite) {
 		}
 		// The broker's own TTL timer decides; poll it at a modest rate.
 		<-time.After(100 * time.Millisecond)
+	}
+}
+
+// outageSendBound is the deadline of the send the outage case makes while
+// the broker is cut off; the send must fail as Unavailable by then.
+const outageSendBound = 5 * time.Second
+
+// caseOutageUnavailable: while the broker is cut off, a confirmed send fails
+// within a bounded time as Unavailable (the broker's state, not the
+// message's: a caller waits instead of charging the message an attempt), and
+// once the broker is back the adapter reconnects and sends go through.
+func caseOutageUnavailable(t *testing.T, s *suite) {
+	b := s.start(t)
+	topic := s.topic(t, "unavailable")
+	c := newCollector(nil)
+	listen(t, b, broker.Subscription{Topic: topic, Group: "g"}, c.handle)
+	send(t, b, topic, msg("k", "before-outage"))
+	c.waitCount(t, "before-outage", 1)
+
+	restore, err := s.h.Outage(ctxT(t))
+	if err != nil {
+		t.Fatalf("outage: %v", err)
+	}
+	var once sync.Once
+	end := func() { once.Do(restore) }
+	defer end()
+	ctx, cancel := context.WithTimeout(context.Background(), outageSendBound)
+	start := time.Now()
+	err = b.SendConfirmed(ctx, topic, msg("k", "during-outage"))
+	took := time.Since(start)
+	cancel()
+	switch {
+	case err == nil:
+		t.Errorf("SendConfirmed while the broker is unreachable returned nil")
+	case broker.Code(err) != broker.Unavailable:
+		t.Errorf("SendConfirmed while the broker is unreachable: class %v, want %v: %v", broker.Code(err), broker.Unavailable, err)
+	}
+	if limit := outageSendBound + time.Second; took > limit {
+		t.Errorf("SendConfirmed while the broker is unreachable took %v, want at most %v", took, limit)
+	}
+	end()
+	sendUntilConfirmed(t, b, topic, msg("k", "after-outage"))
+	c.waitCount(t, "after-outage", 1)
+}
+
+// caseOversizedRejected: a message over the size limit is Rejected (sending
+// it again fails the same way), is never delivered, and leaves the adapter
+// able to send the next message.
+func caseOversizedRejected(t *testing.T, s *suite) {
+	b := s.start(t)
+	topic := s.topic(t, "oversized")
+	c := newCollector(nil)
+	listen(t, b, broker.Subscription{Topic: topic, Group: "g"}, c.handle)
+	big := msg("k", "oversized")
+	big.Payload = bytes.Repeat([]byte{'x'}, s.h.MaxMessageBytes()+1)
+	err := b.SendConfirmed(ctxT(t), topic, big)
+	switch {
+	case err == nil:
+		t.Errorf("SendConfirmed of a %d-byte message over the %d-byte limit returned nil", len(big.Payload), s.h.MaxMessageBytes())
+	case broker.Code(err) != broker.Rejected:
+		t.Errorf("SendConfirmed of an oversized message: class %v, want %v: %v", broker.Code(err), broker.Rejected, err)
+	}
+	// Same key, sent after: where keys keep their order it arrives after the
+	// oversized one would have.
+	send(t, b, topic, msg("k", "after-oversized"))
+	c.waitCount(t, "after-oversized", 1)
+	if n := c.count("oversized"); n != 0 {
+		t.Errorf("the rejected message was delivered %d times", n)
 	}
 }

@@ -34,6 +34,9 @@ type Harness interface {
 	// Subscribing with it as the dead-letter topic must still succeed; only the
 	// dead-letter publish fails.
 	RefusedTopic() string
+	// MaxMessageBytes is the size limit drivers from NewDriver work under:
+	// a message whose payload alone is larger must be refused as Rejected.
+	MaxMessageBytes() int
 }
 
 // Network is implemented by harnesses whose drivers reach the broker over a

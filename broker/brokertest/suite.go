@@ -51,6 +51,8 @@ func Cases() []Case {
 		{23, "forwarded delivery carries no control headers", "", caseForwardedDelivery},
 		{24, "delayed message does not delay other keys", "", caseDelayOtherKeys},
 		{25, "redelivery count after a crash", "", caseCountAfterCrash},
+		{26, "outage is unavailable", "", caseOutageUnavailable},
+		{27, "oversized message is rejected", "", caseOversizedRejected},
 	}
 }
 

@@ -3,6 +3,9 @@ package driver
 import (
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"syscall"
 )
 
 // ErrorCode is the class of a send or settlement failure, which decides what
@@ -64,4 +67,35 @@ func Code(err error) ErrorCode {
 		return e.Code
 	}
 	return Unknown
+}
+
+// ErrTooLarge is the cause of a message an adapter refuses before sending it
+// because it exceeds the broker's size limit known to the client.
+var ErrTooLarge = errors.New("message too large")
+
+// TooLarge returns the Rejected error of a message of size bytes for topic
+// that exceeds limit, the broker's size limit as the client knows it. The
+// message is refused before the send: the broker would refuse it anyway, and
+// some brokers close the connection on an oversized frame.
+func TooLarge(topic string, size, limit int) error {
+	return Classify(Rejected, fmt.Errorf("%w for %s: %d bytes, the limit is %d", ErrTooLarge, topic, size, limit))
+}
+
+// Disconnected reports whether err is a refused, lost or timed-out network
+// connection, as the standard library reports them: the broker is
+// unreachable, whatever the client. Adapters use it for the errors their
+// client passes through from the network unchanged.
+func Disconnected(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ne net.Error // *net.OpError, *net.DNSError, timeouts
+	return errors.As(err, &ne) ||
+		errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.ECONNABORTED) ||
+		errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF)
 }

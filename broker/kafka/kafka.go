@@ -27,6 +27,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/msgx/msgx/broker/driver"
@@ -170,17 +171,23 @@ func (d *Driver) Publish(ctx context.Context, topic string, msgs []*driver.Messa
 
 // produceWait collects the promises of one Publish.
 type produceWait struct {
-	left atomic.Int64
-	done chan struct{}
-	mu   sync.Mutex
-	err  error
+	maxBytes int32 // the client's ProducerBatchMaxBytes for the topic
+	left     atomic.Int64
+	done     chan struct{}
+	mu       sync.Mutex
+	err      error
 }
 
 func (w *produceWait) promise(r *kgo.Record, err error) {
 	if err != nil {
+		if errors.Is(err, kerr.MessageTooLarge) && w.maxBytes > 0 {
+			// franz-go refuses a record that does not fit a batch before
+			// sending it; say which limit it exceeded.
+			err = fmt.Errorf("%w (the producer's batch limit is %d bytes)", err, w.maxBytes)
+		}
 		w.mu.Lock()
 		if w.err == nil {
-			w.err = fmt.Errorf("produce to %s: %w", r.Topic, err)
+			w.err = classify(fmt.Errorf("produce to %s: %w", r.Topic, err))
 		}
 		w.mu.Unlock()
 	}
@@ -194,6 +201,9 @@ func produce(ctx context.Context, cl *kgo.Client, topic string, msgs []*driver.M
 		return nil
 	}
 	w := &produceWait{done: make(chan struct{})}
+	if limit, ok := cl.OptValue(kgo.ProducerBatchMaxBytesFn).(func(string) int32); ok {
+		w.maxBytes = limit(topic)
+	}
 	w.left.Store(int64(len(msgs)))
 	recs := make([]kgo.Record, len(msgs))
 	for i, m := range msgs {
@@ -222,7 +232,12 @@ func produce(ctx context.Context, cl *kgo.Client, topic string, msgs []*driver.M
 			return w.err
 		default:
 		}
-		return fmt.Errorf("kafka: publish to %s not confirmed: %w", topic, ctx.Err())
+		err := fmt.Errorf("kafka: publish to %s not confirmed: %w", topic, ctx.Err())
+		if errors.Is(err, context.DeadlineExceeded) {
+			// The records are still waiting for a broker.
+			return driver.Classify(driver.Unavailable, err)
+		}
+		return err
 	}
 }
 

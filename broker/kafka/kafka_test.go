@@ -164,6 +164,11 @@ func (h *harness) Outage(context.Context) (func(), error) {
 // RefusedTopic is a topic whose max.message.bytes no record fits.
 func (h *harness) RefusedTopic() string { return h.refused }
 
+// MaxMessageBytes is franz-go's default ProducerBatchMaxBytes, below kfake's
+// default max.message.bytes: the client refuses a larger record before
+// sending it.
+func (h *harness) MaxMessageBytes() int { return 1_000_012 }
+
 func (h *harness) CreateTopic(ctx context.Context, name string) error {
 	return h.c.createTopic(ctx, name, partitions)
 }
@@ -233,7 +238,43 @@ func TestPublishToMissingTopicFailsInBoundedTime(t *testing.T) {
 	if errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("publish to a missing topic only failed by the caller's deadline: %v", err)
 	}
+	// Topics are not auto-created: sending again fails the same way.
+	if code := driver.Code(err); code != driver.Rejected {
+		t.Errorf("publish to a missing topic: class %v, want %v", code, driver.Rejected)
+	}
 	t.Logf("failed after %v: %v", time.Since(start), err)
+}
+
+// A publish the cut-off brokers never confirm ends with the caller's deadline
+// as Unavailable (the records wait in the client for a broker), and the next
+// one goes through once the brokers are back.
+func TestPublishDuringOutageIsUnavailable(t *testing.T) {
+	c := newCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	topic := "outage-" + randomSuffix()
+	if err := c.createTopic(ctx, topic, 1); err != nil {
+		t.Fatal(err)
+	}
+	d := c.started(t, ctx)
+	if err := d.Publish(ctx, topic, []*driver.Message{{Payload: []byte("before")}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range c.proxies {
+		p.Cut()
+	}
+	short, cancelShort := context.WithTimeout(ctx, time.Second)
+	err := d.Publish(short, topic, []*driver.Message{{Payload: []byte("during")}})
+	cancelShort()
+	if code := driver.Code(err); code != driver.Unavailable {
+		t.Errorf("publish while every broker is cut off: class %v, want %v: %v", code, driver.Unavailable, err)
+	}
+	for _, p := range c.proxies {
+		p.Restore()
+	}
+	if err := d.Publish(ctx, topic, []*driver.Message{{Payload: []byte("after")}}); err != nil {
+		t.Fatalf("publish after the outage: %v", err)
+	}
 }
 
 // revokeFixture is a topic with two records per partition (payload

@@ -44,6 +44,7 @@ type Server struct {
 	topics     map[string]*topic
 	refused    map[string]bool
 	maxBacklog int
+	maxBytes   int    // largest payload a publish takes; 0: any
 	epoch      uint64 // bumped by CutConnections
 	down       bool
 }
@@ -53,6 +54,10 @@ type ServerOption func(*Server)
 
 // MaxBacklog bounds the messages a topic keeps (default 1 000 000).
 func MaxBacklog(n int) ServerOption { return func(s *Server) { s.maxBacklog = n } }
+
+// MaxMessageBytes bounds the payload of a message (default 0: no bound). A
+// larger message is refused as Rejected, like a broker's size limit.
+func MaxMessageBytes(n int) ServerOption { return func(s *Server) { s.maxBytes = n } }
 
 // NewServer starts an in-process broker.
 func NewServer(opts ...ServerOption) *Server {
@@ -157,21 +162,31 @@ func (s *Server) topicLocked(name string) *topic {
 	return t
 }
 
+// publish appends msgs to the topic's log. Its errors carry their class: a
+// closed or down server and a full backlog are Unavailable (the broker cannot
+// take messages now), a refused topic and an oversized message Rejected.
 func (s *Server) publish(name string, msgs []*driver.Message) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return ErrServerClosed
+		return driver.Classify(driver.Unavailable, ErrServerClosed)
 	}
 	if s.down {
-		return ErrUnavailable
+		return driver.Classify(driver.Unavailable, ErrUnavailable)
 	}
 	if s.refused[name] {
-		return fmt.Errorf("%w: %q", ErrRefused, name)
+		return driver.Classify(driver.Rejected, fmt.Errorf("%w: %q", ErrRefused, name))
+	}
+	if s.maxBytes > 0 {
+		for _, m := range msgs {
+			if len(m.Payload) > s.maxBytes {
+				return fmt.Errorf("mem: %w", driver.TooLarge(name, len(m.Payload), s.maxBytes))
+			}
+		}
 	}
 	t := s.topicLocked(name)
 	if len(t.log)+len(msgs) > s.maxBacklog {
-		return fmt.Errorf("%w: %q", ErrBacklogFull, name)
+		return driver.Classify(driver.Unavailable, fmt.Errorf("%w: %q", ErrBacklogFull, name))
 	}
 	for _, m := range msgs {
 		t.log = append(t.log, &entry{seq: t.next, msg: clone(m)})

@@ -31,8 +31,13 @@ func (h *harness) Outage(context.Context) (func(), error) {
 
 func (h *harness) RefusedTopic() string { return "refused" }
 
+// tckMaxMessageBytes is the size limit of the suite's server.
+const tckMaxMessageBytes = 1 << 20
+
+func (h *harness) MaxMessageBytes() int { return tckMaxMessageBytes }
+
 func TestConformance(t *testing.T) {
-	srv := mem.NewServer()
+	srv := mem.NewServer(mem.MaxMessageBytes(tckMaxMessageBytes))
 	srv.Refuse("refused")
 	brokertest.Run(t, &harness{srv: srv}, brokertest.Options{})
 }

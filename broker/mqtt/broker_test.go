@@ -200,8 +200,15 @@ func TestRefusedPublish(t *testing.T) {
 	if !errors.Is(err, mqtt.ErrRefused) {
 		t.Fatalf("publish to $SYS = %v, want ErrRefused", err)
 	}
-	if err := d.Publish(ctx, "a/+", []*driver.Message{{Payload: []byte("x")}}); !errors.Is(err, mqtt.ErrInvalidTopic) {
+	if code := driver.Code(err); code != driver.Rejected { // 0x87 not authorized
+		t.Errorf("publish to $SYS: class %v, want %v: %v", code, driver.Rejected, err)
+	}
+	err = d.Publish(ctx, "a/+", []*driver.Message{{Payload: []byte("x")}})
+	if !errors.Is(err, mqtt.ErrInvalidTopic) {
 		t.Errorf("publish to a wildcard = %v, want ErrInvalidTopic", err)
+	}
+	if code := driver.Code(err); code != driver.Rejected {
+		t.Errorf("publish to a wildcard: class %v, want %v", code, driver.Rejected)
 	}
 	publish(t, d, unique("after-refusal"), "ok")
 }
@@ -225,6 +232,9 @@ func TestPublishFailsWhenConnectionCut(t *testing.T) {
 	err = d.Publish(ctx, topic, []*driver.Message{{Payload: []byte("x")}})
 	if !errors.Is(err, mqtt.ErrConnectionLost) {
 		t.Fatalf("publish during the outage = %v, want ErrConnectionLost", err)
+	}
+	if code := driver.Code(err); code != driver.Unavailable {
+		t.Errorf("publish during the outage: class %v, want %v", code, driver.Unavailable)
 	}
 	if waited := time.Since(start); waited > 10*time.Second {
 		t.Errorf("publish took %v to fail", waited)

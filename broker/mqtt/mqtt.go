@@ -83,6 +83,7 @@ type options struct {
 	tls              *tls.Config
 	logger           *slog.Logger
 	errorBuffer      int
+	maxPacketSize    int
 	// wrapConn, set only by tests, wraps every connection (dialled over
 	// plain TCP) before paho uses it.
 	wrapConn func(net.Conn) net.Conn
@@ -137,6 +138,15 @@ func WithCredentials(user string, password []byte) Option {
 
 // WithTLS sets the TLS configuration used for mqtts:// servers.
 func WithTLS(c *tls.Config) Option { return func(o *options) { o.tls = c } }
+
+// WithMaxPacketSize bounds the PUBLISH packets Publish sends, in bytes
+// (default 0: only the broker's bound). A message whose packet (payload,
+// topic and user properties) is larger is refused before the send as
+// Rejected, naming its size and the limit. The broker's Maximum Packet Size
+// from CONNACK applies as well when it announces one; Mosquitto announces its
+// max_packet_size but not its message_size_limit, which a broker enforces by
+// answering PUBACK 0x95 (packet too large), Rejected too.
+func WithMaxPacketSize(n int) Option { return func(o *options) { o.maxPacketSize = n } }
 
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
@@ -317,6 +327,10 @@ func (d *Driver) Publish(ctx context.Context, topic string, msgs []*driver.Messa
 // accepted but dropped because nobody subscribes (reason code 0x10): what the
 // port re-publishes or dead-letters must be kept.
 func (d *Driver) publish(ctx context.Context, topic string, msgs []*driver.Message, stored bool) error {
+	return classify(d.publishUnclassified(ctx, topic, msgs, stored))
+}
+
+func (d *Driver) publishUnclassified(ctx context.Context, topic string, msgs []*driver.Message, stored bool) error {
 	if err := validTopic(topic); err != nil {
 		return err
 	}
@@ -327,7 +341,7 @@ func (d *Driver) publish(ctx context.Context, topic string, msgs []*driver.Messa
 		return ErrClosed
 	}
 	if cm == nil {
-		return errors.New("mqtt: not started")
+		return fmt.Errorf("mqtt: driver %w", driver.ErrNotStarted)
 	}
 	if len(msgs) == 0 {
 		return nil
@@ -335,6 +349,13 @@ func (d *Driver) publish(ctx context.Context, topic string, msgs []*driver.Messa
 	connCtx := sess.current()
 	if connCtx.Err() != nil {
 		return fmt.Errorf("%w: publisher not connected", ErrConnectionLost)
+	}
+	if limit := packetLimit(d.opts.maxPacketSize, sess.maxPacketSize()); limit > 0 {
+		for _, m := range msgs {
+			if n := packetSize(toPublish(topic, m)); n > limit {
+				return fmt.Errorf("mqtt: PUBLISH packet: %w", driver.TooLarge(topic, n, limit))
+			}
+		}
 	}
 	// paho waits for a PUBACK until its packet timeout even when the connection
 	// drops; cancelling on connection loss makes Publish fail at once instead.
@@ -384,7 +405,10 @@ func publishOne(ctx context.Context, cm *autopaho.ConnectionManager, topic strin
 	resp, err := cm.Publish(ctx, toPublish(topic, m))
 	if err == nil {
 		if stored && resp != nil && resp.ReasonCode == reasonNoSubscribers {
-			return fmt.Errorf("%w: topic %q: reason code 0x10, no subscriber: the message was not kept", ErrRefused, topic)
+			// Like a message returned unroutable: sending it again fails
+			// the same way until someone subscribes.
+			return driver.Classify(driver.Rejected,
+				fmt.Errorf("%w: topic %q: reason code 0x10, no subscriber: the message was not kept", ErrRefused, topic))
 		}
 		return nil
 	}
@@ -393,7 +417,8 @@ func publishOne(ctx context.Context, cm *autopaho.ConnectionManager, topic strin
 		if resp.Properties != nil && resp.Properties.ReasonString != "" {
 			reason = ": " + resp.Properties.ReasonString
 		}
-		return fmt.Errorf("%w: topic %q: reason code 0x%02x%s", ErrRefused, topic, resp.ReasonCode, reason)
+		return driver.Classify(reasonClass(resp.ReasonCode),
+			fmt.Errorf("%w: topic %q: reason code 0x%02x%s", ErrRefused, topic, resp.ReasonCode, reason))
 	}
 	// The connection is down, or going down under the session (between
 	// the loss and the next CONNACK the session refuses packets).
@@ -455,6 +480,8 @@ type pubSession struct {
 	mu     sync.Mutex
 	conn   context.Context
 	cancel context.CancelFunc
+	// maxPacket is the Maximum Packet Size of the last CONNACK (0: none).
+	maxPacket uint32
 }
 
 func newPubSession() *pubSession {
@@ -468,9 +495,21 @@ func (s *pubSession) ConAckReceived(w io.Writer, cp *packets.Connect, ca *packet
 	if err == nil {
 		s.mu.Lock()
 		s.conn, s.cancel = context.WithCancel(context.Background())
+		s.maxPacket = 0
+		if ca.Properties != nil && ca.Properties.MaximumPacketSize != nil {
+			s.maxPacket = *ca.Properties.MaximumPacketSize
+		}
 		s.mu.Unlock()
 	}
 	return err
+}
+
+// maxPacketSize is the broker's Maximum Packet Size from the last CONNACK
+// (0: it announced none).
+func (s *pubSession) maxPacketSize() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return int(s.maxPacket)
 }
 
 func (s *pubSession) ConnectionLost(dp *packets.Disconnect) error {

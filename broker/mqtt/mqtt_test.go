@@ -44,6 +44,7 @@ func (h *harness) NewDriver(context.Context) (driver.Broker, error) {
 		mqtt.WithSessionExpiry(5*time.Minute),
 		mqtt.WithDeadLetterExpiry(5*time.Minute),
 		mqtt.WithReconnectBackoff(50*time.Millisecond, time.Second),
+		mqtt.WithMaxPacketSize(tckMaxMessageBytes),
 	)
 }
 
@@ -76,6 +77,11 @@ func (h *harness) Outage(context.Context) (func(), error) {
 // RefusedTopic: Mosquitto answers a PUBLISH to $SYS with reason code 0x87 (not
 // authorized) and keeps the connection.
 func (h *harness) RefusedTopic() string { return "$SYS/msgx/refused" }
+
+// tckMaxMessageBytes keeps the suite's oversized message small.
+const tckMaxMessageBytes = 1 << 20
+
+func (h *harness) MaxMessageBytes() int { return tckMaxMessageBytes }
 
 func TestConformance(t *testing.T) {
 	requireBroker(t)

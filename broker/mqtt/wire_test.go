@@ -1,6 +1,7 @@
 package mqtt
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"maps"
@@ -142,5 +143,28 @@ func TestMirroredKeyTravelsOnce(t *testing.T) {
 	p := toPublish("t", &driver.Message{Key: "k", Headers: map[string]string{driver.HeaderPartitionKey: "k"}})
 	if n := len(p.Properties.User); n != 1 {
 		t.Errorf("%d user properties for a key mirrored into its header, want 1: %v", n, p.Properties.User)
+	}
+}
+
+func TestPacketSizeIsTheWireSize(t *testing.T) {
+	for _, n := range []int{0, 100, 16_000, 2_100_000} {
+		p := toPublish("a/b", &driver.Message{Key: "k", Payload: make([]byte, n), Headers: map[string]string{"h": "v"}})
+		var wire bytes.Buffer
+		if _, err := p.Packet().WriteTo(&wire); err != nil {
+			t.Fatal(err)
+		}
+		if got := packetSize(p); got != wire.Len() {
+			t.Errorf("payload %d: packetSize = %d, written %d", n, got, wire.Len())
+		}
+	}
+}
+
+func TestPacketLimit(t *testing.T) {
+	for _, c := range []struct{ configured, broker, want int }{
+		{0, 0, 0}, {100, 0, 100}, {0, 200, 200}, {100, 200, 100}, {300, 200, 200},
+	} {
+		if got := packetLimit(c.configured, c.broker); got != c.want {
+			t.Errorf("packetLimit(%d, %d) = %d, want %d", c.configured, c.broker, got, c.want)
+		}
 	}
 }

@@ -178,6 +178,18 @@ func (d *Driver) client() (jetstream.JetStream, error) {
 	return d.js, nil
 }
 
+// maxPayload is the server's max_payload as its INFO announced it (0 before
+// the first connection).
+func (d *Driver) maxPayload() int {
+	d.mu.Lock()
+	nc := d.nc
+	d.mu.Unlock()
+	if nc == nil {
+		return 0
+	}
+	return int(nc.MaxPayload())
+}
+
 // Subject returns the subject topic is published on.
 func (d *Driver) Subject(topic string) (string, error) {
 	if err := validTopic(topic); err != nil {
@@ -202,13 +214,27 @@ func ConsumerName(group string) string { return jsName(group) }
 // PubAck is awaited; a batch is published asynchronously and then every ack
 // awaited. A topic no stream captures fails with no responders.
 func (d *Driver) Publish(ctx context.Context, topic string, msgs []*driver.Message) error {
+	return classify(d.publish(ctx, topic, msgs))
+}
+
+func (d *Driver) publish(ctx context.Context, topic string, msgs []*driver.Message) error {
 	js, err := d.client()
 	if err != nil {
 		return err
 	}
 	subj, err := d.Subject(topic)
 	if err != nil {
-		return err
+		return driver.Classify(driver.Rejected, err)
+	}
+	// The server's max_payload (from its INFO) bounds payload and headers
+	// together; nats.go refuses such a message too, but without saying the
+	// sizes, so the payload alone is checked here first.
+	if limit := d.maxPayload(); limit > 0 {
+		for _, m := range msgs {
+			if len(m.Payload) > limit {
+				return fmt.Errorf("nats: %w", driver.TooLarge(subj, len(m.Payload), limit))
+			}
+		}
 	}
 	if len(msgs) == 1 {
 		if _, err := js.PublishMsg(ctx, toNATS(subj, msgs[0])); err != nil {

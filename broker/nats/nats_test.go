@@ -31,6 +31,7 @@ type harness struct {
 	namer   *natsbroker.Driver // only for names; never started
 	refused string
 	dead    string // an address where nothing listens
+	maxPay  int    // the server's max_payload
 	opts    []natsbroker.Option
 }
 
@@ -65,7 +66,7 @@ func newHarness(t *testing.T, opts ...natsbroker.Option) *harness {
 	dead := ln.Addr().String()
 	_ = ln.Close()
 
-	h := &harness{proxy: proxy, prefix: "msgxtest." + randHex(t), admin: admin, dead: dead}
+	h := &harness{proxy: proxy, prefix: "msgxtest." + randHex(t), admin: admin, dead: dead, maxPay: int(nc.MaxPayload())}
 	// A short ack wait keeps the cases that wait for an unsettled message's
 	// redelivery quick; everything else is the production default.
 	h.opts = append([]natsbroker.Option{
@@ -123,6 +124,10 @@ func (h *harness) deleteStreams(t *testing.T) {
 func (h *harness) Name() string { return "nats" }
 
 func (h *harness) Target() string { return "local nats-server" }
+
+// MaxMessageBytes is the server's max_payload, which the client learns from
+// the server's INFO.
+func (h *harness) MaxMessageBytes() int { return h.maxPay }
 
 func (h *harness) NewDriver(context.Context) (driver.Broker, error) {
 	return natsbroker.New(append([]natsbroker.Option{natsbroker.WithURL("nats://" + h.proxy.Addr())}, h.opts...)...), nil
@@ -201,9 +206,16 @@ func TestPublishToUnknownTopicFails(t *testing.T) {
 	if !errors.Is(err, jetstream.ErrNoStreamResponse) && !errors.Is(err, natsio.ErrNoResponders) {
 		t.Errorf("error = %v, want no responders", err)
 	}
+	// No stream is created for it: sending again fails the same way.
+	if code := driver.Code(err); code != driver.Rejected {
+		t.Errorf("publish to a topic without a stream: class %v, want %v", code, driver.Rejected)
+	}
 	err = d.Publish(ctxFor(t, 10*time.Second), topic, []*driver.Message{{Payload: []byte("x")}, {Payload: []byte("y")}})
 	if err == nil {
 		t.Fatal("batch publish to a topic without a stream succeeded")
+	}
+	if code := driver.Code(err); code != driver.Rejected {
+		t.Errorf("batch publish to a topic without a stream: class %v, want %v: %v", code, driver.Rejected, err)
 	}
 	name, _ := d.StreamName(topic)
 	if _, err := h.admin.Stream(ctxFor(t, 10*time.Second), name); !errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -528,5 +540,19 @@ func TestDeletedConsumerIsRecreated(t *testing.T) {
 	}
 	if string(ds[0].Message().Payload) != "after" {
 		t.Errorf("payload %q", ds[0].Message().Payload)
+	}
+}
+
+// A sealed stream refuses every publish with a 4xx API error: the message is
+// rejected, not the server unavailable.
+func TestPublishToSealedStreamIsRejected(t *testing.T) {
+	h := newHarness(t)
+	d := startDriver(t, h)
+	err := d.Publish(ctxFor(t, 10*time.Second), h.refused, []*driver.Message{{Payload: []byte("x")}})
+	if err == nil {
+		t.Fatal("publish to a sealed stream succeeded")
+	}
+	if code := driver.Code(err); code != driver.Rejected {
+		t.Errorf("publish to a sealed stream: class %v, want %v: %v", code, driver.Rejected, err)
 	}
 }

@@ -267,3 +267,18 @@ func TestPublishDelayedIsHeldByTheBroker(t *testing.T) {
 	}
 	_ = ds[0].Ack(ctx)
 }
+
+// A topic whose producers the broker refuses (not authorised) is rejected:
+// sending again fails the same way.
+func TestPublishToRefusedTopicIsRejected(t *testing.T) {
+	srv := startFake(t)
+	srv.Refuse("persistent://public/default/refused")
+	d := startDriver(t, srv.URL())
+	err := d.Publish(testCtx(t), "refused", []*driver.Message{{Payload: []byte("x")}})
+	if err == nil {
+		t.Fatal("publish to a refused topic succeeded")
+	}
+	if code := driver.Code(err); code != driver.Rejected {
+		t.Errorf("publish to a refused topic: class %v, want %v: %v", code, driver.Rejected, err)
+	}
+}

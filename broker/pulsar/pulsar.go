@@ -83,6 +83,7 @@ type options struct {
 	logger            *slog.Logger
 	registerer        prometheus.Registerer
 	client            func(*pulsar.ClientOptions)
+	maxMessageBytes   int
 }
 
 // Option configures a Driver.
@@ -133,6 +134,18 @@ func WithAckResponse(on bool) Option { return func(o *options) { o.ackResponse =
 // reporting a lost broker on Errors (default 5 s; 0 disables the check).
 func WithHealthInterval(d time.Duration) Option { return func(o *options) { o.healthInterval = d } }
 
+// DefaultMaxMessageBytes is Pulsar's default maxMessageSize (5 MiB).
+const DefaultMaxMessageBytes = 5 << 20
+
+// WithMaxMessageBytes sets the largest payload Publish sends (default
+// DefaultMaxMessageBytes; 0 or less: no check by the adapter). A larger
+// message is refused before the send as Rejected, naming its size and the
+// limit. Set it to the broker's maxMessageSize when that is not the default.
+// The client also refuses a payload over the limit the broker announces when
+// the connection opens (the same 5 MiB when it announces none), as Rejected
+// too but without the sizes.
+func WithMaxMessageBytes(n int) Option { return func(o *options) { o.maxMessageBytes = n } }
+
 // WithLogger sets the logger; the client library's own messages go to it at
 // warning level and above (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
@@ -182,6 +195,7 @@ func New(serviceURL string, opts ...Option) *Driver {
 		sendTimeout:       30 * time.Second,
 		healthInterval:    5 * time.Second,
 		logger:            slog.Default(),
+		maxMessageBytes:   DefaultMaxMessageBytes,
 	}
 	for _, opt := range opts {
 		opt(&o)
@@ -357,7 +371,7 @@ func (d *Driver) producer(ctx context.Context, topic string) (pulsar.Producer, e
 	}
 	if !d.started {
 		d.mu.Unlock()
-		return nil, errors.New("pulsar: driver not started")
+		return nil, fmt.Errorf("pulsar: driver %w", driver.ErrNotStarted)
 	}
 	slot := d.producers[topic]
 	if slot == nil {
@@ -451,6 +465,19 @@ func (d *Driver) PublishDelayed(ctx context.Context, topic string, msgs []*drive
 }
 
 func (d *Driver) publish(ctx context.Context, topic string, msgs []*driver.Message, delay time.Duration) error {
+	if limit := d.opts.maxMessageBytes; limit > 0 {
+		for _, m := range msgs {
+			if len(m.Payload) > limit {
+				return fmt.Errorf("pulsar: %w", driver.TooLarge(topic, len(m.Payload), limit))
+			}
+		}
+	}
+	return classify(d.send(ctx, topic, msgs, delay))
+}
+
+// send publishes msgs on the topic's producer, once more on a new producer
+// if the broker closed the old one.
+func (d *Driver) send(ctx context.Context, topic string, msgs []*driver.Message, delay time.Duration) error {
 	for attempt := 1; ; attempt++ {
 		p, err := d.producer(ctx, topic)
 		if err != nil {

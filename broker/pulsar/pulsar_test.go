@@ -61,6 +61,10 @@ func (h *harness) Outage(context.Context) (func(), error) {
 
 func (h *harness) RefusedTopic() string { return h.refused }
 
+// MaxMessageBytes is the adapter's default limit, Pulsar's default
+// maxMessageSize.
+func (h *harness) MaxMessageBytes() int { return pulsar.DefaultMaxMessageBytes }
+
 func quietLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 }

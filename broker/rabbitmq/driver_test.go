@@ -131,10 +131,16 @@ func TestPublishUnroutableAndMissingExchange(t *testing.T) {
 	if !errors.Is(err, rabbitmq.ErrReturned) {
 		t.Fatalf("publish with no queue bound = %v, want ErrReturned", err)
 	}
+	if code := driver.Code(err); code != driver.Rejected {
+		t.Errorf("publish with no queue bound: class %v, want %v", code, driver.Rejected)
+	}
 	err = d.Publish(ctx, "test-rabbitmq-no-such-exchange", []*driver.Message{{Payload: []byte("x")}})
 	var aerr *amqp.Error
 	if !errors.As(err, &aerr) || aerr.Code != amqp.NotFound {
 		t.Fatalf("publish to a missing exchange = %v, want 404", err)
+	}
+	if code := driver.Code(err); code != driver.Rejected {
+		t.Errorf("publish to a missing exchange: class %v, want %v", code, driver.Rejected)
 	}
 	// The channel the broker closed is not reused: the next publish works.
 	s := subscribe(t, d, topic, "g")
@@ -191,6 +197,9 @@ func TestPublishDuringOutage(t *testing.T) {
 	}
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("publish during the outage took %v; the context allowed 500ms", took)
+	}
+	if code := driver.Code(err); code != driver.Unavailable {
+		t.Errorf("publish during the outage: class %v, want %v: %v", code, driver.Unavailable, err)
 	}
 	waitError(t, d, "connection lost")
 

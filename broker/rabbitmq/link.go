@@ -8,6 +8,8 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/msgx/msgx/broker/driver"
 )
 
 // link is one AMQP connection that is re-established after it is lost.
@@ -90,7 +92,7 @@ func (l *link) current(ctx context.Context) (*amqp.Connection, error) {
 		select {
 		case <-up:
 		case <-ctx.Done():
-			return nil, fmt.Errorf("rabbitmq: %s connection unavailable: %w", l.role, ctx.Err())
+			return nil, driver.Classify(driver.Unavailable, fmt.Errorf("rabbitmq: %s connection unavailable: %w", l.role, ctx.Err()))
 		case <-l.d.done:
 			return nil, ErrClosed
 		}

@@ -121,21 +121,23 @@ func (d *Driver) publishTTL(ctx context.Context, exchange, key string, msgs []*d
 	if len(msgs) == 0 {
 		return nil
 	}
-	if err := checkWire(exchange, key, msgs); err != nil {
-		return err
+	if err := checkWire(exchange, key, msgs, d.opts.maxMessageBytes); err != nil {
+		return driver.Classify(driver.Rejected, err)
 	}
 	pc, err := d.pool.get(ctx)
 	if err != nil {
-		return err
+		return classify(err)
 	}
 	err = pc.publish(ctx, exchange, key, msgs, ttl)
 	d.pool.put(pc)
-	return err
+	return classify(err)
 }
 
 // checkWire refuses what amqp091 cannot encode: its encoding errors surface
 // only while a frame is half written and then bring down the whole connection.
-func checkWire(exchange, key string, msgs []*driver.Message) error {
+// It also refuses a body over maxBody (WithMaxMessageBytes; none when <= 0),
+// which the broker would refuse by closing the channel.
+func checkWire(exchange, key string, msgs []*driver.Message, maxBody int) error {
 	if err := checkName("exchange", exchange); err != nil {
 		return err
 	}
@@ -147,6 +149,13 @@ func checkWire(exchange, key string, msgs []*driver.Message) error {
 			if len(k) > maxShortString {
 				return fmt.Errorf("rabbitmq: header name %.32q... is longer than %d bytes", k, maxShortString)
 			}
+		}
+		if maxBody > 0 && len(m.Payload) > maxBody {
+			dest := exchange
+			if dest == "" {
+				dest = key // the default exchange routes by queue name
+			}
+			return fmt.Errorf("rabbitmq: %w", driver.TooLarge(dest, len(m.Payload), maxBody))
 		}
 	}
 	return nil

@@ -86,6 +86,7 @@ type options struct {
 	connName        string
 	queueArgs       amqp.Table
 	deadLetterQueue bool
+	maxMessageBytes int
 	registerer      prometheus.Registerer
 }
 
@@ -150,6 +151,18 @@ func WithDeadLetterQueue(enabled bool) Option {
 	return func(o *options) { o.deadLetterQueue = enabled }
 }
 
+// DefaultMaxMessageBytes is RabbitMQ's default max_message_size (128 MiB).
+const DefaultMaxMessageBytes = 128 << 20
+
+// WithMaxMessageBytes sets the largest message body Publish sends (default
+// DefaultMaxMessageBytes; 0 or less: no limit). A larger message is refused
+// before the send as Rejected, naming its size and the limit. AMQP does not
+// tell the client the broker's limit: set this to the broker's
+// max_message_size when it is not the default. A body the broker refuses
+// anyway closes the publishing channel with 406 PRECONDITION_FAILED, which is
+// Rejected too.
+func WithMaxMessageBytes(n int) Option { return func(o *options) { o.maxMessageBytes = n } }
+
 // WithRegisterer registers the adapter's connection metrics (default: not
 // registered).
 func WithRegisterer(r prometheus.Registerer) Option { return func(o *options) { o.registerer = r } }
@@ -195,6 +208,7 @@ func New(opts ...Option) *Driver {
 		closeTimeout:    5 * time.Second,
 		connName:        "msgx",
 		deadLetterQueue: true,
+		maxMessageBytes: DefaultMaxMessageBytes,
 	}
 	for _, opt := range opts {
 		opt(&o)

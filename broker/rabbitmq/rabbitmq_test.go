@@ -80,8 +80,16 @@ func (h *harness) options(extra ...rabbitmq.Option) []rabbitmq.Option {
 		rabbitmq.WithURL(url(h.proxy.Addr())),
 		rabbitmq.WithReconnectBackoff(fastReconnect),
 		rabbitmq.WithLogger(testLogger()),
+		rabbitmq.WithMaxMessageBytes(tckMaxMessageBytes),
 	}, extra...)
 }
+
+// tckMaxMessageBytes keeps the suite's oversized message small; the
+// default limit is the broker's 128 MiB.
+const tckMaxMessageBytes = 1 << 20
+
+// MaxMessageBytes implements brokertest.Harness.
+func (h *harness) MaxMessageBytes() int { return tckMaxMessageBytes }
 
 func (h *harness) NewDriver(context.Context) (driver.Broker, error) {
 	return rabbitmq.New(h.options()...), nil
