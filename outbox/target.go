@@ -136,9 +136,8 @@ func (l *lane) await(ctx context.Context) {
 }
 
 // probe waits the retry policy's delay for the failures so far, then asks
-// the broker whether it answers; it resumes the lane unless the broker is
-// still unavailable (a publisher without Ping, or a probe that fails
-// otherwise, resumes it too: the next send tells).
+// the broker whether it answers; it resumes the lane when it does, or when
+// the publisher cannot ping (the next send tells).
 func (l *lane) probe(ctx context.Context) {
 	g, r := &l.gate, l.r
 	g.mu.Lock()
@@ -155,7 +154,10 @@ func (l *lane) probe(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if err != nil && broker.IsUnavailable(err) {
+		// A ping error means the broker did not answer (driver.Pinger's
+		// contract), whatever its class: only a publisher that cannot ping
+		// leaves it to the next send.
+		if err != nil && !errors.Is(err, broker.ErrUnsupported) {
 			now := r.cfg.clock.Now()
 			g.mu.Lock()
 			g.failures++
@@ -169,9 +171,6 @@ func (l *lane) probe(ctx context.Context) {
 			l.log.Warn("outbox: target still unavailable; its events wait", "probes", probes,
 				"paused_for", now.Sub(since), "next_probe_in", r.cfg.retry.Delay(n+1), "err", err)
 			return
-		}
-		if err != nil && !errors.Is(err, broker.ErrUnsupported) {
-			l.log.Info("outbox: probe of a paused target failed, but not as unavailable; resuming to let a send tell", "err", err)
 		}
 		l.met.probes.Inc()
 	}

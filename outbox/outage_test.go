@@ -1,0 +1,331 @@
+package outbox_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/msgx/msgx/broker"
+	"github.com/msgx/msgx/broker/kafka"
+	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/outbox"
+	"github.com/msgx/msgx/store"
+	"github.com/msgx/msgx/store/storetest"
+)
+
+// The outage tests run the relay as production does (Run, two workers per
+// lane, the production retry policy) against a real broker that goes away
+// for longer than the retry budget (5 attempts, 1 s doubling: about 30 s),
+// while events keep coming: nothing may go DEAD, nothing may be charged an
+// attempt, and everything must arrive after the return, each key in order.
+// The relay's clock is a fake the test moves only while no send or probe is
+// in flight, so that the outage lasts minutes of the relay's time in
+// seconds of the test's; the publish timeout is a real-time bound, shortened
+// to 1 s so that a send into the outage ends quickly.
+
+// outagePublishTimeout bounds each send and probe of the outage tests.
+const outagePublishTimeout = time.Second
+
+// inflight counts the sends and probes under way, so that the test moves the
+// relay's clock only while none is.
+type inflight struct {
+	next *broker.Broker
+	n    atomic.Int32
+}
+
+func (p *inflight) SendConfirmed(ctx context.Context, topic string, msgs ...*broker.Message) error {
+	p.n.Add(1)
+	defer p.n.Add(-1)
+	return p.next.SendConfirmed(ctx, topic, msgs...)
+}
+
+func (p *inflight) Ping(ctx context.Context) error {
+	p.n.Add(1)
+	defer p.n.Add(-1)
+	return p.next.Ping(ctx)
+}
+
+// wireMsg is one message read back from the broker.
+type wireMsg struct{ topic, key, eventID string }
+
+// wireLog collects what a consumer reads, in the broker's order per key.
+type wireLog struct {
+	mu  sync.Mutex
+	got []wireMsg
+}
+
+func (w *wireLog) add(m wireMsg) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.got = append(w.got, m)
+}
+
+func (w *wireLog) all() []wireMsg {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.got)
+}
+
+// outage is one run: a relay over db with a per-key and an unordered
+// target on pub, cut and restored by cut.
+type outage struct {
+	t          *testing.T
+	db         *store.DB
+	clk        *clock.Fake
+	reg        *prometheus.Registry
+	r          *outbox.Relay
+	pub        *inflight
+	wire       *wireLog
+	cut        func(down bool)
+	topicP     string
+	topicU     string
+	want       map[string]bool // event ids enqueued
+	round, per int
+}
+
+const (
+	outageKeys = 5
+	targetP    = "outage-p"
+	targetU    = "outage-u"
+)
+
+// enqueueRound enqueues one event per key on the per-key target and as many
+// on the unordered one, at the relay's current time.
+func (o *outage) enqueueRound() {
+	o.t.Helper()
+	var evs []outbox.Event
+	for k := range outageKeys {
+		key := "k" + strconv.Itoa(k)
+		for _, tg := range []struct{ target, topic string }{{targetP, o.topicP}, {targetU, o.topicU}} {
+			id := fmt.Sprintf("%s/%s/%04d", tg.target, key, o.round)
+			evs = append(evs, outbox.Event{ID: id, Target: tg.target, Topic: tg.topic, Key: key, Payload: []byte(id)})
+			o.want[id] = true
+		}
+	}
+	o.round++
+	enqueue(o.t, o.db, o.clk.Now(), evs...)
+}
+
+// step moves the relay's clock by d once nothing is in flight and at least
+// timers goroutines of the relay wait on the clock.
+func (o *outage) step(d time.Duration, timers int) {
+	o.t.Helper()
+	waitFor(o.t, fmt.Sprintf("the relay parked on its clock (%d timers, nothing in flight)", timers), 30*time.Second, func() bool {
+		return o.pub.n.Load() == 0 && o.clk.Waiters() >= timers
+	})
+	o.clk.Advance(d)
+}
+
+// delivered reports whether every enqueued event has been read back.
+func (o *outage) delivered() bool {
+	seen := map[string]bool{}
+	for _, m := range o.wire.all() {
+		seen[m.eventID] = true
+	}
+	for id := range o.want {
+		if !seen[id] {
+			return false
+		}
+	}
+	return true
+}
+
+func (o *outage) paused(want bool) bool {
+	for _, ts := range o.r.Targets() {
+		if ts.Paused != want {
+			return false
+		}
+	}
+	return true
+}
+
+// queryInt runs a counting query on the test's database.
+func (o *outage) queryInt(q string) int {
+	o.t.Helper()
+	var n int
+	if err := o.db.QueryRow(context.Background(), q).Scan(&n); err != nil {
+		o.t.Fatal(err)
+	}
+	return n
+}
+
+// run makes the outage of length d (relay time) while events are produced,
+// then restores the broker and checks the outcome.
+func (o *outage) run(d time.Duration) {
+	t := o.t
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error, 1)
+	go func() { stopped <- o.r.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-stopped; err != nil {
+			t.Error(err)
+		}
+	}()
+
+	// Before: the broker takes events.
+	o.enqueueRound()
+	waitFor(t, "the first events on the wire", 60*time.Second, o.delivered)
+
+	// The outage begins while events come: both targets pause.
+	o.cut(true)
+	o.enqueueRound()
+	waitFor(t, "both targets paused", 30*time.Second, func() bool { return o.paused(true) })
+	for _, tg := range []string{targetP, targetU} {
+		if v := metric(t, o.reg, "msgx_outbox_target_up", tg); v != 0 {
+			t.Fatalf("%s: msgx_outbox_target_up %v while paused", tg, v)
+		}
+	}
+
+	// The outage lasts d of the relay's time; events keep coming. Parked:
+	// the maintenance loop and one probing worker per target.
+	start := o.clk.Now()
+	for i := 0; o.clk.Now().Sub(start) < d; i++ {
+		o.step(10*time.Second, 3)
+		if i%3 == 2 {
+			o.enqueueRound()
+		}
+	}
+	if !o.paused(true) {
+		t.Fatalf("a target resumed while the broker was still away: %+v", o.r.Targets())
+	}
+	for _, ts := range o.r.Targets() {
+		if ts.LastError == "" || ts.Probes == 0 {
+			t.Fatalf("paused target without its last error or probes: %+v", ts)
+		}
+	}
+	if n := o.queryInt("SELECT COUNT(*) FROM msgx_outbox WHERE status = 'DEAD'"); n != 0 {
+		t.Fatalf("%d events DEAD during the outage", n)
+	}
+	if n := o.queryInt("SELECT COUNT(*) FROM msgx_outbox WHERE attempts <> 0"); n != 0 {
+		t.Fatalf("%d pending events were charged attempts by the outage", n)
+	}
+	pendingAtReturn := o.queryInt("SELECT COUNT(*) FROM msgx_outbox WHERE status = 'PENDING'")
+	if pendingAtReturn < o.round*outageKeys*2-2*outageKeys*2 {
+		t.Fatalf("only %d events pending at the return", pendingAtReturn)
+	}
+
+	// The broker returns: a probe gets through, everything is delivered.
+	o.cut(false)
+	deadline := time.Now().Add(3 * time.Minute)
+	for !o.delivered() || !o.paused(false) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not delivered 3 minutes after the return; targets %+v", o.r.Targets())
+		}
+		o.step(time.Second, 1)
+	}
+	for _, tg := range []string{targetP, targetU} {
+		if v := metric(t, o.reg, "msgx_outbox_target_up", tg); v != 1 {
+			t.Fatalf("%s: msgx_outbox_target_up %v after the return", tg, v)
+		}
+		if v := metric(t, o.reg, "msgx_outbox_held_total", tg); v == 0 {
+			t.Fatalf("%s: nothing held during the outage", tg)
+		}
+	}
+	waitFor(t, "every event marked sent", 30*time.Second, func() bool {
+		return o.queryInt("SELECT COUNT(*) FROM msgx_outbox") == 0
+	})
+	if n := o.queryInt("SELECT COUNT(*) FROM msgx_outbox_sent WHERE attempts <> 1"); n != 0 {
+		t.Fatalf("%d events charged more than their one successful attempt", n)
+	}
+	if n := o.queryInt("SELECT COUNT(*) FROM msgx_outbox_sent"); n != len(o.want) {
+		t.Fatalf("%d events sent, want %d", n, len(o.want))
+	}
+
+	// Per-key order on the wire: a key's events never go back (a repeat of
+	// the newest is at-least-once; an older one after a newer is not).
+	last := map[string]string{}
+	dups := 0
+	for _, m := range o.wire.all() {
+		if m.topic != o.topicP {
+			continue
+		}
+		prev := last[m.key]
+		switch c := strings.Compare(m.eventID, prev); {
+		case c < 0:
+			t.Fatalf("key %s went back in time on the wire: %s after %s", m.key, m.eventID, prev)
+		case c == 0:
+			dups++
+		}
+		last[m.key] = m.eventID
+	}
+	t.Logf("outage of %v: %d events, %d pending at the return, %d repeats on the per-key topic, held %v+%v, probes %v+%v",
+		d, len(o.want), pendingAtReturn, dups,
+		metric(t, o.reg, "msgx_outbox_held_total", targetP), metric(t, o.reg, "msgx_outbox_held_total", targetU),
+		metric(t, o.reg, "msgx_outbox_probes_total", targetP), metric(t, o.reg, "msgx_outbox_probes_total", targetU))
+}
+
+// newOutage builds the relay of an outage test over b.
+func newOutage(t *testing.T, db *store.DB, b *broker.Broker, wire *wireLog, cut func(bool), topicP, topicU string) *outage {
+	o := &outage{t: t, db: db, clk: clock.NewFake(t0), reg: prometheus.NewRegistry(), pub: &inflight{next: b},
+		wire: wire, cut: cut, topicP: topicP, topicU: topicU, want: map[string]bool{}}
+	o.r = newRelay(t, db, o.clk, outbox.WithRetry(outbox.DefaultRetry), outbox.WithRegisterer(o.reg),
+		outbox.WithPublishTimeout(outagePublishTimeout),
+		outbox.Target(targetP, o.pub, outbox.PerKey), outbox.Target(targetU, o.pub, outbox.Unordered))
+	return o
+}
+
+// TestKafkaOutageChargesNothing: a 10-minute Kafka outage (kfake's control
+// hook closes the connection of every request) while events are produced.
+func TestKafkaOutageChargesNothing(t *testing.T) {
+	db := storetest.NewPostgres(t)
+	topicP, topicU := "outage.p", "outage.u"
+	kf, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, topicP, topicU))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kf.Close()
+	var down atomic.Bool
+	kf.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
+		kf.KeepControl()
+		if down.Load() {
+			return nil, fmt.Errorf("test: Kafka outage"), true
+		}
+		return nil, nil, false
+	})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b := broker.New("kafka", kafka.New(kafka.SeedBrokers(kf.ListenAddrs()...), kafka.WithLogger(quiet())), broker.WithLogger(quiet()))
+	if err := b.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = b.Stop(context.Background()) }()
+
+	wire := &wireLog{}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kf.ListenAddrs()...), kgo.ConsumeTopics(topicP, topicU),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	consumed := make(chan struct{})
+	go func() {
+		defer close(consumed)
+		for ctx.Err() == nil {
+			cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+				m := wireMsg{topic: r.Topic, key: string(r.Key)}
+				for _, h := range r.Headers {
+					if h.Key == broker.HeaderEventID {
+						m.eventID = string(h.Value)
+					}
+				}
+				wire.add(m)
+			})
+		}
+	}()
+	defer func() { cancel(); <-consumed }()
+
+	newOutage(t, db, b, wire, down.Store, topicP, topicU).run(10 * time.Minute)
+}
