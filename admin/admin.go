@@ -22,6 +22,7 @@ import (
 
 	"github.com/msgx/msgx/inbox"
 	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 )
 
@@ -77,6 +78,10 @@ type Config struct {
 	// Targets are the relay's targets; Lag measures their lag (relay.Lag).
 	Targets []string
 	Lag     func(ctx context.Context) (map[string]time.Duration, error)
+	// TargetStates tells, per target, whether this process's relay has it
+	// paused (its broker unavailable) and its last send error
+	// (relay.Targets).
+	TargetStates func() []outbox.TargetState
 	// Tokens; with neither set every request is let through (the embedded
 	// profile on a loopback listener).
 	ReadToken, OperatorToken string

@@ -42,6 +42,13 @@ type TargetStatus struct {
 	Pending int64   `json:"pending"`
 	Dead    int64   `json:"dead"`
 	Lag     float64 `json:"lag_seconds"`
+	// Paused: this process's relay sends nothing to the target because its
+	// broker is unavailable; it probes the broker and resumes on its own.
+	Paused      bool       `json:"paused"`
+	PausedSince *time.Time `json:"paused_since,omitempty"`
+	// LastError is this process's last failed send (or probe) to the target.
+	LastError   string     `json:"last_error,omitempty"`
+	LastErrorAt *time.Time `json:"last_error_at,omitempty"`
 }
 
 // Status is GET /v1/status.
@@ -162,6 +169,21 @@ func (s *Server) targetStatus(ctx context.Context) ([]TargetStatus, error) {
 		for t, d := range lag {
 			if have := by[t]; have != nil {
 				have.Lag = seconds(d)
+			}
+		}
+	}
+	if s.cfg.TargetStates != nil {
+		for _, ts := range s.cfg.TargetStates() {
+			have := by[ts.Target]
+			if have == nil {
+				continue
+			}
+			have.Paused, have.LastError = ts.Paused, ts.LastError
+			if ts.Paused {
+				have.PausedSince = &ts.PausedSince
+			}
+			if !ts.LastErrorAt.IsZero() {
+				have.LastErrorAt = &ts.LastErrorAt
 			}
 		}
 	}

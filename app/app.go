@@ -450,6 +450,7 @@ func (a *App) buildAdmin(reg *Registry, deps Deps) error {
 	if a.relay != nil {
 		cfg.Targets = slices.Sorted(maps.Keys(a.cfg.Relay.Targets))
 		cfg.Lag = a.relay.Lag
+		cfg.TargetStates = a.relay.Targets
 	}
 	for name, f := range reg.queries {
 		cfg.Queries[name] = f(deps)

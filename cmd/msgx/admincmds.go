@@ -16,7 +16,7 @@ import (
 )
 
 func newStatusCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "status", Short: "Streams (head, backlog, dead), relay targets (pending, lag, dead) and readiness of a running service", Args: cobra.NoArgs}
+	cmd := &cobra.Command{Use: "status", Short: "Streams (head, backlog, dead), relay targets (pending, lag, dead, paused, last error) and readiness of a running service", Args: cobra.NoArgs}
 	c := clientFlags(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		var st admin.Status
@@ -42,9 +42,17 @@ func newStatusCmd() *cobra.Command {
 				ago(s.HeadBlocked), s.Backlog, s.Failed, s.Dead, last, s.Watermark, gap)
 		}
 		fmt.Fprintln(tw)
-		fmt.Fprintln(tw, "TARGET\tPENDING\tLAG\tDEAD")
+		fmt.Fprintln(tw, "TARGET\tPENDING\tLAG\tDEAD\tPAUSED\tLAST ERROR")
 		for _, t := range st.Targets {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\n", t.Target, t.Pending, ago(t.Lag), t.Dead)
+			paused := "no"
+			if t.Paused && t.PausedSince != nil {
+				paused = "since " + t.PausedSince.Format(time.RFC3339)
+			}
+			lastErr := "-"
+			if t.LastError != "" && t.LastErrorAt != nil {
+				lastErr = t.LastErrorAt.Format(time.RFC3339) + " " + clip(t.LastError, 80)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\n", t.Target, t.Pending, ago(t.Lag), t.Dead, paused, lastErr)
 		}
 		fmt.Fprintln(tw)
 		fmt.Fprintln(tw, "CHECK\tOK\tERROR")
