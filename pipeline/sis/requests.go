@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/msgx/msgx/broker/driver"
 	"github.com/msgx/msgx/internal/clock"
 	"github.com/msgx/msgx/pipeline/sis/sisxml"
 	"github.com/msgx/msgx/store"
@@ -160,7 +161,9 @@ func NewCoordinator(db *store.DB, out Outbound, opts ...CoordinatorOption) (*Coo
 
 // Request registers a request, expiring the open one of the same kind,
 // writes it to the outbound mailbox and marks it SENT once the insert is
-// confirmed. A failed insert leaves it EXPIRED with the error as reason.
+// confirmed. A failed insert leaves it EXPIRED with the error as reason; the
+// error keeps the mailbox's class (driver.Code: Unavailable when the mailbox
+// could not be reached, Rejected when it refused the row).
 func (c *Coordinator) Request(ctx context.Context, kind string, p RequestParams) (Request, error) {
 	if c.shadow {
 		return Request{}, ErrShadow
@@ -192,7 +195,14 @@ func (c *Coordinator) Request(ctx context.Context, kind string, p RequestParams)
 	}
 	outID, err := c.out.Insert(ctx, []byte(r.Body), now)
 	if err != nil {
+		// The mailbox's class of the failure (driver.Code): an unavailable
+		// mailbox is its state, and the caller may send the request again
+		// once it is back; a rejected one will be refused again.
 		reason := "not sent: " + err.Error()
+		if driver.Code(err) == driver.Unavailable {
+			reason = "not sent: the outbound mailbox is unavailable: " + err.Error()
+		}
+		c.log.Warn("sis: request not sent", "request", r.ID, "kind", kind, "class", driver.Code(err).String(), "err", err)
 		if _, uerr := c.db.Exec(context.WithoutCancel(ctx), c.q.Get("MarkRequestNotSent"), r.ID, reason, c.clk.Now()); uerr != nil {
 			c.log.Error("sis: request not sent and not marked", "request", r.ID, "err", uerr)
 		}

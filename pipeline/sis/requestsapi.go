@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/msgx/msgx/broker/driver"
 	"github.com/msgx/msgx/store"
 )
 
@@ -61,7 +62,9 @@ type requestBody struct {
 // Handler is POST /v1/requests: it sends a request, {"kind":"RQFD",
 // "from":"2021-01-23T00:00:00+08:00","to":...} or {"kind":"RQRD",
 // "refType":"GLST"}, and answers with the tracked request (201), 400 for a
-// bad request, 409 in shadow mode, 502 when the outbound mailbox refused it.
+// bad request, 409 in shadow mode, 503 (with Retry-After) when the outbound
+// mailbox is unavailable, 502 when it refused the request or failed
+// otherwise.
 func (c *Coordinator) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var b requestBody
@@ -76,6 +79,11 @@ func (c *Coordinator) Handler() http.Handler {
 			return
 		case errors.Is(err, errBadRequest):
 			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		case driver.Code(err) == driver.Unavailable:
+			// The mailbox is away, not the request wrong: try again later.
+			w.Header().Set("Retry-After", "10")
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		case err != nil:
 			http.Error(w, err.Error(), http.StatusBadGateway)

@@ -3,11 +3,16 @@ package mailbox
 import (
 	"context"
 	"database/sql"
+	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/msgx/msgx/broker/driver"
 	"github.com/msgx/msgx/store"
 )
 
@@ -78,17 +83,70 @@ func NewOutbound(db *sql.DB, opts ...OutboundOption) (*Outbound, error) {
 func (o *Outbound) Name() string { return o.name }
 
 // Insert stores a message to send and returns its id once the server has
-// confirmed the insert.
+// confirmed the insert. Its error carries the broker port's class
+// (driver.Code): Unavailable when the server could not be reached or did not
+// answer in time (the mailbox's state: the message may be written later),
+// Rejected when the server refused the row itself (it would refuse it
+// again), Unknown otherwise.
 func (o *Outbound) Insert(ctx context.Context, msg []byte, inserted time.Time) (int64, error) {
 	res, err := o.db.ExecContext(ctx, o.q.Get("OutInsert"), string(msg), o.datetime(inserted), o.routing)
 	if err != nil {
-		return 0, fmt.Errorf("mailbox: insert into %s: %w", o.name, err)
+		return 0, driver.Classify(insertErrorCode(err), fmt.Errorf("mailbox: insert into %s: %w", o.name, err))
 	}
 	id, err := res.LastInsertId()
 	if err != nil {
 		return 0, fmt.Errorf("mailbox: insert into %s: %w", o.name, err)
 	}
 	return id, nil
+}
+
+// The MySQL server errors that say the server cannot take writes now, and
+// those that refuse the row itself.
+var (
+	unavailableCodes = []uint16{
+		1040, // too many connections
+		1053, // server shutdown in progress
+		1205, // lock wait timeout
+		1290, // running with --read-only
+		1836, // read-only mode
+		1927, // connection killed
+	}
+	rejectedCodes = []uint16{
+		1048, // column cannot be null
+		1054, // unknown column
+		1062, // duplicate entry
+		1142, // command denied on the table
+		1146, // no such table
+		1153, // packet bigger than max_allowed_packet
+		1264, // out of range
+		1265, // data truncated
+		1366, // incorrect value for the column (say, invalid UTF-8)
+		1406, // data too long
+	}
+)
+
+// insertErrorCode classifies an insert's error (see Insert).
+func insertErrorCode(err error) driver.ErrorCode {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		switch {
+		case slices.Contains(unavailableCodes, me.Number):
+			return driver.Unavailable
+		case slices.Contains(rejectedCodes, me.Number),
+			strings.HasPrefix(string(me.SQLState[:]), "22"), // data exception
+			strings.HasPrefix(string(me.SQLState[:]), "23"): // integrity constraint
+			return driver.Rejected
+		}
+		return driver.Unknown
+	}
+	switch {
+	case errors.Is(err, mysql.ErrPktTooLarge):
+		return driver.Rejected
+	case errors.Is(err, mysql.ErrInvalidConn), errors.Is(err, sqldriver.ErrBadConn), errors.Is(err, sql.ErrConnDone),
+		errors.Is(err, context.DeadlineExceeded), driver.Disconnected(err):
+		return driver.Unavailable
+	}
+	return driver.Unknown
 }
 
 // SentAt reports when the dispatcher sent row id (ok false while it has not).
