@@ -125,6 +125,16 @@ func WrapPublisher(tr trace.Tracer, target string, next Publisher) Publisher {
 	return &publisher{next: next, tr: tr, target: target}
 }
 
+// Ping passes a probe of the relay (a paused target's broker, see
+// outbox.Pinger) to the wrapped publisher; broker.ErrUnsupported when it
+// has none.
+func (p *publisher) Ping(ctx context.Context) error {
+	if pg, ok := p.next.(interface{ Ping(context.Context) error }); ok {
+		return pg.Ping(ctx)
+	}
+	return broker.ErrUnsupported
+}
+
 func (p *publisher) SendConfirmed(ctx context.Context, topic string, msgs ...*broker.Message) error {
 	spans := make([]trace.Span, len(msgs))
 	out := make([]*broker.Message, len(msgs))

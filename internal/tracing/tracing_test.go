@@ -103,3 +103,28 @@ func TestEnabled(t *testing.T) {
 		t.Fatal("no-op provider")
 	}
 }
+
+type pinging struct {
+	capture
+	err error
+}
+
+func (p *pinging) Ping(context.Context) error { return p.err }
+
+// The relay probes a paused target through the wrapper: the wrapped
+// publisher's Ping answers, and one without Ping says it has none.
+func TestPingPassesThrough(t *testing.T) {
+	_, tr := newTracer()
+	down := errors.New("connection refused")
+	p, ok := WrapPublisher(tr, "t", &pinging{err: down}).(interface{ Ping(context.Context) error })
+	if !ok {
+		t.Fatal("the wrapper has no Ping")
+	}
+	if err := p.Ping(context.Background()); !errors.Is(err, down) {
+		t.Fatalf("Ping: %v", err)
+	}
+	np := WrapPublisher(tr, "t", &capture{}).(interface{ Ping(context.Context) error })
+	if err := np.Ping(context.Background()); !errors.Is(err, broker.ErrUnsupported) {
+		t.Fatalf("Ping of a publisher without one: %v", err)
+	}
+}
