@@ -72,10 +72,10 @@ func (c *campaign) kafkaOutage(ctx context.Context, d time.Duration) {
 
 // kafkaEnv is the environment a Kafka outage of d needs: past 10 s, the
 // sample's relay backoff (1 s doubling to 60 s) instead of the shortened one.
-// With the campaign's 5 s publish timeout an event's five attempts then span
-// about 40 s instead of 28 s, so an outage of 20-30 s is checked against a
-// retry budget like production's (about 90 s with its 15 s publish timeout,
-// which would also need the sample's 1 min lease and slow every takeover).
+// With the campaign's 5 s publish timeout an event's five attempts would then
+// span about 40 s instead of 28 s: the retry budget an outage no longer
+// spends (the relay pauses the target and probes with this backoff), which
+// TestBrokerOutageLongerThanTheRetryBudget checks with a longer outage.
 func kafkaEnv(d time.Duration) []string {
 	if d <= 10*time.Second {
 		return nil

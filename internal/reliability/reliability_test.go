@@ -88,6 +88,51 @@ func TestShortCampaign(t *testing.T) {
 	}
 }
 
+// TestBrokerOutageLongerThanTheRetryBudget: Kafka, where the relay sends
+// every event, is away for 60 s while the traffic runs, longer than the
+// relay's retry budget (5 attempts: with the campaign's 5 s publish timeout
+// and the production backoff of 1 s doubling, about 40 s). The relay of each
+// of the two instances pauses the targets and charges no attempt: no event
+// may go DEAD, and the oracle's checks (every event on the wire, each
+// flight's events in order) must hold after the return.
+func TestBrokerOutageLongerThanTheRetryBudget(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	t.Cleanup(func() {
+		if t.Failed() {
+			logTail(t, filepath.Join(dir, "msgx.log"), 80)
+		}
+	})
+	const outage = time.Minute
+	f, err := Run(ctx, Config{
+		Root:        "../..",
+		Workdir:     dir,
+		PostgresURL: storetest.PostgresURL(),
+		MariaDSN:    storetest.MySQLDSN(),
+		Duration:    100 * time.Second,
+		KafkaOutage: outage,
+		Second:      true,
+		StreamLease: 10 * time.Second,
+		Writers:     2,
+		Clients:     1,
+		Flights:     5,
+		Routes:      2,
+		Pace:        100 * time.Millisecond,
+		Progress:    testWriter{t},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("figures:\n%s", f)
+	if f.KafkaOutages != 1 || f.KafkaOutageLength != outage || f.KafkaRefused == 0 || f.EventsExpected == 0 {
+		t.Errorf("the campaign did not do what it should: %+v", f)
+	}
+	if n := f.Violations.Count(); n > 0 {
+		t.Errorf("%d violations:\n%s", n, f.Violations)
+	}
+}
+
 // logTail logs the last n lines of the service log.
 func logTail(t *testing.T, path string, n int) {
 	b, err := os.ReadFile(path)
