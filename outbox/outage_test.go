@@ -80,18 +80,18 @@ func (w *wireLog) all() []wireMsg {
 // outage is one run: a relay over db with a per-key and an unordered
 // target on pub, cut and restored by cut.
 type outage struct {
-	t          *testing.T
-	db         *store.DB
-	clk        *clock.Fake
-	reg        *prometheus.Registry
-	r          *outbox.Relay
-	pub        *inflight
-	wire       *wireLog
-	cut        func(down bool)
-	topicP     string
-	topicU     string
-	want       map[string]bool // event ids enqueued
-	round, per int
+	t      *testing.T
+	db     *store.DB
+	clk    *clock.Fake
+	reg    *prometheus.Registry
+	r      *outbox.Relay
+	pub    *inflight
+	wire   *wireLog
+	cut    func(down bool)
+	topicP string
+	topicU string
+	want   map[string]bool // event ids enqueued
+	round  int
 }
 
 const (
