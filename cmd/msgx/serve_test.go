@@ -523,6 +523,10 @@ func TestServeProduction(t *testing.T) {
 	if err != nil || !strings.Contains(out, "sis") || !strings.Contains(out, "kafka:msg") {
 		t.Errorf("msgx status: %v\n%s", err, out)
 	}
+	// Each relay target says whether this instance has it paused.
+	if !strings.Contains(out, "PAUSED") || !regexp.MustCompile(`(?m)^kafka:msg\s.*\sno\s`).MatchString(out) {
+		t.Errorf("msgx status: no PAUSED column, or kafka:msg not shown running:\n%s", out)
+	}
 
 	// The malformed message is a dead letter; it cannot be replayed.
 	waitUntil(t, "the malformed message to go DEAD", 30*time.Second, func() bool {
