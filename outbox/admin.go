@@ -20,7 +20,7 @@ const (
 	// StatusCovered: a compacted lane sent a newer event of the same key
 	// instead (or that newer event went DEAD, standing for this one).
 	StatusCovered Status = "COVERED"
-	// StatusDead: attempts exhausted or poison; the row is the dead-letter
+	// StatusDead: attempts exhausted or rejected; the row is the dead-letter
 	// record and can be replayed.
 	StatusDead Status = "DEAD"
 )

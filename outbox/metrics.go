@@ -22,7 +22,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		retried: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_outbox_retried_total",
 			Help: "Failed sends scheduled for another attempt."}, []string{"target"}),
 		dead: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_outbox_dead_total",
-			Help: "Events that exhausted their attempts (or were poison) and became DEAD."}, []string{"target"}),
+			Help: "Events that exhausted their attempts (or were rejected by the broker) and became DEAD."}, []string{"target"}),
 		covered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_outbox_covered_total",
 			Help: "Events of compacted lanes marked done because a newer event of their key was sent."}, []string{"target"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_outbox_errors_total",

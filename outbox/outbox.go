@@ -5,8 +5,10 @@
 // (parallel batch claims), PerKey (at most one event of a key in flight, in
 // id order) or Compacted (only the newest state of a key is sent). Claims use
 // SELECT … FOR UPDATE SKIP LOCKED and a lease, so any number of relays may
-// run; failed sends are retried with backoff and end as DEAD letters that
-// can be replayed. docs/outbox.md has the design and the measurements.
+// run; a send the broker cannot take now (broker.Unavailable) pauses its
+// target and charges the events nothing, while sends that fail on the event
+// itself are retried with backoff and end as DEAD letters that can be
+// replayed. docs/outbox.md has the design and the measurements.
 package outbox
 
 import (
