@@ -166,6 +166,18 @@ func TestSendDeadLetterByReference(t *testing.T) {
 		t.Errorf("counted %v copies by reference, want 2", v)
 	}
 
+	// Headers of its own too large even without the payload: they are left
+	// out as well, the msgx-* ones stay.
+	own := &Message{Key: "d", Payload: fine, Headers: map[string]string{"big": string(huge), HeaderDeadTopic: "in"}}
+	if n, err := b.SendDeadLetter(context.Background(), "dlq", own); err != nil || n != 1 {
+		t.Fatalf("SendDeadLetter: %d by reference, %v", n, err)
+	}
+	d := drv.sent("dlq")[0]
+	checkByReference(t, d, fine)
+	if _, ok := d.Headers["big"]; ok || d.Headers[HeaderDeadHeadersOmitted] != "1" || d.Headers[HeaderDeadTopic] != "in" {
+		t.Errorf("headers of a copy too large without its payload: %v", d.Headers)
+	}
+
 	drv.down.Store(true)
 	if _, err := b.SendDeadLetter(context.Background(), "small-dlq", &Message{Payload: fine}); !IsUnavailable(err) {
 		t.Fatalf("send during an outage: %v", err)
