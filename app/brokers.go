@@ -58,7 +58,7 @@ func newDriver(name string, c config.Broker, instance string, log *slog.Logger, 
 		}
 		opts = append(opts, sec...)
 		kopts := []kafka.Option{kafka.SeedBrokers(c.Seeds...), kafka.WithLogger(log), kafka.WithClientOptions(opts...),
-			kafka.WithInstanceID(instance), kafka.WithSessionTimeout(c.SessionTimeout.D())}
+			kafka.WithInstanceID(instance), kafka.WithSessionTimeout(c.SessionTimeout.D()), kafka.WithMaxMessageBytes(c.MaxMessageBytes)}
 		for _, topic := range c.CompactedTopics {
 			kopts = append(kopts, kafka.WithTopic(topic, -1, map[string]string{"cleanup.policy": "compact"}))
 		}

@@ -23,6 +23,7 @@ type metrics struct {
 	handler       *handlerHistogram
 	events        prometheus.Counter
 	eventsDropped prometheus.Counter
+	deadByRef     *prometheus.CounterVec
 	// adapterDropped reads the adapter's own count of errors its Errors
 	// channel dropped; nil when the adapter keeps none.
 	adapterDropped prometheus.CounterFunc
@@ -61,6 +62,8 @@ func newMetrics(reg prometheus.Registerer, adapter string, drv driver.Broker) (*
 			Help: "Asynchronous errors reported on the lifecycle channel.", ConstLabels: cl}),
 		eventsDropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "msgx_broker_events_dropped_total",
 			Help: "Lifecycle events dropped because nobody read them.", ConstLabels: cl}),
+		deadByRef: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_broker_dead_letter_by_reference_total",
+			Help: "Dead-letter copies sent without their payload (by reference: size, SHA-256, source position) because whole they exceeded the adapter's or the broker's limit.", ConstLabels: cl}, []string{"topic"}),
 	}
 	if dc, ok := drv.(driver.DroppedErrorCounter); ok {
 		m.adapterDropped = prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "msgx_broker_adapter_errors_dropped_total",
@@ -70,7 +73,7 @@ func newMetrics(reg prometheus.Registerer, adapter string, drv driver.Broker) (*
 	if reg == nil {
 		return m, nil
 	}
-	cs := []prometheus.Collector{m.published, m.publishErrors, m.received, m.settledVec, m.settleErrors, m.released, m.stuck, m.parked, m.oldest, m.handler, m.events, m.eventsDropped}
+	cs := []prometheus.Collector{m.published, m.publishErrors, m.received, m.settledVec, m.settleErrors, m.released, m.stuck, m.parked, m.oldest, m.handler, m.events, m.eventsDropped, m.deadByRef}
 	if m.adapterDropped != nil {
 		cs = append(cs, m.adapterDropped)
 	}

@@ -64,10 +64,32 @@ func (l *Listener) settleOne(d *Delivery, disp Disposition, cause error, attempt
 		return fmt.Errorf("settle %s: %w", disp, err)
 	}
 	m, delay := l.wireFor(d, disp, cause, attempts)
+	byRef := false
+	if disp == DeadLetter {
+		var fit *Message
+		fit, byRef = l.b.fitDeadLetter((*Message)(m))
+		m = (*driver.Message)(fit)
+	}
 	var err error
 	for try := 1; ; try++ {
 		if err = l.carryOut(d, disp, m, delay); err == nil {
 			break
+		}
+		if disp == DeadLetter && !byRef && IsRejected(err) {
+			// Too large for the broker or the dead-letter topic: the
+			// message is dead either way, so its copy goes by reference
+			// rather than being released to come back for ever.
+			m, byRef = (*driver.Message)(l.b.byReference((*Message)(m), "refused by the broker: "+truncate(err.Error(), 512))), true
+			continue
+		}
+		if disp == DeadLetter && IsUnavailable(err) {
+			// The broker is down: its state, not the message's failure.
+			// Wait for it with backoff for as long as the listener runs,
+			// charging nothing; a stop leaves the delivery unsettled.
+			if !l.pause(l.b.opts.settleRetry.Delay(try)) {
+				break
+			}
+			continue
 		}
 		if errors.Is(err, driver.ErrNotHeld) || l.b.opts.settleRetry.Exhausted(try) || !l.pause(l.b.opts.settleRetry.Delay(try)) {
 			break
@@ -76,6 +98,9 @@ func (l *Listener) settleOne(d *Delivery, disp Disposition, cause error, attempt
 	if err == nil {
 		untrack(d)
 		t.settled[disp]++
+		if byRef {
+			l.b.deadByReference(l.sub.DeadLetterTopic, (*Message)(m))
+		}
 		if disp != Ack {
 			l.logFor(d).Warn("message not acknowledged", "disposition", disp.String(), "attempts", attempts, "err", cause)
 		}
@@ -125,6 +150,10 @@ func (l *Listener) wireFor(d *Delivery, disp Disposition, cause error, attempts 
 		m.Headers[HeaderDeadGroup] = l.sub.Group
 		m.Headers[HeaderDeadAttempts] = strconv.Itoa(attempts)
 		m.Headers[HeaderDeadTimestamp] = l.b.opts.clock.Now().UTC().Format(time.RFC3339Nano)
+		if part, off, ok := d.Position(); ok {
+			m.Headers[HeaderDeadPartition] = strconv.FormatInt(int64(part), 10)
+			m.Headers[HeaderDeadOffset] = strconv.FormatInt(off, 10)
+		}
 		return m, 0
 	}
 	return nil, 0

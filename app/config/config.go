@@ -134,6 +134,13 @@ type Broker struct {
 	// (instance-id) does not leave the group when it stops, so this is also
 	// how long the partitions of an instance that is gone for good wait.
 	SessionTimeout Duration `yaml:"session-timeout"`
+	// MaxMessageBytes is the Kafka producer's limit on a record batch, and so
+	// on one message with its key, headers and framing (default 1048588,
+	// Kafka's default message.max.bytes). Set it to the smallest
+	// max.message.bytes of the topics msgx sends to; consumers fetch at least
+	// this much per partition. A pipeline's input limit must leave room under
+	// it for a dead-letter copy's headers (the route passport's does at start).
+	MaxMessageBytes int32 `yaml:"max-message-bytes"`
 	// CompactedTopics are Kafka topics msgx creates at start when missing,
 	// with cleanup.policy=compact: the topics of compacted relay lanes
 	// (the SIS schd topic), whose consumers rebuild state from them.
@@ -172,6 +179,10 @@ type KafkaSASL struct {
 	// Password: set it from the environment (MSGX_BROKERS_NAME_SASL_PASSWORD).
 	Password string `yaml:"password"`
 }
+
+// kafkaDefaultMaxMessageBytes is the Kafka adapter's default
+// (kafka.DefaultMaxMessageBytes), Kafka's default message.max.bytes.
+const kafkaDefaultMaxMessageBytes = 1_048_588
 
 // Mailbox is a mailbox table.
 type Mailbox struct {
@@ -384,6 +395,7 @@ func (c *Config) setDefaults() {
 		if b.Kind == KindKafka {
 			orDefault(&b.Acks, "all")
 			orDefault(&b.Idempotence, ptr(true))
+			orDefault(&b.MaxMessageBytes, kafkaDefaultMaxMessageBytes)
 			if len(b.Seeds) == 0 {
 				b.Seeds = []string{"127.0.0.1:9092"}
 			}

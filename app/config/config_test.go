@@ -343,3 +343,33 @@ func TestInstanceID(t *testing.T) {
 	wantProblem(t, err, "brokers.k.session-timeout", "between 1s and 30m")
 	wantProblem(t, err, "brokers.r", "Kafka settings")
 }
+
+// The Kafka producer's limit defaults to Kafka's message.max.bytes and is
+// validated; it is a Kafka setting only.
+func TestKafkaMaxMessageBytes(t *testing.T) {
+	cfg, err := load(t, `
+store: {dsn: "sqlite:a.db"}
+brokers:
+  main: {kind: kafka}
+  big: {kind: kafka, max-message-bytes: 4194304}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Brokers["main"].MaxMessageBytes; got != 1_048_588 {
+		t.Errorf("default max-message-bytes %d, want 1048588", got)
+	}
+	if got := cfg.Brokers["big"].MaxMessageBytes; got != 4<<20 {
+		t.Errorf("max-message-bytes %d, want 4194304", got)
+	}
+	_, err = load(t, `
+store: {dsn: "sqlite:a.db"}
+brokers:
+  low: {kind: kafka, max-message-bytes: 100}
+  high: {kind: kafka, max-message-bytes: 2000000000}
+  r: {kind: rabbitmq, url: "amqp://h/", max-message-bytes: 1048588}
+`)
+	wantProblem(t, err, "brokers.low.max-message-bytes", "must be between 1024 and 1073741824")
+	wantProblem(t, err, "brokers.high.max-message-bytes", "must be between 1024 and 1073741824")
+	wantProblem(t, err, "brokers.r", "max-message-bytes")
+}

@@ -140,6 +140,9 @@ func (c *Config) validateBroker(p *problems, name string, b Broker, prod bool) {
 		if len(b.Seeds) == 0 {
 			p.addf(key+".seeds", "missing: at least one host:port")
 		}
+		if b.MaxMessageBytes < 1<<10 || b.MaxMessageBytes > 1<<30 {
+			p.addf(key+".max-message-bytes", "%d: must be between 1024 and 1073741824 (franz-go's bounds); set it to the smallest max.message.bytes of the topics msgx sends to (Kafka's default: 1048588)", b.MaxMessageBytes)
+		}
 		if b.SessionTimeout != 0 && (b.SessionTimeout.D() < time.Second || b.SessionTimeout.D() > 30*time.Minute) {
 			p.addf(key+".session-timeout", "must be between 1s and 30m (the broker also bounds it, by default to 6s–30m)")
 		}
@@ -157,8 +160,8 @@ func (c *Config) validateBroker(p *problems, name string, b Broker, prod bool) {
 	default:
 		p.addf(key+".kind", "%q is not a broker kind (kafka, rabbitmq, mqtt, nats, pulsar or mem)", b.Kind)
 	}
-	if b.Kind != KindKafka && (len(b.Seeds) > 0 || b.Acks != "" || b.Idempotence != nil || b.SessionTimeout != 0 || b.TLS.On() || b.SASL != (KafkaSASL{})) {
-		p.addf(key, "seeds, acks, idempotence, session-timeout, tls and sasl are Kafka settings; this broker is %q (its URL's scheme chooses TLS)", b.Kind)
+	if b.Kind != KindKafka && (len(b.Seeds) > 0 || b.Acks != "" || b.Idempotence != nil || b.SessionTimeout != 0 || b.MaxMessageBytes != 0 || b.TLS.On() || b.SASL != (KafkaSASL{})) {
+		p.addf(key, "seeds, acks, idempotence, session-timeout, max-message-bytes, tls and sasl are Kafka settings; this broker is %q (its URL's scheme chooses TLS)", b.Kind)
 	}
 	if b.Kind == KindKafka {
 		validateKafkaSecurity(p, key, b, prod)

@@ -102,10 +102,10 @@ func (d *Driver) Start(ctx context.Context) error {
 			return fmt.Errorf("kafka: %w", err)
 		}
 	}
-	opts := append([]kgo.Opt{
+	opts := append(append([]kgo.Opt{
 		kgo.ProducerLinger(d.cfg.linger),
 		kgo.UnknownTopicRetries(d.cfg.unknownRetries),
-	}, d.baseOpts()...)
+	}, d.cfg.producerLimits()...), d.baseOpts()...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return fmt.Errorf("kafka: new client: %w", err)

@@ -23,6 +23,7 @@ type config struct {
 	unknownRetries int
 	linger         time.Duration
 	fetchMaxWait   time.Duration
+	maxMsgBytes    int32 // WithMaxMessageBytes
 	weakDurability bool
 	instanceID     string
 	sessionTimeout time.Duration
@@ -47,6 +48,7 @@ func defaultConfig() config {
 		unknownRetries: 4,
 		linger:         0,
 		fetchMaxWait:   DefaultFetchMaxWait,
+		maxMsgBytes:    DefaultMaxMessageBytes,
 	}
 }
 

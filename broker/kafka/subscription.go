@@ -127,7 +127,7 @@ func (d *Driver) Subscribe(ctx context.Context, spec driver.SubscriptionSpec) (d
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(d.cfg.fetchMaxWait),
 	}, d.groupTimeouts()...)
-	opts = append(opts, d.baseOpts()...)
+	opts = append(append(opts, d.cfg.consumerLimits()...), d.baseOpts()...)
 	if d.cfg.instanceID != "" {
 		s.member = d.claimMember(spec)
 		opts = append(opts, kgo.InstanceID(s.member))

@@ -22,7 +22,9 @@ const (
 // deadLetter sends refused records to the dead-letter topic, confirmed, with
 // the error in headers. Contract errors are deterministic, so they are not
 // retried; a failing send is (transient), and the records stay unsettled
-// until it is confirmed.
+// until it is confirmed. A copy larger than the broker takes goes by
+// reference (broker.SendDeadLetter), so every refused record reaches the
+// topic and its offset is committed, whatever its size.
 //
 // The pipeline sends them itself rather than returning broker.Poison,
 // because the port's dead letter carries one reason text and the contract
@@ -52,6 +54,10 @@ func (p *Pipeline) deadLetter(ctx context.Context, bad []*item) error {
 		h[broker.HeaderDeadClass] = "poison"
 		h[broker.HeaderDeadReason] = truncate(ce.Error(), 1024)
 		h[broker.HeaderDeadTopic] = it.d.Topic
+		if it.partition != nil {
+			h[broker.HeaderDeadPartition] = h[HeaderSourcePart]
+			h[broker.HeaderDeadOffset] = h[HeaderSourceOffset]
+		}
 		h[broker.HeaderDeadGroup] = it.d.Group
 		h[broker.HeaderDeadAttempts] = strconv.Itoa(it.d.RedeliveryCount + 1)
 		h[broker.HeaderDeadTimestamp] = now
@@ -59,8 +65,13 @@ func (p *Pipeline) deadLetter(ctx context.Context, bad []*item) error {
 		delete(h, broker.HeaderForGroup)
 		msgs[i] = &broker.Message{Key: it.d.Key, Payload: it.d.Payload, Headers: h}
 	}
+	// The port sends a copy that does not fit by reference (without its
+	// payload; its size, SHA-256 and the source position in headers), so a
+	// refusal is never retried for its size; only failures to send at all
+	// are (an unavailable broker: wait for it).
 	err := p.retry(ctx, "dead-letter", len(bad), func(ctx context.Context) error {
-		return p.b.SendConfirmed(ctx, p.cfg.dlqTopic, msgs...)
+		_, err := p.b.SendDeadLetter(ctx, p.cfg.dlqTopic, msgs...)
+		return err
 	})
 	if err != nil {
 		return err

@@ -101,12 +101,21 @@ func (p *Pipeline) ingest(ctx context.Context, items []*item) ([]*item, error) {
 		}
 		stmts := []store.Stmt{p.upsert(fresh)}
 		events := make([]outbox.Event, 0, 2*len(fresh))
+		var oversize []*item
 		for _, it := range fresh {
 			in, geo, err := p.events(it, now)
 			if err != nil {
 				return err
 			}
+			if ce := p.oversize(in, geo); ce != nil {
+				it.err = ce
+				oversize = append(oversize, it)
+			}
 			events = append(events, in, geo)
+		}
+		if len(oversize) > 0 {
+			// Rolled back: the caller refuses these and stores the rest.
+			return &oversizeError{items: oversize}
 		}
 		es, err := outbox.Statements(tx.Dialect(), p.cfg.clock.Now(), events...)
 		if err != nil {
@@ -122,6 +131,34 @@ func (p *Pipeline) ingest(ctx context.Context, items []*item) ([]*item, error) {
 		return nil, err
 	}
 	return fresh, nil
+}
+
+// oversizeError is ingest's error for records whose output event the broker
+// could never take; their item's err says which event and its size.
+type oversizeError struct{ items []*item }
+
+func (e *oversizeError) Error() string {
+	return fmt.Sprintf("%d records with an output event over the broker's limit", len(e.items))
+}
+
+// oversize refuses a record (class size) whose output event exceeds the
+// broker's message limit less the room for the relay's headers: the event
+// would fail every send, so the record is never stored half-deliverable.
+// The georeference event carries the geometry twice (WKT and GeoJSON), so it
+// reaches the limit first, at about half of it in geometry.
+func (p *Pipeline) oversize(events ...outbox.Event) *ContractError {
+	if p.eventLimit <= 0 {
+		return nil
+	}
+	for _, e := range events {
+		size, _ := p.b.MessageBytes(&broker.Message{Key: e.Key, Payload: e.Payload, Headers: e.Headers})
+		if size > p.eventLimit {
+			return &ContractError{Class: ClassSize, Message: fmt.Sprintf(
+				"the %s event of this record would be %d bytes, over the %d bytes the broker takes for an event (its message limit less %d for the relay's headers)",
+				e.Topic, size, p.eventLimit, EventHeaderRoom)}
+		}
+	}
+	return nil
 }
 
 // upsert writes the last record of each route of the batch.

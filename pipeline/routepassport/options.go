@@ -110,8 +110,9 @@ func WithParseWorkers(n int) Option { return func(c *config) { c.parseWorkers = 
 // used (default 4; records with one key are always handled in order).
 func WithConcurrency(n int) Option { return func(c *config) { c.concurrency = n } }
 
-// WithMaxRecordBytes bounds an input record (default 1 MiB); larger records
-// are contract errors.
+// WithMaxRecordBytes bounds an input record (default DefaultMaxRecordBytes);
+// larger records are contract errors (class size). New refuses a limit that
+// leaves less than DeadLetterRoom under the broker's message limit.
 func WithMaxRecordBytes(n int) Option { return func(c *config) { c.maxRecordBytes = n } }
 
 // WithGeometryLimits bounds a geometry's nesting and positions.

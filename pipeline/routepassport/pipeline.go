@@ -32,6 +32,9 @@ type Pipeline struct {
 	met    *metrics
 	log    *slog.Logger
 	relay  *outbox.Relay // nil WithRelay(false)
+	// eventLimit is the largest output event the broker can take, as
+	// broker.MessageBytes counts it, less the relay's headers (0: no limit).
+	eventLimit int
 
 	running atomic.Bool
 }
@@ -56,6 +59,16 @@ func New(db *store.DB, b *broker.Broker, opts ...Option) (*Pipeline, error) {
 	if cfg.logger == nil || cfg.clock == nil {
 		errs = append(errs, errors.New("logger and clock must not be nil"))
 	}
+	var limit int
+	if b != nil {
+		_, limit = b.MessageBytes(&broker.Message{})
+	}
+	if limit > 0 && cfg.maxRecordBytes > limit-DeadLetterRoom {
+		errs = append(errs, fmt.Errorf("the record limit of %d bytes (max-record-bytes) leaves no room for the dead-letter headers "+
+			"(%d bytes) under the broker's message limit of %d bytes (max-message-bytes): refused records near the limit "+
+			"would reach the dead-letter topic without their payload; lower the record limit to at most %d bytes, "+
+			"or raise the broker's limit with its topics' max.message.bytes", cfg.maxRecordBytes, DeadLetterRoom, limit, limit-DeadLetterRoom))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("routepassport: %w", err)
 	}
@@ -74,6 +87,9 @@ func New(db *store.DB, b *broker.Broker, opts ...Option) (*Pipeline, error) {
 	}
 	p := &Pipeline{cfg: cfg, db: db, b: b, q: q, parser: parser, met: newMetrics(cfg.registerer),
 		log: cfg.logger.With("pipeline", "route-passport")}
+	if limit > 0 {
+		p.eventLimit = limit - EventHeaderRoom
+	}
 	if cfg.relay {
 		p.met.relay = newRelayMetrics(map[string]string{RouteInTarget: cfg.inTopic, GeoreferenceTarget: cfg.georefTopic})
 		ropts := append([]outbox.Option{outbox.WithLogger(p.log), outbox.WithHostClock(cfg.clock),
@@ -191,21 +207,43 @@ func (p *Pipeline) handle(ctx context.Context, ds []*broker.Delivery) error {
 	errs := make([]error, len(parts))
 	var wg sync.WaitGroup
 	for i, part := range parts {
-		wg.Go(func() {
-			var fresh []*item
-			errs[i] = p.retry(ctx, "ingest", len(part), func(ctx context.Context) error {
-				var err error
-				fresh, err = p.ingest(ctx, part)
-				return err
-			})
-			if errs[i] == nil {
-				p.met.success.Add(float64(len(fresh)))
-				p.logIngested(part, fresh)
-			}
-		})
+		wg.Go(func() { errs[i] = p.store(ctx, part) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// store ingests a part of a batch, retrying transient failures. Records
+// whose output event could never be sent (larger than the broker takes) are
+// refused (class size) and dead-lettered, and the rest stored without them:
+// nothing is stored half-deliverable.
+func (p *Pipeline) store(ctx context.Context, part []*item) error {
+	for len(part) > 0 {
+		var fresh, oversize []*item
+		err := p.retry(ctx, "ingest", len(part), func(ctx context.Context) error {
+			var err error
+			fresh, err = p.ingest(ctx, part)
+			var o *oversizeError
+			if errors.As(err, &o) {
+				oversize = o.items
+				return nil
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if len(oversize) == 0 {
+			p.met.success.Add(float64(len(fresh)))
+			p.logIngested(part, fresh)
+			return nil
+		}
+		if err := p.deadLetter(ctx, oversize); err != nil {
+			return err
+		}
+		part = slices.DeleteFunc(part, func(it *item) bool { return slices.Contains(oversize, it) })
+	}
+	return nil
 }
 
 // parseAll identifies and parses the deliveries of a batch. Parsing is
@@ -283,11 +321,23 @@ func (p *Pipeline) split(good []*item) [][]*item {
 const minPart = 16
 
 // retry runs fn until it succeeds or ctx ends, waiting with backoff between
-// attempts; each failure is logged and counted.
+// attempts; each failure is logged and counted. When the listener begins to
+// stop (broker.Stopping) a retry gives up at once, its wait and a repeated
+// attempt alike, and returns broker.ErrStopping: the deliveries stay
+// unsettled and are redelivered, and the stop does not wait out its deadline
+// for a database or broker that is down.
 func (p *Pipeline) retry(ctx context.Context, what string, records int, fn func(context.Context) error) error {
+	stopping := broker.Stopping(ctx)
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, p.cfg.dbTimeout)
+		unwatch := func() {}
+		if attempt > 1 {
+			// A first attempt finishes (a stop is graceful); a repeated
+			// one waits for what failed before, so a stop ends it.
+			unwatch = afterStop(stopping, cancel)
+		}
 		err := fn(actx)
+		unwatch()
 		cancel()
 		if err == nil {
 			return nil
@@ -295,6 +345,9 @@ func (p *Pipeline) retry(ctx context.Context, what string, records int, fn func(
 		if ctx.Err() != nil {
 			// Stopping: leave the deliveries unsettled, they are redelivered.
 			return ctx.Err()
+		}
+		if isClosed(stopping) {
+			return fmt.Errorf("routepassport: %s: %w (last failure: %w)", what, broker.ErrStopping, err)
 		}
 		delay := p.cfg.retry.Delay(attempt)
 		p.met.failure.WithLabelValues("transient").Add(float64(records))
@@ -306,7 +359,36 @@ func (p *Pipeline) retry(ctx context.Context, what string, records int, fn func(
 		case <-ctx.Done():
 			t.Stop()
 			return ctx.Err()
+		case <-stopping:
+			t.Stop()
+			return fmt.Errorf("routepassport: %s: %w (last failure: %w)", what, broker.ErrStopping, err)
 		}
+	}
+}
+
+// afterStop calls cancel when stopping closes, until the returned function
+// is called.
+func afterStop(stopping <-chan struct{}, cancel context.CancelFunc) (stop func()) {
+	if stopping == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-stopping:
+			cancel()
+		case <-done:
+		}
+	}()
+	return func() { close(done) }
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -16,6 +16,9 @@ import (
 //	group               consumer group (default pcp-route-processing-service)
 //	input-topic, dead-letter-topic, route-in-topic, georeference-topic
 //	                    the four topics (defaults: the seed's names)
+//	max-record-bytes    the input limit in bytes (default DefaultMaxRecordBytes);
+//	                    with DeadLetterRoom it must fit under the broker's
+//	                    message limit
 //
 // Unknown keys are an error; every problem is reported at once.
 func OptionsFromSettings(settings map[string]string) ([]Option, error) {
@@ -38,13 +41,19 @@ func OptionsFromSettings(settings map[string]string) ([]Option, error) {
 			opts = append(opts, WithTestController(on))
 		case "group":
 			opts = append(opts, WithGroup(v))
+		case "max-record-bytes":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				errs = append(errs, fmt.Errorf("max-record-bytes: %q is not a positive number of bytes", v))
+			}
+			opts = append(opts, WithMaxRecordBytes(n))
 		case "input-topic", "dead-letter-topic", "route-in-topic", "georeference-topic":
 			if v == "" {
 				errs = append(errs, fmt.Errorf("%s: empty", k))
 			}
 			topics[k] = v
 		default:
-			errs = append(errs, fmt.Errorf("%s: unknown setting (known: test-controller, group, input-topic, dead-letter-topic, route-in-topic, georeference-topic)", k))
+			errs = append(errs, fmt.Errorf("%s: unknown setting (known: test-controller, group, max-record-bytes, input-topic, dead-letter-topic, route-in-topic, georeference-topic)", k))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

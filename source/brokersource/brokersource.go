@@ -15,7 +15,10 @@
 // unsettled for the broker to redeliver. A message larger than the size limit
 // (or, for a stream with a mailbox, one that is not UTF-8) is dead-lettered
 // by the broker port (its dead-letter topic keeps it), with a log line and a
-// count.
+// count. The port sends a dead-letter copy that does not fit the broker's
+// message limit by reference (without its payload; its size, SHA-256 and
+// source position in headers), and waits for a broker that is unavailable
+// rather than releasing the message (see broker.ByReference).
 //
 // The delivery's W3C trace context (traceparent, tracestate headers) is
 // continued by an ingest span, whose context is kept with the inbox message
