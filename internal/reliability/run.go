@@ -56,7 +56,7 @@ type Config struct {
 	// the poller declared the id a permanent gap (max-commit-delay is
 	// lateCommitDelay then). The default late-rows policy refuses it: it
 	// must end DEAD as LATE, recorded, and not applied.
-	LateRow bool
+	LateRow   bool
 	Soak      time.Duration // steady traffic without faults after them; memory and goroutines are scraped over it
 	Skew      time.Duration // clock skew: the first instance runs this far ahead of the host, the second this far behind
 	PrivateDB bool          // run PostgreSQL and MariaDB servers of the campaign's own instead of PostgresURL and MariaDSN
@@ -181,10 +181,10 @@ type campaign struct {
 	inst    []*Instance // by slot; nil while down
 	kw      *kafkaWatch
 	hostile map[int64]string
-	private *privateDBs // PrivateDB: the servers Restarts restarts
-	rabbit  *rabbitSide // RabbitMQ traffic and faults; nil: none
+	private *privateDBs    // PrivateDB: the servers Restarts restarts
+	rabbit  *rabbitSide    // RabbitMQ traffic and faults; nil: none
 	late    map[int64]bool // ids of the rows LateRow committed late
-	aim     *aimer      // Aimed
+	aim     *aimer         // Aimed
 }
 
 func (c *campaign) say(format string, args ...any) {
