@@ -168,3 +168,23 @@ func TestAFloodGets503(t *testing.T) {
 		t.Fatalf("server without timeouts: %+v", srvCfg)
 	}
 }
+
+// A UTF-8 body whose declaration still says GBK (a message that went through
+// a text column) is read by the ingress as the mailbox reads it: as the
+// UTF-8 it is, not refused as "not GBK text".
+func TestUTF8BodyDeclaringGBKIsReadAsUTF8(t *testing.T) {
+	s := newSetup(t, engine)
+	if code, out, _ := s.post(t, "text/xml", strings.NewReader(doc("GBK"))); code != http.StatusOK {
+		t.Fatalf("POST of UTF-8 declaring GBK, no charset = %d %q", code, out)
+	}
+	var payload []byte
+	if err := s.db.QueryRow(context.Background(), "SELECT payload FROM msgx_inbox WHERE stream = 'sis' AND msg_id = 1").Scan(&payload); err != nil {
+		t.Fatal(err)
+	}
+	if string(payload) != doc("UTF-8") {
+		t.Fatalf("payload %q, want %q", payload, doc("UTF-8"))
+	}
+	if _, _, err := inbox.Original(context.Background(), s.db, "sis", 1); err != inbox.ErrNotFound {
+		t.Errorf("an original kept for a body that was UTF-8 already (%v)", err)
+	}
+}
