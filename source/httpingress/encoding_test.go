@@ -285,4 +285,19 @@ func TestIngressFillsTheSubsystemColumnsOnMariaDB(t *testing.T) {
 	if name != "AODB" || seq != 1243 || !strings.HasPrefix(sent, "2012-02-29 09:05:11") || typ != "FLOP" || styp != "ETA" {
 		t.Fatalf("columns %q %d %q %q %q", name, seq, sent, typ, styp)
 	}
+	// A value larger than its column is left NULL; the message is stored.
+	big := strings.Replace(strings.Replace(sisDoc, "<SEQN>1243", "<SEQN>900000000", 1), "<SNDR>AODB", "<SNDR>AODB-2", 1)
+	resp, err = http.Post(serve(t, table), "text/xml", strings.NewReader(big))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST with values larger than their columns = %d", resp.StatusCode)
+	}
+	var nullName, nullSeq bool
+	if err := raw.QueryRow("SELECT CMINMSGS_SUBSYSTEM_NAME IS NULL, CMINMSGS_SUBSYSTEM_SEQUENCE IS NULL FROM "+table.Name()+
+		" WHERE CMINMSGS_ID = 2").Scan(&nullName, &nullSeq); err != nil || !nullName || !nullSeq {
+		t.Fatalf("oversized values: NULL name %v, NULL sequence %v (%v)", nullName, nullSeq, err)
+	}
 }

@@ -7,15 +7,24 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // metaScanLimit bounds how far into a message MetaOf looks for its header.
 const metaScanLimit = 64 << 10
 
+// The sizes of the subsystem columns (VARCHAR(4), MEDIUMINT): a value that
+// does not fit is left NULL rather than fail the insert of the message.
+const (
+	maxMetaText = 4
+	maxMetaSeq  = 1<<23 - 1
+)
+
 // MetaOf reads the subsystem columns a legacy sender fills from the
 // message's header (<MSG><META>): SNDR, SEQN, DTTM (yyyyMMddHHmmss, airport
 // time in the table's zone), TYPE and STYP. It looks at the first 64 KiB
-// only and never fails: what is missing or unreadable stays zero (NULL), and
+// only and never fails: what is missing, unreadable or larger than its
+// column (over 4 characters, a SEQN above 8388607) stays zero (NULL), and
 // the message is stored as it is either way.
 func (t *Table) MetaOf(doc []byte) Meta {
 	var m Meta
@@ -55,11 +64,14 @@ func (t *Table) MetaOf(doc []byte) Meta {
 }
 
 func (t *Table) setMeta(m *Meta, field, v string) {
+	fits := utf8.RuneCountInString(v) <= maxMetaText
 	switch field {
 	case "SNDR":
-		m.Subsystem = v
+		if fits {
+			m.Subsystem = v
+		}
 	case "SEQN":
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 && n <= maxMetaSeq {
 			m.Sequence = n
 		}
 	case "DTTM":
@@ -67,8 +79,12 @@ func (t *Table) setMeta(m *Meta, field, v string) {
 			m.DateSent = at
 		}
 	case "TYPE":
-		m.Type = v
+		if fits {
+			m.Type = v
+		}
 	case "STYP":
-		m.Subtype = v
+		if fits {
+			m.Subtype = v
+		}
 	}
 }
