@@ -72,7 +72,8 @@ var ErrNoStart = errors.New("mailbox: the stream has no cursor and no start was 
 // than the max commit delay; then the gap is recorded as permanent and
 // skipped. A row of a permanent gap that commits later still is found for a
 // retention period and refused (kept DEAD with class LATE) or processed out
-// of order, as configured, with a record, a metric and a log line. It never reads the processed mark.
+// of order, as configured, with a record, a metric and a log line. It never
+// reads the processed mark.
 //
 // The Poller is a prometheus.Collector of its metrics.
 type Poller struct {
@@ -152,8 +153,9 @@ func WithMaxCommitDelay(d time.Duration) PollerOption {
 }
 
 // WithLateRows sets what becomes of a row that commits in a gap already
-// declared permanent (mailboxes.NAME.late-rows; default RefuseLate) and how long permanent gaps are
-// watched for such rows (default 24 h; the gap record stays after that).
+// declared permanent (mailboxes.NAME.late-rows; default RefuseLate) and how
+// long permanent gaps are watched for such rows (default 24 h; the gap
+// record stays after that).
 func WithLateRows(policy LatePolicy, retention time.Duration) PollerOption {
 	return func(o *pollerOptions) { o.latePolicy, o.gapRetention = policy, retention }
 }
@@ -548,8 +550,14 @@ func (p *Poller) refuseLate(ctx context.Context, tx store.Tx, g inbox.Gap, r Row
 		"newer messages already applied: %s; not processed so that an older change does not overwrite newer ones: replay it to apply it after them",
 		r.ID, g.From, g.To, g.DeclaredAt.UTC().Format(time.RFC3339), g.FirstSeenAt.UTC().Format(time.RFC3339),
 		now.Sub(g.FirstSeenAt).Round(time.Second), newer)
-	if _, err := inbox.EnqueueDead(ctx, tx, p.stream, now, inbox.Incoming{ID: r.ID, Payload: r.Msg}, inbox.Late, why); err != nil {
+	stored, err := inbox.EnqueueDead(ctx, tx, p.stream, now, inbox.Incoming{ID: r.ID, Payload: r.Msg}, inbox.Late, why)
+	if err != nil {
 		return "", err
+	}
+	if !stored {
+		// Its writer's own enqueue (the HTTP ingress, a broker source) took
+		// it in already: the inbox keeps what it has; the log says so.
+		why = "already in the inbox, left as it is; " + why
 	}
 	return why, nil
 }
