@@ -176,6 +176,41 @@ func EnqueueDead(ctx context.Context, tx store.Tx, stream string, now time.Time,
 	return true, nil
 }
 
+// EnqueueWritten is Enqueue for a writer that stored the messages in the
+// stream's mailbox itself and enqueues them after its insert (the HTTP
+// ingress, a broker source). A message whose id the mailbox poller has
+// passed and declared a permanent gap committed after that: it is not
+// enqueued here, and the poller's late-row policy decides what becomes of
+// it (and records it), as for any other late row — enqueued here, it would
+// be processed after newer messages. It returns how many rows were written.
+func EnqueueWritten(ctx context.Context, tx store.Tx, stream string, now time.Time, msgs ...Incoming) (int, error) {
+	cur, ok, err := LoadCursor(ctx, tx, stream)
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return Enqueue(ctx, tx, stream, now, msgs...)
+	}
+	qs, err := queriesFor(tx.Dialect())
+	if err != nil {
+		return 0, err
+	}
+	keep := make([]Incoming, 0, len(msgs))
+	for _, m := range msgs {
+		if m.ID <= cur.Watermark {
+			var n int
+			if err := tx.QueryRow(ctx, qs.Get("InPermanentGap"), stream, m.ID).Scan(&n); err != nil {
+				return 0, fmt.Errorf("inbox: is %d in a permanent gap: %w", m.ID, err)
+			}
+			if n > 0 {
+				continue
+			}
+		}
+		keep = append(keep, m)
+	}
+	return Enqueue(ctx, tx, stream, now, keep...)
+}
+
 // Applied counts the processed (SUCCEEDED) messages of a stream above an id.
 type Applied struct {
 	Count       int

@@ -255,3 +255,51 @@ func TestLateRowIsNotAppliedOverANewerOneOnMariaDB(t *testing.T) {
 		t.Fatalf("replay: %+v %v", res, err)
 	}
 }
+
+// A writer that stores a row and enqueues it itself (the HTTP ingress, a
+// broker source) and commits after the poller declared its id a permanent
+// gap does not get it processed after newer rows through its own enqueue:
+// the late-row policy decides, as for any late row.
+func TestLateRowOfAWriterThatEnqueuesItselfOnMariaDB(t *testing.T) {
+	e := newMariaDBEnv(t)
+	ctx := context.Background()
+	if _, err := e.table.Insert(ctx, []byte(payload(1)), t0, mailbox.Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	late, err := e.raw.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = late.Rollback() }()
+	if _, err := late.ExecContext(ctx, "INSERT INTO "+e.table.Name()+" (CMINMSGS_CLOB_MSG) VALUES (?)", payload(2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.table.Insert(ctx, []byte(payload(3)), t0, mailbox.Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake(t0)
+	p := e.poller(clk, mailbox.WithMaxCommitDelay(10*time.Second))
+	e.poll(p)
+	clk.Advance(10 * time.Second)
+	if res := e.poll(p); res.Skipped != 1 || res.Watermark != 3 {
+		t.Fatalf("poll = %+v, want 2 declared permanent", res)
+	}
+	if err := late.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	// The writer's enqueue after its (late) insert, as the HTTP ingress does it.
+	eng, err := inbox.New(e.db, "sis", &orderProc{}, inbox.WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := eng.Enqueue(ctx, inbox.Incoming{ID: 2, Payload: []byte(payload(2))}); err != nil || n != 0 {
+		t.Fatalf("the writer's enqueue of the late row: %d %v, want it left to the poller", n, err)
+	}
+	clk.Advance(10 * time.Second)
+	if res := e.poll(p); res.Late != 1 {
+		t.Fatalf("poll = %+v, want the late row", res)
+	}
+	if r, err := inbox.Get(ctx, e.db, "sis", 2); err != nil || r.Status != inbox.Dead || r.ErrorClass != inbox.Late {
+		t.Fatalf("late row: %+v %v, want DEAD %s", r, err, inbox.Late)
+	}
+}

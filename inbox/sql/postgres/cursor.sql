@@ -38,3 +38,7 @@ WHERE stream = $1 AND msg_id > $2 AND status = 'SUCCEEDED'
 -- name: Now
 -- The database's clock: times that several hosts compare come from here.
 SELECT now()
+
+-- name: InPermanentGap
+-- Whether an id lies in a gap of the stream declared permanent.
+SELECT COUNT(*) FROM msgx_inbox_gap WHERE stream = $1 AND $2 BETWEEN from_id AND to_id

@@ -38,3 +38,7 @@ WHERE stream = ?1 AND msg_id > ?2 AND status = 'SUCCEEDED'
 -- name: Now
 -- The database's clock (the embedded store's host), in microseconds.
 SELECT CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)
+
+-- name: InPermanentGap
+-- Whether an id lies in a gap of the stream declared permanent.
+SELECT COUNT(*) FROM msgx_inbox_gap WHERE stream = ?1 AND ?2 BETWEEN from_id AND to_id
