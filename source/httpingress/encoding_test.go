@@ -217,7 +217,9 @@ func TestBodyThatGrowsPastTheMailboxLimitIs413OnMariaDB(t *testing.T) {
 	if limit <= 0 || limit >= packet || limit > 16<<20-1 {
 		t.Fatalf("limit %d: want below max_allowed_packet %d and MEDIUMTEXT", limit, packet)
 	}
-	n := int(limit/3) + 1 // characters: 2n bytes of GBK, 3n > limit of UTF-8
+	// Characters: 2n bytes of GBK, 3n of UTF-8, more than the server takes
+	// in one packet and than the column holds.
+	n := int(packet/3) + 1
 	gbk, err := simplifiedchinese.GBK.NewEncoder().String(doc("GBK") + strings.Repeat("延", n))
 	if err != nil {
 		t.Fatal(err)
