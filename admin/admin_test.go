@@ -237,3 +237,31 @@ func TestDatabaseClock(t *testing.T) {
 		}
 	})
 }
+
+// A late mailbox row refused as LATE may be replayed deliberately: its
+// preview says that it is older than what was applied.
+func TestReplayPreviewOfALateRowSaysItIsOlder(t *testing.T) {
+	db := storetest.NewPostgres(t)
+	f := setup(t, db)
+	ctx := context.Background()
+	const why = "late: mailbox row 7 committed after its gap 7-7 was declared permanent; newer messages already applied: 8"
+	if err := db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+		_, err := inbox.EnqueueDead(ctx, tx, "s1", time.Now(), inbox.Incoming{ID: 7, Payload: []byte("ok")}, inbox.Late, why)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{
+		`{"source":"inbox","stream":"s1","ids":["7"],"dry_run":true,"reason":"checked"}`,
+		`{"source":"inbox","stream":"s1","class":"late","dry_run":true,"reason":"checked"}`,
+	} {
+		var res ReplayResult
+		if code := f.do(t, "POST", "/v1/replay", opTok, body, &res); code != 200 {
+			t.Fatalf("%s: %d", body, code)
+		}
+		if strings.Join(res.Replayed, ",") != "7" || !strings.Contains(res.Warnings["7"], "older than what was applied") ||
+			!strings.Contains(res.Warnings["7"], "newer messages already applied: 8") {
+			t.Errorf("%s: %+v", body, res)
+		}
+	}
+}

@@ -44,6 +44,11 @@ type ReplayResult struct {
 	// Covered are DEAD events of a compacted key whose newer state was sent
 	// since: recorded as covered by it rather than sent back in time.
 	Covered []string `json:"covered,omitempty"`
+	// Warnings (a preview's) say what replaying a selected message would do
+	// beyond running it again: a LATE message is older than messages that
+	// were applied after it was missed, and replaying it applies its change
+	// over theirs.
+	Warnings map[string]string `json:"warnings,omitempty"`
 }
 
 func (s *Server) replay(ctx context.Context, r *http.Request, actor string) (any, error) {
@@ -108,7 +113,7 @@ func (s *Server) replayInbox(ctx context.Context, actor string, req ReplayReques
 	}
 	class := inbox.Class(strings.ToUpper(req.Class))
 	if class != "" && !class.Replayable() {
-		return errorf(http.StatusBadRequest, "class %s is not replayable (replayable: CODEC_ERROR, UNSUPPORTED, INFRA, EXHAUSTED)", class)
+		return errorf(http.StatusBadRequest, "class %s is not replayable (replayable: CODEC_ERROR, UNSUPPORTED, INFRA, EXHAUSTED, LATE)", class)
 	}
 	if req.DryRun {
 		return s.previewInbox(ctx, req.Stream, class, ids, req.Limit, res)
@@ -146,7 +151,21 @@ func (s *Server) previewInbox(ctx context.Context, stream string, class inbox.Cl
 			}
 			res.Replayed = append(res.Replayed, strconv.FormatInt(id, 10))
 		}
-		return rows.Err()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("admin: replay preview: %w", err)
+		}
+		if class != inbox.Late {
+			return nil
+		}
+		for _, key := range res.Replayed {
+			id, _ := strconv.ParseInt(key, 10, 64) // formatted above
+			row, err := inbox.Get(ctx, s.cfg.DB, stream, id)
+			if err != nil {
+				return err
+			}
+			warnLate(res, key, row)
+		}
+		return nil
 	}
 	for _, id := range ids {
 		key := strconv.FormatInt(id, 10)
@@ -162,9 +181,22 @@ func (s *Server) previewInbox(ctx context.Context, stream string, class inbox.Cl
 			res.Refused[key] = "class " + string(row.ErrorClass) + " is not replayable"
 		default:
 			res.Replayed = append(res.Replayed, key)
+			warnLate(res, key, row)
 		}
 	}
 	return nil
+}
+
+// warnLate warns that replaying a LATE message applies an older change
+// after newer ones; its reason says which.
+func warnLate(res *ReplayResult, key string, row inbox.Row) {
+	if row.ErrorClass != inbox.Late {
+		return
+	}
+	if res.Warnings == nil {
+		res.Warnings = map[string]string{}
+	}
+	res.Warnings[key] = "older than what was applied: replaying it applies it after the newer messages (" + row.Reason + ")"
 }
 
 func (s *Server) replayOutbox(ctx context.Context, actor string, req ReplayRequest, res *ReplayResult) error {

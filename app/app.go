@@ -265,6 +265,15 @@ func (a *App) openMailboxes(ctx context.Context) error {
 	return nil
 }
 
+// latePolicy translates a mailbox's late-rows setting (validated: refuse
+// or process).
+func latePolicy(v string) mailbox.LatePolicy {
+	if v == config.LateRowsProcess {
+		return mailbox.ProcessLate
+	}
+	return mailbox.RefuseLate
+}
+
 // startPosition translates a mailbox's configured start into the poller's
 // option; it only matters for a stream that has no watermark yet. Without
 // one the poller refuses to guess and fails with mailbox.ErrNoStart.
@@ -336,7 +345,8 @@ func (a *App) buildStreams(ctx context.Context, reg *Registry, deps Deps) error 
 			}
 			s.poller = mailbox.NewPoller(s.table, a.db, name, append([]mailbox.PollerOption{mailbox.WithPollerLogger(a.log), mailbox.WithPollerClock(a.clock),
 				mailbox.WithPollInterval(mc.PollInterval.D()), mailbox.WithClaimBatch(mc.ClaimBatch),
-				mailbox.WithScansPerCommit(mc.ScansPerCommit), mailbox.WithMaxCommitDelay(mc.MaxCommitDelay.D())}, start...)...)
+				mailbox.WithScansPerCommit(mc.ScansPerCommit), mailbox.WithMaxCommitDelay(mc.MaxCommitDelay.D()),
+				mailbox.WithLateRows(latePolicy(mc.LateRows), 0)}, start...)...)
 			if err := a.metrics.Register(s.poller); err != nil {
 				return fmt.Errorf("stream %s: poller metrics: %w", name, err)
 			}

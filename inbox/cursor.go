@@ -98,9 +98,11 @@ func RecordGap(ctx context.Context, tx store.Tx, stream string, from, to int64, 
 
 // Gap is a range of source ids declared permanently missing.
 type Gap struct {
-	ID         int64
-	From, To   int64
-	DeclaredAt time.Time
+	ID       int64
+	From, To int64
+	// FirstSeenAt is when the ids were first seen missing, DeclaredAt when
+	// they were declared permanent.
+	FirstSeenAt, DeclaredAt time.Time
 }
 
 // GapsSince lists the permanent gaps of stream declared at or after since,
@@ -118,7 +120,7 @@ func GapsSince(ctx context.Context, q store.Querier, stream string, since time.T
 	var out []Gap
 	for rows.Next() {
 		var g Gap
-		if err := rows.Scan(&g.ID, &g.From, &g.To, &g.DeclaredAt); err != nil {
+		if err := rows.Scan(&g.ID, &g.From, &g.To, &g.FirstSeenAt, &g.DeclaredAt); err != nil {
 			return nil, fmt.Errorf("inbox: read gaps %s: %w", stream, err)
 		}
 		out = append(out, g)
@@ -133,7 +135,7 @@ type LateAction string
 const (
 	// LateTaken: enqueued, out of order (after the ids above it).
 	LateTaken LateAction = "TAKEN"
-	// LateRefused: recorded and not enqueued, by the operator's choice.
+	// LateRefused: recorded DEAD with class LATE and not processed.
 	LateRefused LateAction = "REFUSED"
 )
 
@@ -149,6 +151,83 @@ func RecordLate(ctx context.Context, tx store.Tx, stream string, gapID, msgID in
 		return false, fmt.Errorf("inbox: record late row %s %d: %w", stream, msgID, err)
 	}
 	return n == 1, nil
+}
+
+// EnqueueDead stores m as DEAD with class and reason in the caller's
+// transaction, with the reason in its error history: a message that is kept
+// and shown to operators but not processed unless replayed. A message whose
+// id is known already is left alone; it reports whether m was stored.
+func EnqueueDead(ctx context.Context, tx store.Tx, stream string, now time.Time, m Incoming, class Class, reason string) (bool, error) {
+	qs, err := queriesFor(tx.Dialect())
+	if err != nil {
+		return false, err
+	}
+	reason = truncate(reason)
+	n, err := tx.Exec(ctx, qs.Get("EnqueueDead"), stream, m.ID, m.Payload, now, string(class), reason)
+	if err != nil {
+		return false, fmt.Errorf("inbox: store %d as dead: %w", m.ID, err)
+	}
+	if n == 0 {
+		return false, nil
+	}
+	if _, err := tx.Exec(ctx, qs.Get("LogError"), stream, m.ID, 0, string(class), reason, now); err != nil {
+		return false, fmt.Errorf("inbox: record error of %d: %w", m.ID, err)
+	}
+	return true, nil
+}
+
+// EnqueueWritten is Enqueue for a writer that stored the messages in the
+// stream's mailbox itself and enqueues them after its insert (the HTTP
+// ingress, a broker source). A message whose id the mailbox poller has
+// passed and declared a permanent gap committed after that: it is not
+// enqueued here, and the poller's late-row policy decides what becomes of
+// it (and records it), as for any other late row — enqueued here, it would
+// be processed after newer messages. It returns how many rows were written.
+func EnqueueWritten(ctx context.Context, tx store.Tx, stream string, now time.Time, msgs ...Incoming) (int, error) {
+	cur, ok, err := LoadCursor(ctx, tx, stream)
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return Enqueue(ctx, tx, stream, now, msgs...)
+	}
+	qs, err := queriesFor(tx.Dialect())
+	if err != nil {
+		return 0, err
+	}
+	keep := make([]Incoming, 0, len(msgs))
+	for _, m := range msgs {
+		if m.ID <= cur.Watermark {
+			var n int
+			if err := tx.QueryRow(ctx, qs.Get("InPermanentGap"), stream, m.ID).Scan(&n); err != nil {
+				return 0, fmt.Errorf("inbox: is %d in a permanent gap: %w", m.ID, err)
+			}
+			if n > 0 {
+				continue
+			}
+		}
+		keep = append(keep, m)
+	}
+	return Enqueue(ctx, tx, stream, now, keep...)
+}
+
+// Applied counts the processed (SUCCEEDED) messages of a stream above an id.
+type Applied struct {
+	Count       int
+	First, Last int64
+}
+
+// AppliedAfter reads which messages above id were processed already.
+func AppliedAfter(ctx context.Context, q store.Querier, stream string, id int64) (Applied, error) {
+	qs, err := queriesFor(q.Dialect())
+	if err != nil {
+		return Applied{}, err
+	}
+	var a Applied
+	if err := q.QueryRow(ctx, qs.Get("AppliedAfter"), stream, id).Scan(&a.Count, &a.First, &a.Last); err != nil {
+		return Applied{}, fmt.Errorf("inbox: messages processed after %d: %w", id, err)
+	}
+	return a, nil
 }
 
 // DBNow reads the database's clock. Times that several hosts compare (gap

@@ -389,13 +389,15 @@ func (e *Engine) Wake() {
 	}
 }
 
-// Enqueue stores messages as PENDING in their own transaction and wakes the
-// pump. Messages already known are left alone.
+// Enqueue stores messages a writer of the stream's mailbox stored there (the
+// HTTP ingress) as PENDING in their own transaction and wakes the pump.
+// Messages already known are left alone, and so is a message in a gap the
+// poller declared permanent: its late-row policy decides (EnqueueWritten).
 func (e *Engine) Enqueue(ctx context.Context, msgs ...Incoming) (int, error) {
 	var n int
 	err := e.db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
 		var err error
-		n, err = Enqueue(ctx, tx, e.stream, e.clk.Now(), msgs...)
+		n, err = EnqueueWritten(ctx, tx, e.stream, e.clk.Now(), msgs...)
 		return err
 	})
 	if err != nil {

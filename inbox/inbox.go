@@ -60,6 +60,10 @@ const (
 	Infra Class = "INFRA"
 	// Exhausted: retried too often or held the head too long.
 	Exhausted Class = "EXHAUSTED"
+	// Late: a row of a permanent gap that showed up after the ids above it
+	// were taken in; it is recorded DEAD and not processed, since applying it
+	// would put an older change over newer ones. An operator may replay it.
+	Late Class = "LATE"
 )
 
 // Retryable reports whether a failure of class c is retried with backoff.
@@ -68,7 +72,7 @@ func (c Class) Retryable() bool {
 }
 
 // Replayable reports whether messages that failed with class c may be replayed.
-func (c Class) Replayable() bool { return c.Retryable() || c == Exhausted }
+func (c Class) Replayable() bool { return c.Retryable() || c == Exhausted || c == Late }
 
 // Failure is a classified processing error. Processors return one with Fail;
 // any other error is INFRA.

@@ -31,7 +31,7 @@ type ReplayResult struct {
 // Replay moves the selected FAILED/DEAD messages of stream back to PENDING,
 // resetting attempts and times but keeping their identity and error history,
 // and records the replay in the audit table — all in one transaction. Only
-// CODEC_ERROR, UNSUPPORTED, INFRA and EXHAUSTED failures are replayable;
+// CODEC_ERROR, UNSUPPORTED, INFRA, EXHAUSTED and LATE failures are replayable;
 // MALFORMED and PROTOCOL are not. A replayed message that is older than the
 // head becomes the head again: replay restores processing, not history.
 func Replay(ctx context.Context, db *store.DB, stream string, now time.Time, req ReplayRequest) (ReplayResult, error) {

@@ -201,7 +201,17 @@ type Mailbox struct {
 	ClaimBatch     int      `yaml:"claim-batch"`
 	ScansPerCommit int      `yaml:"scans-per-commit"`
 	MaxCommitDelay Duration `yaml:"max-commit-delay"`
+	// LateRows is what becomes of a row that commits after its gap was
+	// declared permanent: refuse (kept DEAD as LATE, not processed) or
+	// process (processed after the newer rows it missed).
+	LateRows string `yaml:"late-rows"`
 }
+
+// Late-row policies of a mailbox.
+const (
+	LateRowsRefuse  = "refuse"
+	LateRowsProcess = "process"
+)
 
 // Stream is one inbox stream: a source, a processor and the engine's settings.
 type Stream struct {
@@ -410,6 +420,7 @@ func (c *Config) setDefaults() {
 		orDefault(&m.ClaimBatch, 50)
 		orDefault(&m.ScansPerCommit, 10)
 		orDefault(&m.MaxCommitDelay, Duration(time.Minute))
+		orDefault(&m.LateRows, LateRowsRefuse)
 		c.Mailboxes[name] = m
 	}
 	for name, s := range c.Streams {

@@ -373,3 +373,24 @@ brokers:
 	wantProblem(t, err, "brokers.high.max-message-bytes", "must be between 1024 and 1073741824")
 	wantProblem(t, err, "brokers.r", "max-message-bytes")
 }
+
+func TestMailboxLateRows(t *testing.T) {
+	const yml = `
+store: {dsn: "sqlite:msgx.db"}
+mailboxes:
+  m: {kind: store}
+`
+	cfg, err := load(t, yml)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Mailboxes["m"].LateRows; got != LateRowsRefuse {
+		t.Errorf("late-rows defaults to %q, want %q", got, LateRowsRefuse)
+	}
+	cfg, err = load(t, yml, "MSGX_MAILBOXES_M_LATE_ROWS=process")
+	if err != nil || cfg.Mailboxes["m"].LateRows != LateRowsProcess {
+		t.Errorf("late-rows process: %+v %v", cfg.Mailboxes["m"], err)
+	}
+	_, err = load(t, yml, "MSGX_MAILBOXES_M_LATE_ROWS=take")
+	wantProblem(t, err, "mailboxes.m.late-rows", "neither refuse nor process")
+}

@@ -247,6 +247,9 @@ func (c *Config) validateMailbox(p *problems, name string, m Mailbox, prod bool)
 	if m.MaxCommitDelay <= 0 {
 		p.addf(key+".max-commit-delay", "must be positive")
 	}
+	if m.LateRows != LateRowsRefuse && m.LateRows != LateRowsProcess {
+		p.addf(key+".late-rows", "%q is neither %s nor %s", m.LateRows, LateRowsRefuse, LateRowsProcess)
+	}
 }
 
 func (c *Config) validateStream(p *problems, name string, s Stream) {

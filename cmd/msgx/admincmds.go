@@ -3,7 +3,9 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -239,7 +241,7 @@ func newReplayCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&req.Source, "source", "inbox", "inbox or outbox")
 	f.StringVar(&req.Stream, "stream", "", "inbox stream")
-	f.StringVar(&req.Class, "class", "", "inbox failure class: CODEC_ERROR, UNSUPPORTED, INFRA or EXHAUSTED")
+	f.StringVar(&req.Class, "class", "", "inbox failure class: CODEC_ERROR, UNSUPPORTED, INFRA, EXHAUSTED or LATE")
 	f.StringVar(&req.Target, "target", "", "relay target (outbox): every dead event of it")
 	f.StringVar(&ids, "ids", "", "comma-separated message ids (inbox) or event ids (outbox)")
 	f.StringVar(&req.Reason, "reason", "", "why (required; audited)")
@@ -257,6 +259,9 @@ func printReplay(w interface{ Write([]byte) (int, error) }, r admin.ReplayResult
 	sort.Strings(keys)
 	for _, k := range keys {
 		fmt.Fprintf(w, "refused %s: %s\n", k, r.Refused[k])
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.Warnings)) {
+		fmt.Fprintf(w, "warning %s: %s\n", k, r.Warnings[k])
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/msgx/msgx/admin"
 )
 
 func run(t *testing.T, args ...string) string {
@@ -39,5 +41,16 @@ func TestMigrateSQLite(t *testing.T) {
 	out := run(t, "migrate", "--dsn", "sqlite:"+t.TempDir()+"/m.db")
 	if !strings.Contains(out, "schema at version") {
 		t.Fatalf("migrate printed %q", out)
+	}
+}
+
+// The dry run's warnings are printed: a LATE message is older than what was
+// applied after it.
+func TestPrintReplayShowsWarnings(t *testing.T) {
+	var b strings.Builder
+	printReplay(&b, admin.ReplayResult{Replayed: []string{"7"}, Refused: map[string]string{},
+		Warnings: map[string]string{"7": "older than what was applied: replaying it applies it after the newer messages"}}, "would be replayed")
+	if !strings.Contains(b.String(), "warning 7: older than what was applied") {
+		t.Fatalf("printed:\n%s", b.String())
 	}
 }

@@ -160,10 +160,50 @@ func readInbox(ctx context.Context, pg *pgxpool.Pool) (map[int64]inboxRow, error
 	return out, rows.Err()
 }
 
-// check compares the history with the oracle.
-func check(ctx context.Context, pg *pgxpool.Pool, rows []mailboxRow, hostileIDs map[int64]string, w *wire, f *Figures) (Violations, error) {
+// readLate lists the rows the inbox refused as late: DEAD with class LATE
+// and recorded REFUSED among the late rows of permanent gaps. That is the
+// configured policy's outcome for a row that committed after its gap was
+// declared permanent, not a failure.
+func readLate(ctx context.Context, pg *pgxpool.Pool) (map[int64]bool, error) {
+	rows, err := pg.Query(ctx, `SELECT i.msg_id FROM msgx_inbox i JOIN msgx_inbox_late l ON l.stream = i.stream AND l.msg_id = i.msg_id
+		WHERE i.stream = 'sis' AND i.status = 'DEAD' AND i.error_class = 'LATE' AND l.action = 'REFUSED'`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[int64]bool{}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out[id] = true
+	}
+	return out, rows.Err()
+}
+
+// applied leaves out the rows refused as late: msgx did not apply them, and
+// neither does the oracle.
+func applied(rows []mailboxRow, late map[int64]bool) []mailboxRow {
+	out := make([]mailboxRow, 0, len(rows))
+	for _, r := range rows {
+		if !late[r.id] {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// check compares the history with the oracle. scriptedLate are the rows the
+// campaign committed after their gap was declared permanent: each must be
+// refused as LATE (the default policy), recorded and not applied.
+func check(ctx context.Context, pg *pgxpool.Pool, rows []mailboxRow, hostileIDs map[int64]string, scriptedLate map[int64]bool, w *wire, f *Figures) (Violations, error) {
 	var v Violations
-	o := replay(rows)
+	late, err := readLate(ctx, pg)
+	if err != nil {
+		return v, err
+	}
+	o := replay(applied(rows, late))
 	f.MailboxDuplicates = o.dups
 	inbox, err := readInbox(ctx, pg)
 	if err != nil {
@@ -177,6 +217,16 @@ func check(ctx context.Context, pg *pgxpool.Pool, rows []mailboxRow, hostileIDs 
 			if !ok || (in.status != "DEAD" && in.status != "SKIPPED") || in.reason == "" {
 				v.BadInputFates = append(v.BadInputFates, fmt.Sprintf("row %d (%s): %q %q", r.id, kind, in.status, in.reason))
 			}
+			continue
+		}
+		if late[r.id] {
+			// Refused by policy: DEAD as LATE, recorded, no processed mark.
+			f.LateRefused++
+			continue
+		}
+		if scriptedLate[r.id] {
+			v.State = append(v.State, fmt.Sprintf("row %d committed after its gap was declared permanent: %s %s %s, want DEAD LATE with a late record",
+				r.id, in.status, in.class, in.reason))
 			continue
 		}
 		want, gen := o.accepted[r.id]

@@ -156,3 +156,20 @@ func TestReplayADFT(t *testing.T) {
 		t.Fatalf("events %v, want the DNLD's and one per new flight", o.events)
 	}
 }
+
+// TestLateRowIsLeftOutOfTheOracle: a row refused as LATE was not applied, so
+// the oracle does not apply it either; the newer change stands.
+func TestLateRowIsLeftOutOfTheOracle(t *testing.T) {
+	g := newGen(1, 300)
+	stnd := func(v string) string {
+		return meta(g.seq.Add(1), "FLOP", "STND") + "<FLOP><FLID>" + g.flights[0] + "</FLID><STND>" + v + "</STND></FLOP></MSG>"
+	}
+	rows := []mailboxRow{{id: 1, body: string(g.dnld())}, {id: 2, body: stnd("OLD")}, {id: 3, body: stnd("NEW")}}
+	o := replay(applied(rows, map[int64]bool{2: true}))
+	if f := o.flights[g.flights[0]]; f.stnd != "NEW" || f.version != 2 {
+		t.Errorf("flight: %+v, want the newer change only", f)
+	}
+	if _, ok := o.accepted[2]; ok {
+		t.Errorf("the late row was accepted: %v", o.accepted)
+	}
+}

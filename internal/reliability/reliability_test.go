@@ -22,7 +22,9 @@ import (
 // seconds while a RabbitMQ sender publishes to the sis stream's broker
 // source with publisher confirms (re-sending what is not confirmed), and one
 // aimed kill per failpoint (an instance restarted with the point armed kills
-// itself inside the window it names); then the
+// itself inside the window it names), and a mailbox row committed after
+// its gap was declared permanent (refused as LATE, as the default policy
+// says, and not a violation); then the
 // whole history is checked against the oracle. Each restart takes the
 // route-passport partitions back under its instance id at once: a kill that
 // left them to the Kafka session (45 s) would show in the route-passport
@@ -54,6 +56,7 @@ func TestShortCampaign(t *testing.T) {
 		Aimed:        len(failpoint.Points),
 		StreamLease:  10 * time.Second,
 		BadInput:     true,
+		LateRow:      true,
 		Writers:      3,
 		Clients:      2,
 		Flights:      5,
@@ -68,6 +71,7 @@ func TestShortCampaign(t *testing.T) {
 	t.Logf("figures:\n%s", f)
 	if f.Kills != 3 || f.Cuts != 1 || f.Restarts != 1 || f.Instances != 2 || f.KafkaOutages != 1 || f.KafkaRefused == 0 ||
 		f.MailboxDuplicates == 0 || f.EventsExpected == 0 || f.RouteRecords == 0 || f.BadInputTried < 9+13 ||
+		f.LateRows != 1 || f.LateRefused < 1 ||
 		f.RabbitOutages != 1 || f.RabbitConfirmed == 0 || f.RabbitRows < f.RabbitConfirmed || f.RabbitDuplicates == 0 {
 		t.Errorf("the campaign did not do what it should: %+v", f)
 	}

@@ -52,6 +52,11 @@ type Config struct {
 	Outage    time.Duration // one PostgreSQL outage (refused) and one black hole of the MariaDB connections of this length, 0: none
 	Second    bool          // run a second instance all along (the kills pick either)
 	BadInput  bool          // send the hostile bodies through the ingress and the mailbox
+	// LateRow: a writer takes a mailbox id and commits its row only after
+	// the poller declared the id a permanent gap (max-commit-delay is
+	// lateCommitDelay then). The default late-rows policy refuses it: it
+	// must end DEAD as LATE, recorded, and not applied.
+	LateRow   bool
 	Soak      time.Duration // steady traffic without faults after them; memory and goroutines are scraped over it
 	Skew      time.Duration // clock skew: the first instance runs this far ahead of the host, the second this far behind
 	PrivateDB bool          // run PostgreSQL and MariaDB servers of the campaign's own instead of PostgresURL and MariaDSN
@@ -96,6 +101,7 @@ type Figures struct {
 	IngressRetries                                   int
 	BadInputTried, BadInputRefused                   int // refused: at the door (HTTP 4xx, the mailbox's own column check)
 	BadInputOutcomes                                 []string
+	LateRows, LateRefused                            int // rows committed after their gap was declared permanent; of them refused as LATE
 	EventsExpected, EventsSeen, WireDuplicates       int
 	RouteRecords                                     int // valid route-passport records produced
 	KafkaOutages, KafkaRefused                       int // Kafka outages, requests refused in them
@@ -125,6 +131,7 @@ func (f *Figures) String() string {
 	fmt.Fprintf(&b, "clock skew ±%s between the instances, real database restarts %d\n", f.Skew, f.Restarts)
 	fmt.Fprintf(&b, "mailbox rows %d (duplicate inserts %d), ingress posts %d (retries %d), bad inputs %d (%d refused at the door)\n",
 		f.MailboxRows, f.MailboxDuplicates, f.IngressPosts, f.IngressRetries, f.BadInputTried, f.BadInputRefused)
+	fmt.Fprintf(&b, "late mailbox rows %d (refused as LATE %d)\n", f.LateRows, f.LateRefused)
 	fmt.Fprintf(&b, "route-passport records %d; group: %d joins, generation %d, %d members at the end\n",
 		f.RouteRecords, f.RouteJoins, f.RouteGeneration, f.RouteMembers)
 	fmt.Fprintf(&b, "route-passport wait until ingested max %s, p99 %s; longest time without ingestion %s; until the event max %s, p99 %s\n",
@@ -174,9 +181,10 @@ type campaign struct {
 	inst    []*Instance // by slot; nil while down
 	kw      *kafkaWatch
 	hostile map[int64]string
-	private *privateDBs // PrivateDB: the servers Restarts restarts
-	rabbit  *rabbitSide // RabbitMQ traffic and faults; nil: none
-	aim     *aimer      // Aimed
+	private *privateDBs    // PrivateDB: the servers Restarts restarts
+	rabbit  *rabbitSide    // RabbitMQ traffic and faults; nil: none
+	late    map[int64]bool // ids of the rows LateRow committed late
+	aim     *aimer         // Aimed
 }
 
 func (c *campaign) say(format string, args ...any) {
@@ -194,7 +202,7 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 	if (cfg.RabbitRestarts > 0 && !cfg.PrivateRabbit) || ((cfg.RabbitOutage > 0 || cfg.RabbitBlackHole > 0) && !cfg.PrivateRabbit && cfg.RabbitURL == "") {
 		return nil, errors.New("RabbitMQ faults need RabbitMQ traffic (RabbitURL or PrivateRabbit), restarts the private node")
 	}
-	c := &campaign{cfg: cfg, fig: &Figures{Tables: map[string]int{}, Skew: cfg.Skew}, hostile: map[int64]string{}}
+	c := &campaign{cfg: cfg, fig: &Figures{Tables: map[string]int{}, Skew: cfg.Skew}, hostile: map[int64]string{}, late: map[int64]bool{}}
 	if cfg.PrivateDB {
 		p, err := startPrivate(ctx, c.say)
 		if err != nil {
@@ -345,6 +353,9 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 		c.env = append(c.env, c.rabbit.env()...)
 	}
 	c.env = append(c.env, leaseEnv(cfg.StreamLease)...)
+	if cfg.LateRow {
+		c.env = append(c.env, "MSGX_MAILBOXES_SHARED_MAX_COMMIT_DELAY="+lateCommitDelay.String())
+	}
 	slots := 1
 	if cfg.Second {
 		slots = 2
@@ -444,6 +455,11 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 		}()
 	}
 
+	var late sync.WaitGroup
+	if cfg.LateRow {
+		late.Add(1)
+		go func() { defer late.Done(); c.lateRow(ctx, mdb, pg, table, g) }()
+	}
 	if cfg.BadInput {
 		if err := c.badInput(ctx, g, mb); err != nil {
 			stopTraffic()
@@ -476,6 +492,7 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 	}
 	stopTraffic()
 	wg.Wait()
+	late.Wait()
 	c.fig.IngressPosts, c.fig.IngressRetries = int(posts.Load()), int(retries.Load())
 
 	// After the faults: every instance up, then wait for the drain.
@@ -508,7 +525,11 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 		if err != nil {
 			return false
 		}
-		for id := range replay(mrows).events {
+		late, err := readLate(ctx, pg)
+		if err != nil {
+			return false
+		}
+		for id := range replay(applied(mrows, late)).events {
 			if ids[id] == 0 {
 				return false
 			}
@@ -527,7 +548,7 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 			c.fig.Tables[t] = n
 		}
 	}
-	v, err := check(ctx, pg, mrows, c.hostile, w, c.fig)
+	v, err := check(ctx, pg, mrows, c.hostile, c.late, w, c.fig)
 	if err != nil {
 		return nil, err
 	}
@@ -735,13 +756,16 @@ func (c *campaign) faults(ctx context.Context, pgProxy, mProxy *Proxy) {
 // drained: every mailbox row in the inbox and finished, every processed
 // mark written, no event pending.
 func (c *campaign) drained(ctx context.Context, pg *pgxpool.Pool, mdb *sql.DB, table string) bool {
-	var rows, marked, inbox, open, pending int
+	var rows, marked, inbox, open, late, pending int
 	if mdb.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM(CMINMSGS_STATUS = 'PROCESSED'),0) FROM "+table).Scan(&rows, &marked) != nil {
 		return false
 	}
-	if pg.QueryRow(ctx, "SELECT COUNT(*), COUNT(*) FILTER (WHERE status IN ('PENDING','FAILED')) FROM msgx_inbox WHERE stream = 'sis'").Scan(&inbox, &open) != nil {
+	// A late row refused as LATE is not processed, so it gets no mark.
+	if pg.QueryRow(ctx, "SELECT COUNT(*), COUNT(*) FILTER (WHERE status IN ('PENDING','FAILED')), "+
+		"COUNT(*) FILTER (WHERE status = 'DEAD' AND error_class = 'LATE') FROM msgx_inbox WHERE stream = 'sis'").Scan(&inbox, &open, &late) != nil {
 		return false
 	}
+	marked += late
 	if pg.QueryRow(ctx, "SELECT COUNT(*) FROM msgx_outbox WHERE status = 'PENDING'").Scan(&pending) != nil {
 		return false
 	}
@@ -853,4 +877,59 @@ func waitFor(ctx context.Context, limit time.Duration, cond func() bool) error {
 		}
 	}
 	return nil
+}
+
+// lateCommitDelay is the mailbox's max-commit-delay in a campaign with a
+// late row: the late writer holds its transaction at least this long.
+const lateCommitDelay = 10 * time.Second
+
+// lateRow is a mailbox writer slower than max-commit-delay: it takes an id,
+// waits until msgx declared it a permanent gap (the rows above it are taken
+// in meanwhile) and only then commits its row. A transaction that a fault
+// ends (a restart of the private server) is tried again, up to three times.
+func (c *campaign) lateRow(ctx context.Context, mdb *sql.DB, pg *pgxpool.Pool, table string, g *gen) {
+	r := rand.New(rand.NewPCG(7, uint64(time.Now().UnixNano())))
+	for attempt := 1; attempt <= 3 && ctx.Err() == nil; attempt++ {
+		id, err := c.commitLate(ctx, mdb, pg, table, g.flop(r))
+		if err == nil {
+			c.mu.Lock()
+			c.late[id] = true
+			c.fig.LateRows++
+			c.mu.Unlock()
+			c.say("late row %d committed after its gap was declared permanent", id)
+			return
+		}
+		c.say("late row, attempt %d: %v", attempt, err)
+	}
+	c.mu.Lock()
+	c.fig.Violations.Stuck = append(c.fig.Violations.Stuck, "the late row could not be committed in its gap")
+	c.mu.Unlock()
+}
+
+func (c *campaign) commitLate(ctx context.Context, mdb *sql.DB, pg *pgxpool.Pool, table string, body []byte) (int64, error) {
+	conn, err := mdb.Conn(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	res, err := tx.ExecContext(ctx, "INSERT INTO "+table+" (CMINMSGS_CLOB_MSG) VALUES (?)", string(body))
+	if err != nil {
+		return 0, err
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return 0, err
+	}
+	if err := waitFor(ctx, 2*time.Minute, func() bool {
+		var n int
+		return pg.QueryRow(ctx, "SELECT COUNT(*) FROM msgx_inbox_gap WHERE stream = 'sis' AND $1 BETWEEN from_id AND to_id", id).Scan(&n) == nil && n > 0
+	}); err != nil {
+		return 0, fmt.Errorf("id %d was not declared a permanent gap: %w", id, err)
+	}
+	return id, tx.Commit()
 }

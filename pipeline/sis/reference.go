@@ -33,6 +33,9 @@ type RefEvent struct {
 	// Record is the record in the generic JSON shape (see Item); for a
 	// delete, the record as it was stored.
 	Record json.RawMessage `json:"record"`
+	// Extra holds the packet's elements other than RECS and its records, in
+	// the generic JSON shape (absent when it has none).
+	Extra json.RawMessage `json:"extra,omitempty"`
 }
 
 // The operations of a RefEvent.
@@ -60,7 +63,7 @@ type refRecord struct {
 // anything is written (every record has a key, once).
 func (p *Processor) reference(ctx context.Context, tx store.Tx, msg *inbox.Message, m *sisxml.Message) (inbox.Outcome, bool, error) {
 	typ, styp, kind := m.Meta.Type, m.Meta.Subtype, m.Meta.Kind()
-	recs, warn, err := refRecords(m)
+	recs, extra, warn, err := refRecords(m)
 	if err != nil {
 		return inbox.Outcome{}, false, err
 	}
@@ -104,8 +107,14 @@ func (p *Processor) reference(ctx context.Context, tx store.Tx, msg *inbox.Messa
 		stmts []store.Stmt
 		evs   []outbox.Event
 	)
+	if extra != "" {
+		// Kept whether or not a record changes: an element the interface
+		// added is not lost.
+		stmts = append(stmts, store.Stmt{SQL: q.Get("KeepRefExtra"), Args: []any{msg.ID, kind, extra, msg.Now}})
+	}
+	changes := len(stmts)
 	emit := func(op, key string, version int64, record string) error {
-		ev, err := p.refEvent(msg, m, op, key, version, record)
+		ev, err := p.refEvent(msg, m, op, key, version, record, extra)
 		evs = append(evs, ev)
 		return err
 	}
@@ -147,6 +156,13 @@ func (p *Processor) reference(ctx context.Context, tx store.Tx, msg *inbox.Messa
 	if len(stmts) == 0 {
 		return inbox.Done(), false, nil
 	}
+	if len(stmts) == changes && len(evs) == 0 {
+		// Only the extra elements are new: keep them, change no record.
+		if err := tx.ExecBatch(ctx, stmts...); err != nil {
+			return inbox.Outcome{}, false, fmt.Errorf("sis: write %s message %d: %w", kind, msg.ID, err)
+		}
+		return inbox.Done(), false, nil
+	}
 	evStmts, err := outbox.Statements(tx.Dialect(), msg.Now, evs...)
 	if err != nil {
 		return inbox.Outcome{}, false, err
@@ -163,12 +179,15 @@ func (p *Processor) reference(ctx context.Context, tx store.Tx, msg *inbox.Messa
 // Unlike a flight schedule, a reference packet whose RECS does not count its
 // records is applied as carried (real AODB traffic has such packets, e.g. an
 // AIRC DNLD saying 1 and carrying 2: the records are whole, the counter is
-// wrong); warn says so, and the processor logs it.
-func refRecords(m *sisxml.Message) (recs []refRecord, warn string, err error) {
+// wrong); warn says so, and the processor logs it. The packet's other
+// elements (none the interface defines today) are returned in extra, in
+// the generic JSON shape ("" when there are none), so that they are kept.
+func refRecords(m *sisxml.Message) (recs []refRecord, extra, warn string, err error) {
 	typ, kind := m.Meta.Type, m.Meta.Kind()
 	var (
 		recsTxt string
 		hasRecs bool
+		others  []*sisxml.Element
 	)
 	seen := map[string]bool{}
 	for _, e := range m.Body {
@@ -177,38 +196,51 @@ func refRecords(m *sisxml.Message) (recs []refRecord, warn string, err error) {
 			recsTxt, hasRecs = e.Text, true
 		case typ:
 			if len(e.Children) == 0 {
-				return nil, "", inbox.Failf(inbox.Protocol, "sis: %s: record %d is empty (no key); nothing written", kind, len(recs)+1)
+				return nil, "", "", inbox.Failf(inbox.Protocol, "sis: %s: record %d is empty (no key); nothing written", kind, len(recs)+1)
 			}
 			first := e.Children[0]
 			key := strings.TrimSpace(first.Text)
 			if key == "" {
-				return nil, "", inbox.Failf(inbox.Protocol, "sis: %s: record %d has an empty key %s; nothing written", kind, len(recs)+1, first.Name)
+				return nil, "", "", inbox.Failf(inbox.Protocol, "sis: %s: record %d has an empty key %s; nothing written", kind, len(recs)+1, first.Name)
 			}
 			if seen[key] {
-				return nil, "", inbox.Failf(inbox.Protocol, "sis: %s: key %s=%s is carried twice; nothing written", kind, first.Name, key)
+				return nil, "", "", inbox.Failf(inbox.Protocol, "sis: %s: key %s=%s is carried twice; nothing written", kind, first.Name, key)
 			}
 			seen[key] = true
 			b, err := json.Marshal(object(e))
 			if err != nil {
-				return nil, "", fmt.Errorf("sis: %s: record %s: %w", kind, key, err)
+				return nil, "", "", fmt.Errorf("sis: %s: record %s: %w", kind, key, err)
 			}
 			recs = append(recs, refRecord{key: key, record: string(b)})
+		default:
+			others = append(others, e)
 		}
+	}
+	if len(others) > 0 {
+		b, err := json.Marshal(object(&sisxml.Element{Children: others}))
+		if err != nil {
+			return nil, "", "", fmt.Errorf("sis: %s: elements besides the records: %w", kind, err)
+		}
+		extra = string(b)
 	}
 	if hasRecs {
 		if n, err := strconv.Atoi(strings.TrimSpace(recsTxt)); err != nil || n != len(recs) {
 			warn = fmt.Sprintf("RECS %q, %d <%s> carried", recsTxt, len(recs), typ)
 		}
 	}
-	return recs, warn, nil
+	return recs, extra, warn, nil
 }
 
 // refEvent builds the event of one reference change.
-func (p *Processor) refEvent(msg *inbox.Message, m *sisxml.Message, op, key string, version int64, record string) (outbox.Event, error) {
-	b, err := json.Marshal(RefEvent{
+func (p *Processor) refEvent(msg *inbox.Message, m *sisxml.Message, op, key string, version int64, record, extra string) (outbox.Event, error) {
+	ev := RefEvent{
 		Schema: SchemaRef, MsgID: msg.ID, Identity: msg.Identity, Kind: m.Meta.Kind(), Meta: eventMeta(m),
 		RTYPE: m.Meta.Type, RKEY: key, Op: op, Version: version, Record: json.RawMessage(record),
-	})
+	}
+	if extra != "" {
+		ev.Extra = json.RawMessage(extra)
+	}
+	b, err := json.Marshal(ev)
 	if err != nil {
 		return outbox.Event{}, err
 	}

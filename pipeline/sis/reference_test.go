@@ -220,3 +220,58 @@ func TestSeasonSchedule(t *testing.T) {
 		h.fails(replace(t, fixture(t, "SCHS_DNLD_1.xml"), "<RECS>2</RECS>", "<RECS>3</RECS>"), inbox.Protocol)
 	})
 }
+
+// TestReferenceKeepsUnknownElements: every reference fixture with an element
+// the interface does not define added beside its records is applied as
+// before, and the element is kept — stored for the message and carried by
+// each of its events — rather than dropped.
+func TestReferenceKeepsUnknownElements(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := newHarness(t, db, sis.Config{Ignore: []string{}})
+		ref := map[string]bool{}
+		for _, typ := range sis.ReferenceTypes {
+			ref[typ] = true
+		}
+		names := traffic.Names()
+		// The snapshots first, as a real feed starts, then the changes.
+		slices.SortStableFunc(names, func(a, b string) int {
+			return strings.Compare(strconv.FormatBool(!strings.Contains(a, "_DNLD")), strconv.FormatBool(!strings.Contains(b, "_DNLD")))
+		})
+		tried := 0
+		for _, name := range names {
+			typ, _, _ := strings.Cut(name, "_")
+			if !ref[typ] {
+				continue
+			}
+			msg := fixture(t, name)
+			i := strings.Index(string(msg), "</MSG>") // some real packets close it twice
+			if i < 0 {
+				t.Fatalf("%s: no </MSG>", name)
+			}
+			msg = []byte(string(msg[:i]) + `<XTRA CODE="7">kept</XTRA>` + string(msg[i:]))
+			before := len(h.events())
+			out, err := h.process(msg)
+			if err != nil || out.Status != inbox.Succeeded {
+				// A packet the processor refuses must still refuse the same
+				// way with the element added; none of the fixtures is one.
+				t.Fatalf("%s with an unknown element: %+v %v", name, out, err)
+			}
+			tried++
+			var extra string
+			if err := db.QueryRow(context.Background(), "SELECT extra FROM sis_ref_extra WHERE msg_id = "+strconv.FormatInt(h.next, 10)).Scan(&extra); err != nil {
+				t.Fatalf("%s: the unknown element was not stored: %v", name, err)
+			}
+			if !strings.Contains(extra, `"XTRA"`) || !strings.Contains(extra, "kept") || !strings.Contains(extra, `"@CODE":"7"`) {
+				t.Errorf("%s: stored %s", name, extra)
+			}
+			for _, ev := range refEvents(t, h.events()[before:]) {
+				if !strings.Contains(string(ev.Extra), `"XTRA"`) {
+					t.Errorf("%s: event %s:%s carries no unknown element: %s", name, ev.RTYPE, ev.RKEY, ev.Extra)
+				}
+			}
+		}
+		if tried < len(sis.ReferenceTypes) {
+			t.Fatalf("only %d reference fixtures", tried)
+		}
+	})
+}

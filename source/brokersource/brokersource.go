@@ -170,7 +170,7 @@ func New(b *broker.Broker, sub broker.Subscription, db *store.DB, stream string,
 	s.m = metrics{
 		received: counter("msgx_source_broker_received_total", "Deliveries a broker source received (redeliveries included)."),
 		stored:   counter("msgx_source_broker_stored_total", "Deliveries a broker source stored in its stream (and so acknowledged)."),
-		rejected: counter("msgx_source_broker_rejected_total", "Deliveries a broker source dead-lettered: over its size limit, or not UTF-8 for a stream with a mailbox."),
+		rejected: counter("msgx_source_broker_rejected_total", "Deliveries a broker source dead-lettered: over its size limit, not UTF-8 for a stream with a mailbox, or what the mailbox cannot store (too large for it, a NUL byte on PostgreSQL)."),
 		retries:  counter("msgx_source_broker_store_failures_total", "Failed attempts of a broker source at storing a delivery (each retried)."),
 	}
 	if o.reg != nil {
@@ -253,6 +253,13 @@ func (s *Source) handle(ctx context.Context, d *broker.Delivery, wake func()) er
 			// A stop: the delivery stays unsettled and comes back.
 			return fmt.Errorf("brokersource: stopped before the message was stored: %w", context.Cause(ctx))
 		}
+		if errors.Is(err, mailbox.ErrTooLarge) || errors.Is(err, mailbox.ErrUnstorable) {
+			// The mailbox can never store it: retrying would stall the source.
+			s.m.rejected.Inc()
+			s.log.Error("broker source: the mailbox cannot store the message; dead-lettered", "err", err, "bytes", len(d.Payload), "key", d.Key)
+			span.RecordError(err)
+			return broker.Poison(err)
+		}
 		s.m.retries.Inc()
 		delay := s.o.retry.Delay(attempt)
 		if delay <= 0 {
@@ -281,13 +288,20 @@ func (s *Source) store(ctx context.Context, in inbox.Incoming) (int64, error) {
 	}
 	now := s.dbc.Now()
 	if s.o.mailbox != nil {
-		id, err := s.o.mailbox.Insert(ctx, in.Payload, s.o.clock.Now(), mailbox.Meta{})
+		var meta mailbox.Meta
+		if mm, ok := s.o.mailbox.(interface{ MetaOf([]byte) mailbox.Meta }); ok {
+			// The subsystem columns, filled as a legacy sender fills them.
+			meta = mm.MetaOf(in.Payload)
+		}
+		id, err := s.o.mailbox.Insert(ctx, in.Payload, s.o.clock.Now(), meta)
 		if err != nil {
 			return 0, err
 		}
 		in.ID = id
 		err = s.db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
-			_, err := inbox.Enqueue(ctx, tx, s.stream, now, in)
+			// A message that committed after the poller declared its id a
+			// permanent gap is left to the poller's late-row policy.
+			_, err := inbox.EnqueueWritten(ctx, tx, s.stream, now, in)
 			return err
 		})
 		if err != nil {

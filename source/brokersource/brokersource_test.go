@@ -320,3 +320,67 @@ func TestThroughTheStreamsMailbox(t *testing.T) {
 		return strings.Contains(r, "not UTF-8")
 	})
 }
+
+// A row a broker source writes into the mailbox has the subsystem and
+// sent-date columns a legacy sender's rows have, and a message the mailbox
+// cannot store (a NUL byte, on PostgreSQL) is dead-lettered with the reason
+// rather than retried for ever, while the next one is stored.
+func TestMailboxColumnsAndUnstorableMessages(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	db := storetest.NewPostgres(t)
+	mb, err := mailbox.NewStore(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic, group := storetest.UniqueName("bsrcmeta"), "msgx"
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	b := startRabbit(ctx, t, log, topic, group)
+	src, err := brokersource.New(b, broker.Subscription{Topic: topic, Group: group}, db, "m",
+		brokersource.WithMailbox(mb, nil), brokersource.WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dead atomic.Value
+	if _, err := b.Listen(ctx, broker.Subscription{Topic: topic + ".dlq", Group: driver.DeadLetterGroup}, func(_ context.Context, d *broker.Delivery) error {
+		dead.Store(d.Header(broker.HeaderDeadReason))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- src.Run(sctx, nil) }()
+	defer func() { stop(); <-done }()
+	const sis = `<MSG><META><SNDR>AODB</SNDR><SEQN>77</SEQN><DTTM>20120229090511</DTTM><TYPE>FLOP</TYPE><STYP>ETA</STYP></META><FLOP/></MSG>`
+	for _, m := range []string{"<MSG>a\x00b</MSG>", sis} {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			err := b.SendConfirmed(ctx, topic, &broker.Message{Payload: []byte(m)})
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal(err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitFor(t, "the NUL message in the dead-letter queue", func() bool {
+		r, _ := dead.Load().(string)
+		return strings.Contains(r, "NUL")
+	})
+	waitFor(t, "the SIS message in the inbox", func() bool { return len(rows(t, db, "m")) == 1 })
+	var name, typ, styp string
+	var seq int64
+	var sent time.Time
+	err = db.QueryRow(ctx, "SELECT CMINMSGS_SUBSYSTEM_NAME, CMINMSGS_SUBSYSTEM_SEQUENCE, CMINMSGS_SUBSYSTEM_DATE_SENT, "+
+		"CMINMSGS_SUBSYSTEM_TYPE, CMINMSGS_SUBSYSTEM_SUBTYPE FROM cminmsgs").Scan(&name, &seq, &sent, &typ, &styp)
+	if err != nil {
+		t.Fatalf("the subsystem columns: %v", err)
+	}
+	want := time.Date(2012, 2, 29, 9, 5, 11, 0, time.FixedZone("CST", 8*3600))
+	if name != "AODB" || seq != 77 || !sent.Equal(want) || typ != "FLOP" || styp != "ETA" {
+		t.Fatalf("columns %q %d %v %q %q", name, seq, sent, typ, styp)
+	}
+}

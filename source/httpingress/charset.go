@@ -51,7 +51,9 @@ func lookupCharset(label string) (encoding.Encoding, error) {
 }
 
 // toUTF8 reads body in the charset the Content-Type names, else the one its
-// byte-order mark or XML declaration names, else UTF-8. A body in another
+// byte-order mark names, else by the mailbox's text rule
+// (mailbox.TextEncoding: valid UTF-8 is UTF-8 whatever its XML declaration
+// says, anything else is read as declared), else UTF-8. A body in another
 // charset is transcoded losslessly — it must encode back to the same bytes —
 // and its XML declaration is rewritten to say UTF-8.
 func toUTF8(body []byte, ctCharset string) (decoded, error) {
@@ -65,7 +67,9 @@ func toUTF8(body []byte, ctCharset string) (decoded, error) {
 		case bytes.HasPrefix(body, bomUTF8):
 			label = "utf-8"
 		default:
-			label = mailbox.DeclaredEncoding(body)
+			// The mailbox's rule: valid UTF-8 is UTF-8, whatever its
+			// declaration says; anything else is read as declared.
+			label = mailbox.TextEncoding(body)
 		}
 	}
 	if isUTF8Label(label) {

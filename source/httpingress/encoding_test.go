@@ -2,6 +2,7 @@ package httpingress_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -166,5 +167,139 @@ func TestAFloodGets503(t *testing.T) {
 	srvCfg := h.Server(":0")
 	if srvCfg.ReadHeaderTimeout == 0 || srvCfg.ReadTimeout == 0 || srvCfg.WriteTimeout == 0 || srvCfg.IdleTimeout == 0 {
 		t.Fatalf("server without timeouts: %+v", srvCfg)
+	}
+}
+
+// A UTF-8 body whose declaration still says GBK (a message that went through
+// a text column) is read by the ingress as the mailbox reads it: as the
+// UTF-8 it is, not refused as "not GBK text".
+func TestUTF8BodyDeclaringGBKIsReadAsUTF8(t *testing.T) {
+	s := newSetup(t, engine)
+	if code, out, _ := s.post(t, "text/xml", strings.NewReader(doc("GBK"))); code != http.StatusOK {
+		t.Fatalf("POST of UTF-8 declaring GBK, no charset = %d %q", code, out)
+	}
+	var payload []byte
+	if err := s.db.QueryRow(context.Background(), "SELECT payload FROM msgx_inbox WHERE stream = 'sis' AND msg_id = 1").Scan(&payload); err != nil {
+		t.Fatal(err)
+	}
+	if string(payload) != doc("UTF-8") {
+		t.Fatalf("payload %q, want %q", payload, doc("UTF-8"))
+	}
+	if _, _, err := inbox.Original(context.Background(), s.db, "sis", 1); err != inbox.ErrNotFound {
+		t.Errorf("an original kept for a body that was UTF-8 already (%v)", err)
+	}
+}
+
+// serve runs the ingress on table, enqueueing nowhere.
+func serve(t *testing.T, table httpingress.Mailbox) string {
+	t.Helper()
+	mux := http.NewServeMux()
+	httpingress.New(table, httpingress.WithLogger(quiet)).Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv.URL + httpingress.Path
+}
+
+// A GBK body within the ingress's limit that grows past what the MariaDB
+// mailbox holds once transcoded to UTF-8 (3 bytes a character instead of 2)
+// is answered 413 with the reason — not 503, which a legacy sender would
+// retry for ever — and nothing is stored.
+func TestBodyThatGrowsPastTheMailboxLimitIs413OnMariaDB(t *testing.T) {
+	table, raw := mariaDBMailbox(t)
+	limit, err := table.MaxMessage(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var packet int64
+	if err := raw.QueryRow("SELECT @@max_allowed_packet").Scan(&packet); err != nil {
+		t.Fatal(err)
+	}
+	if limit <= 0 || limit >= packet || limit > 16<<20-1 {
+		t.Fatalf("limit %d: want below max_allowed_packet %d and MEDIUMTEXT", limit, packet)
+	}
+	// Characters: 2n bytes of GBK, 3n of UTF-8, more than the server takes
+	// in one packet and than the column holds.
+	n := int(packet/3) + 1
+	gbk, err := simplifiedchinese.GBK.NewEncoder().String(doc("GBK") + strings.Repeat("延", n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(gbk)) > httpingress.DefaultMaxBytes {
+		t.Fatalf("the body (%d bytes) is over the ingress's own limit", len(gbk))
+	}
+	resp, err := http.Post(serve(t, table), "text/xml", strings.NewReader(gbk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), "holds at most") {
+		t.Fatalf("POST = %d %q, want 413 with the reason", resp.StatusCode, b)
+	}
+	var rows int
+	if err := raw.QueryRow("SELECT COUNT(*) FROM " + table.Name()).Scan(&rows); err != nil || rows != 0 {
+		t.Fatalf("mailbox rows %d (%v)", rows, err)
+	}
+}
+
+// A body with a NUL byte cannot be stored in a mailbox on PostgreSQL (a
+// text column): 400 with the reason, not 503.
+func TestNULByteIs400OnAPostgresMailbox(t *testing.T) {
+	db := storetest.NewPostgres(t)
+	table, err := mailbox.NewStore(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Post(serve(t, table), "text/xml", strings.NewReader("<MSG>a\x00b</MSG>"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "NUL") {
+		t.Fatalf("POST = %d %q, want 400 naming the NUL byte", resp.StatusCode, b)
+	}
+}
+
+// sisDoc is a SIS message whose header fills every subsystem column.
+const sisDoc = `<?xml version="1.0" encoding="UTF-8"?><MSG><META><SNDR>AODB</SNDR><SEQN>1243</SEQN><DTTM>20120229090511</DTTM>` +
+	`<TYPE>FLOP</TYPE><STYP>ETA</STYP></META><FLOP><FLID>1</FLID></FLOP></MSG>`
+
+// A row the ingress writes has the subsystem and sent-date columns a legacy
+// sender's rows have: SNDR, SEQN, DTTM (airport time), TYPE and STYP.
+func TestIngressFillsTheSubsystemColumnsOnMariaDB(t *testing.T) {
+	table, raw := mariaDBMailbox(t)
+	resp, err := http.Post(serve(t, table), "text/xml", strings.NewReader(sisDoc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST = %d", resp.StatusCode)
+	}
+	var name, typ, styp, sent string
+	var seq int64
+	err = raw.QueryRow("SELECT CMINMSGS_SUBSYSTEM_NAME, CMINMSGS_SUBSYSTEM_SEQUENCE, CAST(CMINMSGS_SUBSYSTEM_DATE_SENT AS CHAR), "+
+		"CMINMSGS_SUBSYSTEM_TYPE, CMINMSGS_SUBSYSTEM_SUBTYPE FROM "+table.Name()).Scan(&name, &seq, &sent, &typ, &styp)
+	if err != nil {
+		t.Fatalf("the subsystem columns: %v", err)
+	}
+	if name != "AODB" || seq != 1243 || !strings.HasPrefix(sent, "2012-02-29 09:05:11") || typ != "FLOP" || styp != "ETA" {
+		t.Fatalf("columns %q %d %q %q %q", name, seq, sent, typ, styp)
+	}
+	// A value larger than its column is left NULL; the message is stored.
+	big := strings.Replace(strings.Replace(sisDoc, "<SEQN>1243", "<SEQN>900000000", 1), "<SNDR>AODB", "<SNDR>AODB-2", 1)
+	resp, err = http.Post(serve(t, table), "text/xml", strings.NewReader(big))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST with values larger than their columns = %d", resp.StatusCode)
+	}
+	var nullName, nullSeq bool
+	if err := raw.QueryRow("SELECT CMINMSGS_SUBSYSTEM_NAME IS NULL, CMINMSGS_SUBSYSTEM_SEQUENCE IS NULL FROM "+table.Name()+
+		" WHERE CMINMSGS_ID = 2").Scan(&nullName, &nullSeq); err != nil || !nullName || !nullSeq {
+		t.Fatalf("oversized values: NULL name %v, NULL sequence %v (%v)", nullName, nullSeq, err)
 	}
 }

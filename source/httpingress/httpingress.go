@@ -37,8 +37,17 @@ const Path = "/cminmsgs/send"
 const DefaultMaxBytes = 16<<20 - 1
 
 // Mailbox stores a message and returns its id; *mailbox.Table implements it.
+// An Insert error wrapping mailbox.ErrTooLarge (answered 413) or
+// mailbox.ErrUnstorable (400) says the message can never be stored; any
+// other is answered 503.
 type Mailbox interface {
 	Insert(ctx context.Context, msg []byte, received time.Time, meta mailbox.Meta) (int64, error)
+}
+
+// metaReader reads the subsystem columns from a message; *mailbox.Table
+// implements it.
+type metaReader interface {
+	MetaOf(doc []byte) mailbox.Meta
 }
 
 // Enqueuer puts a stored message in the inbox; *inbox.Engine implements it.
@@ -82,7 +91,9 @@ func WithClock(c clock.Clock) Option { return func(o *options) { o.clock = c } }
 // WithLogger sets the logger.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
-// WithMeta fills the mailbox's subsystem columns from the body (default: NULL).
+// WithMeta fills the mailbox's subsystem columns from the body (default: the
+// mailbox's own reading of the message header, when it has one —
+// *mailbox.Table's MetaOf —, else NULL).
 func WithMeta(f func([]byte) mailbox.Meta) Option { return func(o *options) { o.meta = f } }
 
 // WithTimeout bounds the mailbox insert and the enqueue (default 10 s).
@@ -113,6 +124,10 @@ func New(mb Mailbox, opts ...Option) *Handler {
 	}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if mm, ok := mb.(metaReader); ok && o.meta == nil {
+		// The columns a legacy sender fills, filled as it does.
+		o.meta = mm.MetaOf
 	}
 	if o.concurrent < 1 {
 		o.concurrent = 1
@@ -202,6 +217,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		meta = h.o.meta(doc.text)
 	}
 	id, err := h.mb.Insert(ctx, doc.text, h.o.clock.Now(), meta)
+	// A message the mailbox can never store is the sender's to fix: a 503
+	// would make a legacy sender retry it for ever.
+	if errors.Is(err, mailbox.ErrTooLarge) || errors.Is(err, mailbox.ErrUnstorable) {
+		status := http.StatusBadRequest
+		if errors.Is(err, mailbox.ErrTooLarge) {
+			status = http.StatusRequestEntityTooLarge
+		}
+		h.o.log.Warn("httpingress: message refused: the mailbox cannot store it", "err", err, "bytes", len(body), "stored_bytes", len(doc.text))
+		http.Error(w, err.Error(), status)
+		return
+	}
 	if err != nil {
 		h.o.log.Error("httpingress: mailbox insert failed", "err", err, "bytes", len(body))
 		http.Error(w, "mailbox unavailable", http.StatusServiceUnavailable)

@@ -3,6 +3,7 @@ package mailbox_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,8 +49,8 @@ func TestLateRowOfAPermanentGapOnMariaDB(t *testing.T) {
 		action string
 		want   []int64
 	}{
-		{"take", mailbox.TakeLate, "TAKEN", []int64{1, 2, 3}},
-		{"refuse", mailbox.RefuseLate, "REFUSED", []int64{1, 3}},
+		{"process", mailbox.ProcessLate, "TAKEN", []int64{1, 2, 3}},
+		{"refuse", mailbox.RefuseLate, "REFUSED", []int64{1, 2, 3}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newMariaDBEnv(t)
@@ -110,11 +111,14 @@ func TestLateRowOfAPermanentGapOnMariaDB(t *testing.T) {
 			if n := value(t, p.GapsWatched()); n != 0 {
 				t.Fatalf("gaps watched after retention = %v", n)
 			}
-			if tc.policy == mailbox.TakeLate {
-				r, err := inbox.Get(ctx, e.db, "sis", 2)
-				if err != nil || r.Status != inbox.Pending {
-					t.Fatalf("late message: %+v %v", r, err)
-				}
+			r, err := inbox.Get(ctx, e.db, "sis", 2)
+			switch {
+			case err != nil:
+				t.Fatalf("late message: %v", err)
+			case tc.policy == mailbox.ProcessLate && r.Status != inbox.Pending:
+				t.Fatalf("late message taken in: %+v", r)
+			case tc.policy == mailbox.RefuseLate && (r.Status != inbox.Dead || r.ErrorClass != inbox.Late):
+				t.Fatalf("late message refused: %+v, want DEAD %s", r, inbox.Late)
 			}
 		})
 	}
@@ -181,4 +185,121 @@ func TestEveryLateRowOfAWideGapIsFound(t *testing.T) {
 			t.Fatalf("enqueued %v", got)
 		}
 	})
+}
+
+// The sequence with a max commit delay of 10 s: the gap at a row is
+// declared permanent, the row after it is processed, then the row commits.
+// By default it is not processed — its older change would overwrite the
+// newer one — but kept DEAD as LATE with what an operator needs to decide.
+func TestLateRowIsNotAppliedOverANewerOneOnMariaDB(t *testing.T) {
+	e := newMariaDBEnv(t)
+	ctx := context.Background()
+	if _, err := e.table.Insert(ctx, []byte(payload(1)), t0, mailbox.Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	late, err := e.raw.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = late.Rollback() }()
+	if _, err := late.ExecContext(ctx, "INSERT INTO "+e.table.Name()+" (CMINMSGS_CLOB_MSG) VALUES (?)", payload(2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.table.Insert(ctx, []byte(payload(3)), t0, mailbox.Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake(t0)
+	proc := &orderProc{}
+	p := e.poller(clk, mailbox.WithMaxCommitDelay(10*time.Second)) // the default late-row policy
+	e.runEngine(proc, p, clk, e.table)
+	eventually(t, "the poller to wait at the gap", func() bool {
+		c, ok, _ := inbox.LoadCursor(ctx, e.db, "sis")
+		return ok && c.GapFrom == 2 && len(proc.ran()) == 1
+	})
+	clk.Advance(10 * time.Second)
+	p.Nudge()
+	eventually(t, "the gap declared permanent and row 3 processed", func() bool { return len(proc.ran()) == 2 })
+	if err := late.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(10 * time.Second) // the next look at the permanent gaps
+	p.Nudge()
+	var r inbox.Row
+	eventually(t, "the late row recorded", func() bool {
+		r, err = inbox.Get(ctx, e.db, "sis", 2)
+		return err == nil
+	})
+	if r.Status != inbox.Dead || r.ErrorClass != inbox.Late {
+		t.Fatalf("late row: %s %s (%s), want DEAD %s", r.Status, r.ErrorClass, r.Reason, inbox.Late)
+	}
+	for _, want := range []string{"mailbox row 2", "gap 2-2", "20s before it was found", "newer messages already applied: 3"} {
+		if !strings.Contains(r.Reason, want) {
+			t.Errorf("reason %q does not say %q", r.Reason, want)
+		}
+	}
+	if action, _ := e.lateRecord(2); action != "REFUSED" {
+		t.Errorf("late record %s, want REFUSED", action)
+	}
+	// Not processed: a quiet period in which the pump, woken, leaves it alone.
+	p.Nudge()
+	quietUntil := time.Now().Add(300 * time.Millisecond)
+	for time.Now().Before(quietUntil) {
+		if got := proc.ran(); !slices.Equal(got, []int64{1, 3}) {
+			t.Fatalf("processed %v: the late row was applied after the newer one", got)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Replaying it is deliberate and possible.
+	res, err := inbox.Replay(ctx, e.db, "sis", t0, inbox.ReplayRequest{IDs: []int64{2}, Actor: "op", Reason: "checked: apply it"})
+	if err != nil || !slices.Equal(res.Replayed, []int64{2}) {
+		t.Fatalf("replay: %+v %v", res, err)
+	}
+}
+
+// A writer that stores a row and enqueues it itself (the HTTP ingress, a
+// broker source) and commits after the poller declared its id a permanent
+// gap does not get it processed after newer rows through its own enqueue:
+// the late-row policy decides, as for any late row.
+func TestLateRowOfAWriterThatEnqueuesItselfOnMariaDB(t *testing.T) {
+	e := newMariaDBEnv(t)
+	ctx := context.Background()
+	if _, err := e.table.Insert(ctx, []byte(payload(1)), t0, mailbox.Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	late, err := e.raw.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = late.Rollback() }()
+	if _, err := late.ExecContext(ctx, "INSERT INTO "+e.table.Name()+" (CMINMSGS_CLOB_MSG) VALUES (?)", payload(2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.table.Insert(ctx, []byte(payload(3)), t0, mailbox.Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake(t0)
+	p := e.poller(clk, mailbox.WithMaxCommitDelay(10*time.Second))
+	e.poll(p)
+	clk.Advance(10 * time.Second)
+	if res := e.poll(p); res.Skipped != 1 || res.Watermark != 3 {
+		t.Fatalf("poll = %+v, want 2 declared permanent", res)
+	}
+	if err := late.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	// The writer's enqueue after its (late) insert, as the HTTP ingress does it.
+	eng, err := inbox.New(e.db, "sis", &orderProc{}, inbox.WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := eng.Enqueue(ctx, inbox.Incoming{ID: 2, Payload: []byte(payload(2))}); err != nil || n != 0 {
+		t.Fatalf("the writer's enqueue of the late row: %d %v, want it left to the poller", n, err)
+	}
+	clk.Advance(10 * time.Second)
+	if res := e.poll(p); res.Late != 1 {
+		t.Fatalf("poll = %+v, want the late row", res)
+	}
+	if r, err := inbox.Get(ctx, e.db, "sis", 2); err != nil || r.Status != inbox.Dead || r.ErrorClass != inbox.Late {
+		t.Fatalf("late row: %+v %v, want DEAD %s", r, err, inbox.Late)
+	}
 }

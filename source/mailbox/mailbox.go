@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	// The shared mailbox is MySQL/MariaDB in production.
@@ -54,6 +55,10 @@ type Table struct {
 	processed string
 	owned     bool
 	zone      *time.Location
+	// limitMu guards limit, the largest message a row holds (0: not read
+	// yet; see MaxMessage).
+	limitMu sync.Mutex
+	limit   int64
 }
 
 type options struct {
@@ -302,8 +307,13 @@ func readRows(rows interface {
 	return out, rows.Err()
 }
 
-// Insert stores a message and returns its mailbox id.
+// Insert stores a message and returns its mailbox id. A message the mailbox
+// cannot store fails with ErrUnstorable or ErrTooLarge before anything is
+// written (see Storable).
 func (t *Table) Insert(ctx context.Context, msg []byte, received time.Time, meta Meta) (int64, error) {
+	if err := t.Storable(ctx, msg); err != nil {
+		return 0, err
+	}
 	args := []any{string(msg), t.datetime(received), nullString(meta.Subsystem), nullInt(meta.Sequence), t.datetime(meta.DateSent),
 		nullString(meta.Subtype), nullString(meta.Type)}
 	if t.sqldb != nil {

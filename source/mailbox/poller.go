@@ -71,8 +71,9 @@ var ErrNoStart = errors.New("mailbox: the stream has no cursor and no start was 
 // yet, or never) stops it there until the row appears or the gap is older
 // than the max commit delay; then the gap is recorded as permanent and
 // skipped. A row of a permanent gap that commits later still is found for a
-// retention period and taken in late or refused, as configured, with a
-// record, a metric and a log line. It never reads the processed mark.
+// retention period and refused (kept DEAD with class LATE) or processed out
+// of order, as configured, with a record, a metric and a log line. It never
+// reads the processed mark.
 //
 // The Poller is a prometheus.Collector of its metrics.
 type Poller struct {
@@ -93,11 +94,14 @@ type LatePolicy int
 
 // Late policies.
 const (
-	// TakeLate enqueues it, out of order: it is processed after the ids
+	// RefuseLate (the default) keeps the row in the inbox as DEAD with class
+	// LATE and does not process it: the ids above it were taken in before
+	// it, and applying it after them would put an older change over newer
+	// ones. An operator may replay it deliberately.
+	RefuseLate LatePolicy = iota
+	// ProcessLate enqueues it, out of order: it is processed after the ids
 	// above it, and recorded as late.
-	TakeLate LatePolicy = iota
-	// RefuseLate records it as refused and does not enqueue it.
-	RefuseLate
+	ProcessLate
 )
 
 // lateCheckEvery is how often the permanent gaps are looked at for late rows.
@@ -149,8 +153,9 @@ func WithMaxCommitDelay(d time.Duration) PollerOption {
 }
 
 // WithLateRows sets what becomes of a row that commits in a gap already
-// declared permanent (default TakeLate) and how long permanent gaps are
-// watched for such rows (default 24 h; the gap record stays after that).
+// declared permanent (mailboxes.NAME.late-rows; default RefuseLate) and how
+// long permanent gaps are watched for such rows (default 24 h; the gap
+// record stays after that).
 func WithLateRows(policy LatePolicy, retention time.Duration) PollerOption {
 	return func(o *pollerOptions) { o.latePolicy, o.gapRetention = policy, retention }
 }
@@ -455,9 +460,9 @@ func (p *Poller) checkLate(ctx context.Context, now time.Time) (int, error) {
 		return 0, err
 	}
 	p.m.gapsWatched.Set(float64(len(gaps)))
-	action := inbox.LateTaken
-	if p.o.latePolicy == RefuseLate {
-		action = inbox.LateRefused
+	action := inbox.LateRefused
+	if p.o.latePolicy == ProcessLate {
+		action = inbox.LateTaken
 	}
 	found := 0
 	for _, g := range gaps {
@@ -480,7 +485,7 @@ func (p *Poller) takeLate(ctx context.Context, g inbox.Gap, action inbox.LateAct
 			return found, err
 		}
 		from = rows[len(rows)-1].ID + 1
-		var fresh []Row
+		var fresh []lateRow
 		err = p.db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
 			fresh = fresh[:0]
 			for _, r := range rows {
@@ -491,12 +496,15 @@ func (p *Poller) takeLate(ctx context.Context, g inbox.Gap, action inbox.LateAct
 				if !isNew {
 					continue
 				}
+				why := ""
 				if action == inbox.LateTaken {
 					if _, err := inbox.Enqueue(ctx, tx, p.stream, now, inbox.Incoming{ID: r.ID, Payload: r.Msg}); err != nil {
 						return err
 					}
+				} else if why, err = p.refuseLate(ctx, tx, g, r, now); err != nil {
+					return err
 				}
-				fresh = append(fresh, r)
+				fresh = append(fresh, lateRow{id: r.ID, why: why})
 			}
 			return nil
 		})
@@ -505,8 +513,8 @@ func (p *Poller) takeLate(ctx context.Context, g inbox.Gap, action inbox.LateAct
 		}
 		for _, r := range fresh {
 			p.m.late.WithLabelValues(string(action)).Inc()
-			p.o.log.Warn("mailbox: a row of a permanent gap committed late", "stream", p.stream, "id", r.ID,
-				"gap_from", g.From, "gap_to", g.To, "gap_declared", g.DeclaredAt, "action", action)
+			p.o.log.Warn("mailbox: a row of a permanent gap committed late", "stream", p.stream, "id", r.id,
+				"gap_from", g.From, "gap_to", g.To, "gap_declared", g.DeclaredAt, "action", action, "reason", r.why)
 		}
 		found += len(fresh)
 		if len(rows) < p.o.batch {
@@ -514,4 +522,42 @@ func (p *Poller) takeLate(ctx context.Context, g inbox.Gap, action inbox.LateAct
 		}
 	}
 	return found, nil
+}
+
+// lateRow is a late row found in a poll and, when refused, why.
+type lateRow struct {
+	id  int64
+	why string
+}
+
+// refuseLate keeps a late row in the inbox as DEAD with class LATE, with a
+// reason that tells an operator what replaying it would do: its id, how
+// long after its id was first seen missing it showed up, and the newer
+// messages already applied.
+func (p *Poller) refuseLate(ctx context.Context, tx store.Tx, g inbox.Gap, r Row, now time.Time) (string, error) {
+	applied, err := inbox.AppliedAfter(ctx, tx, p.stream, r.ID)
+	if err != nil {
+		return "", err
+	}
+	newer := "none yet"
+	switch {
+	case applied.Count == 1:
+		newer = fmt.Sprintf("%d", applied.First)
+	case applied.Count > 1:
+		newer = fmt.Sprintf("%d in all, %d to %d", applied.Count, applied.First, applied.Last)
+	}
+	why := fmt.Sprintf("late: mailbox row %d committed after its gap %d-%d was declared permanent at %s (missing since %s, %s before it was found); "+
+		"newer messages already applied: %s; not processed so that an older change does not overwrite newer ones: replay it to apply it after them",
+		r.ID, g.From, g.To, g.DeclaredAt.UTC().Format(time.RFC3339), g.FirstSeenAt.UTC().Format(time.RFC3339),
+		now.Sub(g.FirstSeenAt).Round(time.Second), newer)
+	stored, err := inbox.EnqueueDead(ctx, tx, p.stream, now, inbox.Incoming{ID: r.ID, Payload: r.Msg}, inbox.Late, why)
+	if err != nil {
+		return "", err
+	}
+	if !stored {
+		// Its writer's own enqueue (the HTTP ingress, a broker source) took
+		// it in already: the inbox keeps what it has; the log says so.
+		why = "already in the inbox, left as it is; " + why
+	}
+	return why, nil
 }

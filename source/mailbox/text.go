@@ -3,6 +3,7 @@ package mailbox
 import (
 	"bytes"
 	"regexp"
+	"unicode/utf8"
 )
 
 // xmlDeclEncoding finds the encoding pseudo-attribute of a leading XML
@@ -17,6 +18,19 @@ func DeclaredEncoding(doc []byte) string {
 		return ""
 	}
 	return string(m[3])
+}
+
+// TextEncoding is the one rule by which a document without another label
+// (an HTTP charset, a byte-order mark) is read, on every path into the
+// mailbox: valid UTF-8 is UTF-8 ("utf-8") whatever its declaration says —
+// a GBK message that went through a text column is UTF-8 declaring GBK, and
+// GBK text is practically never valid UTF-8 — and anything else is in the
+// encoding its declaration names ("" without a declaration).
+func TextEncoding(doc []byte) string {
+	if utf8.Valid(doc) {
+		return "utf-8"
+	}
+	return DeclaredEncoding(doc)
 }
 
 // DeclareUTF8 returns doc with the encoding of its XML declaration set to

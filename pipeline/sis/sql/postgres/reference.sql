@@ -30,3 +30,7 @@ SELECT flid FROM flight_schd
 WHERE ($1::text = '' OR operation_day = $1::date) AND ($2::text = '' OR status = $2::text)
   AND (cardinality($3::text[]) = 0 OR flid = ANY($3::text[])) AND flid > $4::text
 ORDER BY flid LIMIT $5
+
+-- name: KeepRefExtra
+INSERT INTO sis_ref_extra (msg_id, kind, extra, stored_at) VALUES ($1, $2, $3::json, $4)
+ON CONFLICT (msg_id) DO UPDATE SET kind = EXCLUDED.kind, extra = EXCLUDED.extra, stored_at = EXCLUDED.stored_at

@@ -27,3 +27,7 @@ SELECT flid FROM flight_schd
 WHERE (?1 = '' OR operation_day = ?1) AND (?2 = '' OR status = ?2)
   AND (json_array_length(?3) = 0 OR flid IN (SELECT value FROM json_each(?3))) AND flid > ?4
 ORDER BY flid LIMIT ?5
+
+-- name: KeepRefExtra
+INSERT INTO sis_ref_extra (msg_id, kind, extra, stored_at) VALUES (?1, ?2, ?3, ?4)
+ON CONFLICT (msg_id) DO UPDATE SET kind = excluded.kind, extra = excluded.extra, stored_at = excluded.stored_at

@@ -40,3 +40,9 @@ CREATE TABLE IF NOT EXISTS {{table}} (
 
 -- name: Drop
 DROP TABLE IF EXISTS {{table}}
+
+-- name: MessageLimit
+-- What bounds one message: the largest packet the server takes, and the
+-- message column's size in bytes (0 when the column is not found).
+SELECT @@max_allowed_packet, COALESCE((SELECT CHARACTER_OCTET_LENGTH FROM information_schema.COLUMNS
+    WHERE TABLE_SCHEMA = COALESCE(NULLIF(?, ''), DATABASE()) AND TABLE_NAME = ? AND COLUMN_NAME = 'CMINMSGS_CLOB_MSG'), 0)
