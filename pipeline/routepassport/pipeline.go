@@ -283,7 +283,9 @@ func (p *Pipeline) split(good []*item) [][]*item {
 const minPart = 16
 
 // retry runs fn until it succeeds or ctx ends, waiting with backoff between
-// attempts; each failure is logged and counted.
+// attempts; each failure is logged and counted. A stop of the listener ends
+// the wait at once (broker.Pause): the deliveries stay unsettled and are
+// redelivered, and the stop does not wait out its deadline for them.
 func (p *Pipeline) retry(ctx context.Context, what string, records int, fn func(context.Context) error) error {
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, p.cfg.dbTimeout)
@@ -296,16 +298,13 @@ func (p *Pipeline) retry(ctx context.Context, what string, records int, fn func(
 			// Stopping: leave the deliveries unsettled, they are redelivered.
 			return ctx.Err()
 		}
-		delay := p.cfg.retry.Delay(attempt)
 		p.met.failure.WithLabelValues("transient").Add(float64(records))
+		delay := p.cfg.retry.Delay(attempt)
 		p.log.Warn("transient failure, retrying; offsets stay uncommitted", "step", what, "records", records,
 			"attempt", attempt, "retry_in", delay, "exception_class", rootClass(err), "exception_message", err.Error())
-		t := p.cfg.clock.NewTimer(delay)
-		select {
-		case <-t.C():
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
+		if err := broker.Pause(ctx, p.cfg.clock, delay); err != nil {
+			p.log.Info("retry given up: stopping; offsets stay uncommitted, the records are redelivered", "step", what, "records", records)
+			return fmt.Errorf("routepassport: %s: %w", what, err)
 		}
 	}
 }
