@@ -24,6 +24,7 @@ func TestAlertRules(t *testing.T) {
 		"msgx_inbox_prepare_failures_total": true, "msgx_outbox_lag_seconds": true, "msgx_broker_publish_errors_total": true,
 		// the mailbox poller
 		"msgx_mailbox_anomalies_total": true, "msgx_mailbox_late_rows_total": true, "msgx_mailbox_scan_errors_total": true,
+		"msgx_mailbox_unreadable_seconds": true,
 	}
 	for _, m := range regexp.MustCompile(`msgx_[a-z_]+`).FindAllString(string(b), -1) {
 		if !known[m] {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -163,4 +164,63 @@ func waitReadyz(t *testing.T, addr string, bound time.Duration, what string, con
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// A mailbox whose table goes missing still answers a ping: /readyz turns
+// 503 with check "mailbox shared" naming the failure once the poller has
+// failed to read it for unreadable-after, /v1/status and the gauge show it,
+// and the table back makes /readyz 200 again.
+func TestReadyzFailsOnAnUnreadableMailbox(t *testing.T) {
+	_, dsn := storetest.NewSchema(t)
+	table, mdb := newMailbox(t, 1)
+	cfg := loadConfig(t, fmt.Sprintf(`
+store: {dsn: %q}
+admin: {listen: "127.0.0.1:0", read-token: "`+readTok+`", operator-token: "`+opTok+`"}
+ingress: {listen: ""}
+mailboxes: {shared: {kind: mysql, dsn: "`+mariaDSN+`", table: %s, start: from-beginning, poll-interval: 20ms, unreadable-after: 1s}}
+streams: {s: {processor: flop, mailbox: shared, poll-interval: 20ms}}
+`, dsn, table))
+	a := runApp(t, cfg)
+	waitReadyz(t, a.AdminAddr(), 30*time.Second, "ready", func(code int, _ map[string]string) bool { return code == 200 })
+
+	if _, err := mdb.Exec("RENAME TABLE " + table + " TO " + table + "_away"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = mdb.Exec("DROP TABLE IF EXISTS " + table + "_away") })
+	waitReadyz(t, a.AdminAddr(), 30*time.Second, "not ready with the mailbox table missing", func(code int, failed map[string]string) bool {
+		reason := failed["mailbox shared"]
+		return code == 503 && strings.Contains(reason, "unreadable for") && strings.Contains(reason, "doesn't exist")
+	})
+	var st admin.Status
+	if code := get(t, a.AdminAddr(), "/v1/status", readTok, &st); code != 200 || len(st.Streams) != 1 ||
+		st.Streams[0].MailboxUnreadable < 1 || !strings.Contains(st.Streams[0].MailboxError, "doesn't exist") {
+		t.Errorf("status with the mailbox unreadable: %d %+v", code, st.Streams)
+	}
+	resp, err := http.Get("http://" + a.AdminAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !regexp.MustCompile(`(?m)^msgx_mailbox_unreadable_seconds\{stream="s"\} [1-9]`).Match(metrics) {
+		t.Errorf("msgx_mailbox_unreadable_seconds not above 1 s:\n%s", grepLines(string(metrics), "msgx_mailbox_unreadable"))
+	}
+
+	if _, err := mdb.Exec("RENAME TABLE " + table + "_away TO " + table); err != nil {
+		t.Fatal(err)
+	}
+	waitReadyz(t, a.AdminAddr(), 30*time.Second, "ready with the table back", func(code int, failed map[string]string) bool {
+		return code == 200 && len(failed) == 0
+	})
+}
+
+// grepLines returns the lines of s containing sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

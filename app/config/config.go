@@ -190,6 +190,9 @@ type Mailbox struct {
 	ClaimBatch     int      `yaml:"claim-batch"`
 	ScansPerCommit int      `yaml:"scans-per-commit"`
 	MaxCommitDelay Duration `yaml:"max-commit-delay"`
+	// UnreadableAfter is how long the mailbox may fail to be read (missing
+	// table, refused login, lost connection) before /readyz fails.
+	UnreadableAfter Duration `yaml:"unreadable-after"`
 }
 
 // Stream is one inbox stream: a source, a processor and the engine's settings.
@@ -398,6 +401,7 @@ func (c *Config) setDefaults() {
 		orDefault(&m.ClaimBatch, 50)
 		orDefault(&m.ScansPerCommit, 10)
 		orDefault(&m.MaxCommitDelay, Duration(time.Minute))
+		orDefault(&m.UnreadableAfter, Duration(30*time.Second))
 		c.Mailboxes[name] = m
 	}
 	for name, s := range c.Streams {

@@ -343,3 +343,16 @@ func TestInstanceID(t *testing.T) {
 	wantProblem(t, err, "brokers.k.session-timeout", "between 1s and 30m")
 	wantProblem(t, err, "brokers.r", "Kafka settings")
 }
+
+// mailboxes.NAME.unreadable-after defaults to 30 s and must be positive.
+func TestMailboxUnreadableAfter(t *testing.T) {
+	cfg, err := load(t, "store: {dsn: \"sqlite:x.db\"}\nmailboxes: {local: {kind: store, start: from-beginning}}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Mailboxes["local"].UnreadableAfter.D(); got != 30*time.Second {
+		t.Errorf("default unreadable-after %s, want 30s", got)
+	}
+	_, err = load(t, "store: {dsn: \"sqlite:x.db\"}\nmailboxes: {local: {kind: store, start: from-beginning, unreadable-after: -1s}}")
+	wantProblem(t, err, "mailboxes.local.unreadable-after", "must be positive")
+}

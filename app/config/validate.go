@@ -244,6 +244,9 @@ func (c *Config) validateMailbox(p *problems, name string, m Mailbox, prod bool)
 	if m.MaxCommitDelay <= 0 {
 		p.addf(key+".max-commit-delay", "must be positive")
 	}
+	if m.UnreadableAfter <= 0 {
+		p.addf(key+".unreadable-after", "must be positive")
+	}
 }
 
 func (c *Config) validateStream(p *problems, name string, s Stream) {
