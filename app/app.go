@@ -445,6 +445,11 @@ func (a *App) buildAdmin(reg *Registry, deps Deps) error {
 	for _, h := range a.health {
 		cfg.Checks = append(cfg.Checks, admin.Check{Name: "broker " + h.b.Name(), Check: h.check})
 	}
+	for _, p := range a.pipelines {
+		if p.p.Check != nil {
+			cfg.Checks = append(cfg.Checks, admin.Check{Name: "pipeline " + p.name, Check: p.p.Check})
+		}
+	}
 	cfg.Checks = append(cfg.Checks, admin.Check{Name: "serving", Check: func(context.Context) error {
 		if a.stopping.Load() {
 			return errors.New("stopping")

@@ -3,12 +3,15 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -138,8 +141,14 @@ brokers:
 // runApp runs an App of cfg until the test ends.
 func runApp(t *testing.T, cfg *config.Config) *App {
 	t.Helper()
+	return runAppWith(t, cfg, registry())
+}
+
+// runAppWith runs an App of cfg and reg until the test ends.
+func runAppWith(t *testing.T, cfg *config.Config, reg *Registry) *App {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	a, err := New(ctx, cfg, registry(), WithLogOutput(io.Discard))
+	a, err := New(ctx, cfg, reg, WithLogOutput(io.Discard))
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -223,4 +232,30 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// A pipeline's own check is part of /readyz, named "pipeline NAME", with
+// its error: 503 while it fails, 200 once it passes.
+func TestReadyzAsksThePipelines(t *testing.T) {
+	var stuck atomic.Bool
+	stuck.Store(true)
+	reg := registry()
+	reg.Pipeline("demo", func(_ context.Context, _ Deps, _ PipelineSpec) (*Pipeline, error) {
+		return &Pipeline{
+			Run: func(ctx context.Context) error { <-ctx.Done(); return nil },
+			Check: func(context.Context) error {
+				if stuck.Load() {
+					return errors.New("ingest of record in/0/7: 12 transient failures in a row")
+				}
+				return nil
+			},
+		}, nil
+	})
+	cfg := loadConfig(t, fmt.Sprintf(embedded, filepath.Join(t.TempDir(), "msgx.db"))+"pipelines: {demo: {broker: local}}\n")
+	a := runAppWith(t, cfg, reg)
+	waitReadyz(t, a.AdminAddr(), 30*time.Second, "not ready while the pipeline is stuck", func(code int, failed map[string]string) bool {
+		return code == 503 && strings.Contains(failed["pipeline demo"], "in/0/7: 12 transient failures") && len(failed) == 1
+	})
+	stuck.Store(false)
+	waitReadyz(t, a.AdminAddr(), 30*time.Second, "ready", func(code int, failed map[string]string) bool { return code == 200 && len(failed) == 0 })
 }
