@@ -9,13 +9,14 @@ type metrics struct {
 	// retrying is route_passport_consecutive_failures: set by the pipeline
 	// once it is built.
 	retrying   prometheus.GaugeFunc
+	oldest     prometheus.GaugeFunc
 	success    prometheus.Counter
 	failure    *prometheus.CounterVec
 	duplicates prometheus.Counter
 	relay      *relayMetrics
 }
 
-func newMetrics(reg prometheus.Registerer, consecutiveFailures func() float64) *metrics {
+func newMetrics(reg prometheus.Registerer, consecutiveFailures, oldestUnacknowledged func() float64) *metrics {
 	m := &metrics{
 		success: prometheus.NewCounter(prometheus.CounterOpts{Name: "route_passport_ingest_success_total",
 			Help: "Route passports stored with their two outbox events."}),
@@ -26,6 +27,8 @@ func newMetrics(reg prometheus.Registerer, consecutiveFailures func() float64) *
 			Help: "Records delivered again after they were ingested: acknowledged without a second pair of events."}),
 		retrying: prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "route_passport_consecutive_failures",
 			Help: "Transient failures in a row of the record retried longest now (0: none is being retried)."}, consecutiveFailures),
+		oldest: prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "route_passport_oldest_unacknowledged_seconds",
+			Help: "Age of the oldest input record this instance holds unacknowledged, by the pipeline's clock (0: none)."}, oldestUnacknowledged),
 	}
 	// Every class exists from the start, at zero, so that alert rules on
 	// increase() see the first failure.
@@ -33,7 +36,7 @@ func newMetrics(reg prometheus.Registerer, consecutiveFailures func() float64) *
 		m.failure.WithLabelValues(class)
 	}
 	if reg != nil {
-		reg.MustRegister(m.success, m.failure, m.duplicates, m.retrying)
+		reg.MustRegister(m.success, m.failure, m.duplicates, m.retrying, m.oldest)
 	}
 	return m
 }

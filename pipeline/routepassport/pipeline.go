@@ -90,7 +90,7 @@ func New(db *store.DB, b *broker.Broker, opts ...Option) (*Pipeline, error) {
 	}
 	p := &Pipeline{cfg: cfg, db: db, b: b, q: q, parser: parser,
 		log: cfg.logger.With("pipeline", "route-passport"), retrying: map[*retryState]struct{}{}}
-	p.met = newMetrics(cfg.registerer, p.consecutiveFailures)
+	p.met = newMetrics(cfg.registerer, p.consecutiveFailures, p.oldestUnacknowledged)
 	if cfg.relay {
 		p.met.relay = newRelayMetrics(map[string]string{RouteInTarget: cfg.inTopic, GeoreferenceTarget: cfg.georefTopic})
 		ropts := append([]outbox.Option{outbox.WithLogger(p.log), outbox.WithHostClock(cfg.clock),
@@ -363,19 +363,34 @@ func (p *Pipeline) Check(context.Context) error {
 		}
 	}
 	p.retryMu.Unlock()
-	if l := p.listener.Load(); l != nil {
-		if at, ok := l.OldestUnsettled(); ok {
-			if age := p.cfg.clock.Now().Sub(at); age >= p.cfg.stuckAfter {
-				e := fmt.Errorf("a record of %s unacknowledged for %s (received %s)", p.cfg.inputTopic, age.Round(time.Second), at.UTC().Format(time.RFC3339))
-				if len(retrying) > 0 {
-					slices.Sort(retrying)
-					e = fmt.Errorf("%w; retrying %s", e, strings.Join(retrying, ", "))
-				}
-				errs = append(errs, e)
+	if at, ok := p.oldestUnsettled(); ok {
+		if age := p.cfg.clock.Now().Sub(at); age >= p.cfg.stuckAfter {
+			e := fmt.Errorf("a record of %s unacknowledged for %s (received %s)", p.cfg.inputTopic, age.Round(time.Second), at.UTC().Format(time.RFC3339))
+			if len(retrying) > 0 {
+				slices.Sort(retrying)
+				e = fmt.Errorf("%w; retrying %s", e, strings.Join(retrying, ", "))
 			}
+			errs = append(errs, e)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// oldestUnsettled is when the oldest record the listener holds
+// unacknowledged was received (false: none, or not running).
+func (p *Pipeline) oldestUnsettled() (time.Time, bool) {
+	if l := p.listener.Load(); l != nil {
+		return l.OldestUnsettled()
+	}
+	return time.Time{}, false
+}
+
+// oldestUnacknowledged is route_passport_oldest_unacknowledged_seconds.
+func (p *Pipeline) oldestUnacknowledged() float64 {
+	if at, ok := p.oldestUnsettled(); ok {
+		return max(0, p.cfg.clock.Now().Sub(at).Seconds())
+	}
+	return 0
 }
 
 // consecutiveFailures is route_passport_consecutive_failures.

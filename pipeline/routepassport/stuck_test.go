@@ -14,8 +14,8 @@ import (
 	"github.com/msgx/msgx/store/storetest"
 )
 
-// A record retried against a database that is cut: Check stays nil until
-// it has failed stuck-after-failures times in a row, then names the record
+// A record retried against a database that is cut: once it has failed
+// stuck-after-failures times in a row, Check names the record
 // (topic/partition/offset) and the failure, and the gauge counts the
 // failures; the database back, the record is stored and Check is nil again.
 func TestStuckRecordFailsCheck(t *testing.T) {
@@ -50,11 +50,12 @@ func TestStuckRecordFailsCheck(t *testing.T) {
 }
 
 // A record unacknowledged for longer than stuck-after fails Check, naming
-// the input topic, however few its failures.
+// the input topic, however few its failures, and the age gauge shows it.
 func TestOldUnacknowledgedRecordFailsCheck(t *testing.T) {
 	e := newEnv(t, 1)
 	db, proxy := cutDB(t)
-	p := newPipeline(t, db, e.broker(quietLogger()), append(e.options(prometheus.NewRegistry(), quietLogger()), WithDBTimeout(2*time.Second),
+	reg := prometheus.NewRegistry()
+	p := newPipeline(t, db, e.broker(quietLogger()), append(e.options(reg, quietLogger()), WithDBTimeout(2*time.Second),
 		WithStuckAfter(time.Second, 1_000_000))...)
 	startPipeline(t, p)
 	proxy.Cut()
@@ -63,8 +64,14 @@ func TestOldUnacknowledgedRecordFailsCheck(t *testing.T) {
 		return err != nil && strings.Contains(err.Error(), "a record of "+e.input+" unacknowledged for") &&
 			strings.Contains(err.Error(), "retrying "+e.input+"/0/0")
 	})
+	if age := gauge(t, reg, "route_passport_oldest_unacknowledged_seconds"); age < 1 {
+		t.Errorf("route_passport_oldest_unacknowledged_seconds = %v while stuck, want at least 1", age)
+	}
 	proxy.Restore()
 	waitCheck(t, p, "Check to pass with the record stored", func(err error) bool { return err == nil })
+	if age := gauge(t, reg, "route_passport_oldest_unacknowledged_seconds"); age != 0 {
+		t.Errorf("route_passport_oldest_unacknowledged_seconds = %v with nothing held", age)
+	}
 }
 
 // cutDB opens a migrated database in a fresh schema behind a TCP proxy
