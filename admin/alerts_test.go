@@ -28,7 +28,7 @@ func TestAlertRules(t *testing.T) {
 		// the route-passport pipeline
 		"route_passport_ingest_failure_total": true, "route_passport_consecutive_failures": true,
 		"route_passport_oldest_unacknowledged_seconds": true,
-		"route_passport_outbox_failed_total": true,
+		"route_passport_outbox_failed_total":           true,
 	}
 	for _, m := range regexp.MustCompile(`(msgx|route_passport)_[a-z_]+`).FindAllString(string(b), -1) {
 		if !known[m] {
