@@ -60,6 +60,9 @@ type Stream struct {
 	Overdue time.Duration
 	// LastSuccess is when this process last committed a message of the stream.
 	LastSuccess func() time.Time
+	// Mailbox reports since when (host clock) this process has failed to
+	// read the stream's mailbox, and why; nil without a poller here.
+	Mailbox func() (since time.Time, err error)
 }
 
 // Check is one readiness check.

@@ -24,8 +24,13 @@ func TestAlertRules(t *testing.T) {
 		"msgx_inbox_prepare_failures_total": true, "msgx_outbox_lag_seconds": true, "msgx_outbox_target_up": true, "msgx_broker_publish_errors_total": true,
 		// the mailbox poller
 		"msgx_mailbox_anomalies_total": true, "msgx_mailbox_late_rows_total": true, "msgx_mailbox_scan_errors_total": true,
+		"msgx_mailbox_unreadable_seconds": true,
+		// the route-passport pipeline
+		"route_passport_ingest_failure_total": true, "route_passport_consecutive_failures": true,
+		"route_passport_oldest_unacknowledged_seconds": true,
+		"route_passport_outbox_failed_total":           true,
 	}
-	for _, m := range regexp.MustCompile(`msgx_[a-z_]+`).FindAllString(string(b), -1) {
+	for _, m := range regexp.MustCompile(`(msgx|route_passport)_[a-z_]+`).FindAllString(string(b), -1) {
 		if !known[m] {
 			t.Errorf("alert rules use %s, which nothing exports", m)
 		}

@@ -34,6 +34,10 @@ type StreamStatus struct {
 	GapOpen     float64    `json:"gap_open_seconds"`
 	GapsSkipped int64      `json:"gaps_declared"`
 	IDsSkipped  int64      `json:"ids_skipped"`
+	// MailboxUnreadable is how long the stream's poller has failed to read
+	// its mailbox (0: it reads), MailboxError the last failure.
+	MailboxUnreadable float64 `json:"mailbox_unreadable_seconds,omitempty"`
+	MailboxError      string  `json:"mailbox_error,omitempty"`
 }
 
 // TargetStatus is what an operator sees of a relay target.
@@ -129,6 +133,15 @@ func (s *Server) streamStatus(ctx context.Context, st Stream, now time.Time) (St
 	if st.LastSuccess != nil {
 		if t := st.LastSuccess(); !t.IsZero() {
 			ss.LastSuccess = &t
+		}
+	}
+	if st.Mailbox != nil {
+		if since, err := st.Mailbox(); !since.IsZero() {
+			// The poller's own clock, the host's: it stamped since.
+			ss.MailboxUnreadable = seconds(s.hostNow().Sub(since))
+			if err != nil {
+				ss.MailboxError = err.Error()
+			}
 		}
 	}
 	return ss, nil
@@ -229,6 +242,15 @@ func (s *Server) Backfill(ctx context.Context) ([]BackfillStatus, error) {
 		out = append(out, b)
 	}
 	return out, nil
+}
+
+// hostNow is this host's time, the one the components of this process
+// stamp their own state with.
+func (s *Server) hostNow() time.Time {
+	if s.cfg.HostClock != nil {
+		return s.cfg.HostClock.Now()
+	}
+	return s.cfg.Clock.Now()
 }
 
 func seconds(d time.Duration) float64 {

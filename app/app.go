@@ -346,7 +346,8 @@ func (a *App) buildStreams(ctx context.Context, reg *Registry, deps Deps) error 
 			s.poller = mailbox.NewPoller(s.table, a.db, name, append([]mailbox.PollerOption{mailbox.WithPollerLogger(a.log), mailbox.WithPollerClock(a.clock),
 				mailbox.WithPollInterval(mc.PollInterval.D()), mailbox.WithClaimBatch(mc.ClaimBatch),
 				mailbox.WithScansPerCommit(mc.ScansPerCommit), mailbox.WithMaxCommitDelay(mc.MaxCommitDelay.D()),
-				mailbox.WithLateRows(latePolicy(mc.LateRows), 0)}, start...)...)
+				mailbox.WithLateRows(latePolicy(mc.LateRows), 0),
+				mailbox.WithUnreadableAfter(mc.UnreadableAfter.D())}, start...)...)
 			if err := a.metrics.Register(s.poller); err != nil {
 				return fmt.Errorf("stream %s: poller metrics: %w", name, err)
 			}
@@ -436,20 +437,28 @@ func (a *App) buildAdmin(reg *Registry, deps Deps) error {
 		Unavailable: map[string]string{"requests": Unavailable, "flights": Unavailable},
 	}
 	for _, s := range a.streams {
-		cfg.Streams = append(cfg.Streams, admin.Stream{Name: s.name, Engine: s.engine, Overdue: a.cfg.Streams[s.name].OverdueBackfill.D(),
+		st := admin.Stream{Name: s.name, Engine: s.engine, Overdue: a.cfg.Streams[s.name].OverdueBackfill.D(),
 			LastSuccess: func() time.Time {
 				if n := s.lastSuccess.Load(); n != 0 {
 					return time.Unix(0, n)
 				}
 				return time.Time{}
-			}})
+			}}
+		if s.poller != nil {
+			st.Mailbox = s.poller.Unreadable
+		}
+		cfg.Streams = append(cfg.Streams, st)
 	}
 	for _, name := range slices.Sorted(maps.Keys(a.mailboxes)) {
-		t := a.mailboxes[name]
-		cfg.Checks = append(cfg.Checks, admin.Check{Name: "mailbox " + name, Check: t.Ping})
+		cfg.Checks = append(cfg.Checks, admin.Check{Name: "mailbox " + name, Check: a.mailboxCheck(name)})
 	}
 	for _, h := range a.health {
 		cfg.Checks = append(cfg.Checks, admin.Check{Name: "broker " + h.b.Name(), Check: h.check})
+	}
+	for _, p := range a.pipelines {
+		if p.p.Check != nil {
+			cfg.Checks = append(cfg.Checks, admin.Check{Name: "pipeline " + p.name, Check: p.p.Check})
+		}
 	}
 	cfg.Checks = append(cfg.Checks, admin.Check{Name: "serving", Check: func(context.Context) error {
 		if a.stopping.Load() {
@@ -493,6 +502,26 @@ func (a *App) buildAdmin(reg *Registry, deps Deps) error {
 	}
 	a.adminSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return nil
+}
+
+// mailboxCheck is the readiness of a mailbox: its server answers, and no
+// stream polling it has failed to read it for its unreadable-after (a
+// missing table or a refused login still answers a ping).
+func (a *App) mailboxCheck(name string) func(context.Context) error {
+	var pollers []*mailbox.Poller
+	for _, s := range a.streams {
+		if s.poller != nil && a.cfg.Streams[s.name].Mailbox == name {
+			pollers = append(pollers, s.poller)
+		}
+	}
+	t := a.mailboxes[name]
+	return func(ctx context.Context) error {
+		errs := []error{t.Ping(ctx)}
+		for _, p := range pollers {
+			errs = append(errs, p.CheckReadable(ctx))
+		}
+		return errors.Join(errs...)
+	}
 }
 
 func (a *App) buildIngress() error {

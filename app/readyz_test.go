@@ -3,11 +3,15 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
+	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -137,8 +141,14 @@ brokers:
 // runApp runs an App of cfg until the test ends.
 func runApp(t *testing.T, cfg *config.Config) *App {
 	t.Helper()
+	return runAppWith(t, cfg, registry())
+}
+
+// runAppWith runs an App of cfg and reg until the test ends.
+func runAppWith(t *testing.T, cfg *config.Config, reg *Registry) *App {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	a, err := New(ctx, cfg, registry(), WithLogOutput(io.Discard))
+	a, err := New(ctx, cfg, reg, WithLogOutput(io.Discard))
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -163,4 +173,89 @@ func waitReadyz(t *testing.T, addr string, bound time.Duration, what string, con
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// A mailbox whose table goes missing still answers a ping: /readyz turns
+// 503 with check "mailbox shared" naming the failure once the poller has
+// failed to read it for unreadable-after, /v1/status and the gauge show it,
+// and the table back makes /readyz 200 again.
+func TestReadyzFailsOnAnUnreadableMailbox(t *testing.T) {
+	_, dsn := storetest.NewSchema(t)
+	table, mdb := newMailbox(t, 1)
+	cfg := loadConfig(t, fmt.Sprintf(`
+store: {dsn: %q}
+admin: {listen: "127.0.0.1:0", read-token: "`+readTok+`", operator-token: "`+opTok+`"}
+ingress: {listen: ""}
+mailboxes: {shared: {kind: mysql, dsn: "`+mariaDSN+`", table: %s, start: from-beginning, poll-interval: 20ms, unreadable-after: 1s}}
+streams: {s: {processor: flop, mailbox: shared, poll-interval: 20ms}}
+`, dsn, table))
+	a := runApp(t, cfg)
+	waitReadyz(t, a.AdminAddr(), 30*time.Second, "ready", func(code int, _ map[string]string) bool { return code == 200 })
+
+	if _, err := mdb.Exec("RENAME TABLE " + table + " TO " + table + "_away"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = mdb.Exec("DROP TABLE IF EXISTS " + table + "_away") })
+	waitReadyz(t, a.AdminAddr(), 30*time.Second, "not ready with the mailbox table missing", func(code int, failed map[string]string) bool {
+		reason := failed["mailbox shared"]
+		return code == 503 && strings.Contains(reason, "unreadable for") && strings.Contains(reason, "doesn't exist")
+	})
+	var st admin.Status
+	if code := get(t, a.AdminAddr(), "/v1/status", readTok, &st); code != 200 || len(st.Streams) != 1 ||
+		st.Streams[0].MailboxUnreadable < 1 || !strings.Contains(st.Streams[0].MailboxError, "doesn't exist") {
+		t.Errorf("status with the mailbox unreadable: %d %+v", code, st.Streams)
+	}
+	resp, err := http.Get("http://" + a.AdminAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !regexp.MustCompile(`(?m)^msgx_mailbox_unreadable_seconds\{stream="s"\} [1-9]`).Match(metrics) {
+		t.Errorf("msgx_mailbox_unreadable_seconds not above 1 s:\n%s", grepLines(string(metrics), "msgx_mailbox_unreadable"))
+	}
+
+	if _, err := mdb.Exec("RENAME TABLE " + table + "_away TO " + table); err != nil {
+		t.Fatal(err)
+	}
+	waitReadyz(t, a.AdminAddr(), 30*time.Second, "ready with the table back", func(code int, failed map[string]string) bool {
+		return code == 200 && len(failed) == 0
+	})
+}
+
+// grepLines returns the lines of s containing sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// A pipeline's own check is part of /readyz, named "pipeline NAME", with
+// its error: 503 while it fails, 200 once it passes.
+func TestReadyzAsksThePipelines(t *testing.T) {
+	var stuck atomic.Bool
+	stuck.Store(true)
+	reg := registry()
+	reg.Pipeline("demo", func(_ context.Context, _ Deps, _ PipelineSpec) (*Pipeline, error) {
+		return &Pipeline{
+			Run: func(ctx context.Context) error { <-ctx.Done(); return nil },
+			Check: func(context.Context) error {
+				if stuck.Load() {
+					return errors.New("ingest of record in/0/7: 12 transient failures in a row")
+				}
+				return nil
+			},
+		}, nil
+	})
+	cfg := loadConfig(t, fmt.Sprintf(embedded, filepath.Join(t.TempDir(), "msgx.db"))+"pipelines: {demo: {broker: local}}\n")
+	a := runAppWith(t, cfg, reg)
+	waitReadyz(t, a.AdminAddr(), 30*time.Second, "not ready while the pipeline is stuck", func(code int, failed map[string]string) bool {
+		return code == 503 && strings.Contains(failed["pipeline demo"], "in/0/7: 12 transient failures") && len(failed) == 1
+	})
+	stuck.Store(false)
+	waitReadyz(t, a.AdminAddr(), 30*time.Second, "ready", func(code int, failed map[string]string) bool { return code == 200 && len(failed) == 0 })
 }

@@ -54,6 +54,9 @@ type Pipeline struct {
 	Run func(ctx context.Context) error
 	// Handlers by ServeMux pattern ("POST /v1/routepassport/test/").
 	Handlers map[string]http.Handler
+	// Check, when set, is the pipeline's readiness (check "pipeline NAME"
+	// of /readyz): an error while it is stuck, naming on what.
+	Check func(ctx context.Context) error
 }
 
 // PipelineFactory builds a pipeline.

@@ -24,6 +24,9 @@ func TestDecide(t *testing.T) {
 	live := context.Background()
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
+	begun := make(chan struct{})
+	close(begun)
+	stopping := context.WithValue(live, stoppingKey{}, (<-chan struct{})(begun))
 	errX := errors.New("x")
 	cases := []struct {
 		name string
@@ -43,6 +46,9 @@ func TestDecide(t *testing.T) {
 		{"poison and cancellation by the listener", cancelled, errors.Join(Poison(errX), context.Canceled), Conflict},
 		{"poison and a cancellation of its own", live, errors.Join(Poison(errX), context.Canceled), DeadLetter},
 		{"deadline of the handler's own call", live, context.DeadlineExceeded, Requeue},
+		{"a retry wait given up while the listener runs", live, fmt.Errorf("wait: %w", ErrStopping), Requeue},
+		{"a retry wait given up for the stop", stopping, fmt.Errorf("wait: %w", ErrStopping), NoSettlement},
+		{"another error once the stop began", stopping, errX, Requeue},
 	}
 	for _, c := range cases {
 		if got := decide(c.ctx, c.err); got != c.want {

@@ -250,19 +250,8 @@ func TestListenerDeadLetterWaitsForTheBroker(t *testing.T) {
 
 // A handler that gives up waiting because its listener stops (Stopping,
 // ErrStopping) leaves its delivery unsettled, and the stop does not wait for
-// its deadline; ErrStopping from a running listener is an ordinary failure.
+// its deadline (decide's own cases are in TestDecide).
 func TestStoppingLeavesTheDeliveryUnsettled(t *testing.T) {
-	l := &Listener{}
-	l.recvCtx, l.stopRecv = context.WithCancel(context.Background())
-	l.handlerCtx = context.Background()
-	if d := l.outcome(ErrStopping); d != Requeue {
-		t.Fatalf("ErrStopping from a running listener: %s", d)
-	}
-	l.stopRecv()
-	if d := l.outcome(errors.Join(errors.New("db down"), ErrStopping)); d != NoSettlement {
-		t.Fatalf("ErrStopping from a stopping listener: %s", d)
-	}
-
 	drv := newLimitDriver(10_000, nil, []byte("x"))
 	b := startDriver(t, drv, prometheus.NewRegistry())
 	entered := make(chan struct{})

@@ -91,7 +91,7 @@ func (l *Listener) process(d *Delivery, t *tally, since time.Duration) time.Dura
 	if t.observe(end - start) {
 		l.met.flush(t)
 	}
-	disp := l.outcome(err)
+	disp := decide(ctx, err)
 	if !l.settles(disp, 1, err, t) {
 		untrack(d)
 		return 0
@@ -114,7 +114,7 @@ func (l *Listener) processBatch(ds []*Delivery, t *tally) {
 	start := time.Since(l.epoch)
 	err := l.callBatch(ds)
 	t.observe(time.Since(l.epoch) - start)
-	disp := l.outcome(err)
+	disp := decide(ctx, err)
 	if !l.settles(disp, len(ds), err, t) {
 		untrackAll(ds)
 		return

@@ -72,15 +72,17 @@ func IsPoison(err error) bool {
 
 // decide is the one place where a handler's outcome becomes a disposition.
 // handlerCtx is the context the handler ran with. Only the listener's own
-// cancellation (a stop that ran out of time) makes an error outcome go
-// unsettled: an error that merely wraps context.Canceled while the listener
-// runs is an ordinary failure, or the delivery would be held for ever. A
-// poison error from a cancelled handler asks for two dispositions at once.
+// stop makes an error outcome go unsettled: its cancellation (a stop that ran
+// out of time), or an error wrapping ErrStopping once the stop has begun (a
+// handler that gave up a retry wait, see Pause). An error that merely wraps
+// context.Canceled or ErrStopping while the listener runs is an ordinary
+// failure, or the delivery would be held for ever. A poison error from a
+// cancelled handler asks for two dispositions at once.
 func decide(handlerCtx context.Context, err error) Disposition {
 	if err == nil {
 		return Ack
 	}
-	stopping := handlerCtx.Err() != nil
+	stopping := handlerCtx.Err() != nil || errors.Is(err, ErrStopping) && closed(Stopping(handlerCtx))
 	poison := IsPoison(err)
 	switch {
 	case stopping && poison && errors.Is(err, context.Canceled):

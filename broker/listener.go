@@ -150,7 +150,10 @@ func (b *Broker) listen(ctx context.Context, sub Subscription, h Handler, bh Bat
 	l.held.wake = make(chan struct{}, 1)
 	// Listener lifetimes are not bound to the ctx that created them: Stop ends them.
 	l.recvCtx, l.stopRecv = context.WithCancel(context.WithoutCancel(ctx))
-	l.handlerCtx, l.cancelH = context.WithCancel(context.WithoutCancel(ctx))
+	// The handler's context carries the start of the stop (Stopping), so
+	// that a handler waiting to retry gives up at once instead of holding
+	// the stop until its deadline.
+	l.handlerCtx, l.cancelH = context.WithCancel(context.WithValue(context.WithoutCancel(ctx), stoppingKey{}, l.recvCtx.Done()))
 	// With one handler at a time (and for batches) the receive loop runs the
 	// handler itself; otherwise each worker owns a key shard.
 	if bh == nil && sub.Concurrency > 1 {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/msgx/msgx/internal/clock"
 )
 
 // Stop stops receiving, waits for in-flight handlers until ctx ends, then
@@ -61,3 +63,54 @@ func boundedClose(ctx context.Context, grace time.Duration, closeFn func(context
 
 // errStillClosing is boundedClose's error for a close it stopped waiting for.
 var errStillClosing = errors.New("not closed in time, still closing")
+
+// ErrStopping is the error of a handler that gave up waiting to retry
+// because its listener began to stop (Pause). Returned by the handler once
+// the stop has begun, it leaves the delivery unsettled: the broker
+// redelivers it after the restart or rebalance.
+var ErrStopping = errors.New("broker: the listener is stopping")
+
+type stoppingKey struct{}
+
+// Stopping returns a channel closed when the listener running the handler
+// of ctx begins to stop, before the stop's deadline cancels ctx; nil (never
+// closed) for a context that is not a handler's. A handler finishes the
+// attempt it is in, but does not wait for another one after it.
+func Stopping(ctx context.Context) <-chan struct{} {
+	c, _ := ctx.Value(stoppingKey{}).(<-chan struct{})
+	return c
+}
+
+// Pause is a handler's wait between two attempts: d on clk. It returns nil
+// once d has passed, an error wrapping ErrStopping as soon as the handler's
+// listener begins to stop (the handler returns it: the delivery stays
+// unsettled), or ctx's error when ctx ends first.
+func Pause(ctx context.Context, clk clock.Clock, d time.Duration) error {
+	stopping := Stopping(ctx)
+	if closed(stopping) {
+		return ErrStopping
+	}
+	t := clk.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return nil
+	case <-stopping:
+		return ErrStopping
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// closed reports whether c is closed (false for nil).
+func closed(c <-chan struct{}) bool {
+	if c == nil {
+		return false
+	}
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}

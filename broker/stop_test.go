@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -83,5 +84,59 @@ func TestStopIsBoundedByItsContext(t *testing.T) {
 	err = waitChan(t, stopped, "Stop to return despite the hanging adapter")
 	if err == nil || !strings.Contains(err.Error(), "not closed in time") {
 		t.Errorf("Stop = %v, want the overrunning close reported", err)
+	}
+}
+
+// TestStopEndsARetryWait: a handler waiting to retry (Pause, on a clock
+// that never reaches the retry) gives up as soon as Stop begins, so Stop
+// returns long before its own deadline; the delivery is left unsettled and
+// comes back to the next listener of the group.
+func TestStopEndsARetryWait(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	b := startMem(t, clk, WithStallThreshold(0))
+	sub := Subscription{Topic: "retry-wait", Group: "g"}
+	waiting := make(chan struct{}, 1)
+	gaveUp := make(chan error, 1)
+	l, err := b.Listen(context.Background(), sub, func(ctx context.Context, d *Delivery) error {
+		waiting <- struct{}{}
+		err := Pause(ctx, clk, time.Hour)
+		gaveUp <- err
+		return fmt.Errorf("store: database down; then: %w", err)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SendConfirmed(context.Background(), sub.Topic, &Message{Key: "k", Payload: []byte("m")}); err != nil {
+		t.Fatal(err)
+	}
+	waitChan(t, waiting, "the handler in its retry wait")
+	clk.WaitForWaiters(nil, 1)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	began := time.Now()
+	stopped := make(chan error, 1)
+	go func() { stopped <- l.Stop(ctx) }()
+	if err := waitChan(t, stopped, "Stop"); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(began); took > 2*time.Second {
+		t.Errorf("Stop took %s: it waited for the retry instead of ending it", took)
+	}
+	if err := waitChan(t, gaveUp, "the handler's wait to end"); !errors.Is(err, ErrStopping) {
+		t.Errorf("Pause = %v, want ErrStopping", err)
+	}
+
+	again := make(chan *Delivery, 1)
+	l2, err := b.Listen(context.Background(), sub, func(_ context.Context, d *Delivery) error {
+		again <- d
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l2.Stop(context.Background()) }()
+	if d := waitChan(t, again, "the unsettled delivery to come back"); string(d.Payload) != "m" {
+		t.Errorf("redelivered %q", d.Payload)
 	}
 }

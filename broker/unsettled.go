@@ -194,3 +194,9 @@ func (o *oldestUnsettled) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(o.desc, prometheus.GaugeValue, age, k[0], k[1])
 	}
 }
+
+// OldestUnsettled returns when the oldest delivery the listener holds
+// unsettled was received, on the broker's clock (false: it holds none): the
+// age msgx_broker_oldest_unsettled_seconds exports, for a consumer's own
+// readiness.
+func (l *Listener) OldestUnsettled() (time.Time, bool) { return l.held.oldest() }

@@ -205,6 +205,9 @@ type Mailbox struct {
 	// declared permanent: refuse (kept DEAD as LATE, not processed) or
 	// process (processed after the newer rows it missed).
 	LateRows string `yaml:"late-rows"`
+	// UnreadableAfter is how long the mailbox may fail to be read (missing
+	// table, refused login, lost connection) before /readyz fails.
+	UnreadableAfter Duration `yaml:"unreadable-after"`
 }
 
 // Late-row policies of a mailbox.
@@ -421,6 +424,7 @@ func (c *Config) setDefaults() {
 		orDefault(&m.ScansPerCommit, 10)
 		orDefault(&m.MaxCommitDelay, Duration(time.Minute))
 		orDefault(&m.LateRows, LateRowsRefuse)
+		orDefault(&m.UnreadableAfter, Duration(30*time.Second))
 		c.Mailboxes[name] = m
 	}
 	for name, s := range c.Streams {

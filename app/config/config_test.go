@@ -394,3 +394,16 @@ mailboxes:
 	_, err = load(t, yml, "MSGX_MAILBOXES_M_LATE_ROWS=take")
 	wantProblem(t, err, "mailboxes.m.late-rows", "neither refuse nor process")
 }
+
+// mailboxes.NAME.unreadable-after defaults to 30 s and must be positive.
+func TestMailboxUnreadableAfter(t *testing.T) {
+	cfg, err := load(t, "store: {dsn: \"sqlite:x.db\"}\nmailboxes: {local: {kind: store, start: from-beginning}}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Mailboxes["local"].UnreadableAfter.D(); got != 30*time.Second {
+		t.Errorf("default unreadable-after %s, want 30s", got)
+	}
+	_, err = load(t, "store: {dsn: \"sqlite:x.db\"}\nmailboxes: {local: {kind: store, start: from-beginning, unreadable-after: -1s}}")
+	wantProblem(t, err, "mailboxes.local.unreadable-after", "must be positive")
+}

@@ -250,6 +250,9 @@ func (c *Config) validateMailbox(p *problems, name string, m Mailbox, prod bool)
 	if m.LateRows != LateRowsRefuse && m.LateRows != LateRowsProcess {
 		p.addf(key+".late-rows", "%q is neither %s nor %s", m.LateRows, LateRowsRefuse, LateRowsProcess)
 	}
+	if m.UnreadableAfter <= 0 {
+		p.addf(key+".unreadable-after", "must be positive")
+	}
 }
 
 func (c *Config) validateStream(p *problems, name string, s Stream) {

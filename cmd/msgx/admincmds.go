@@ -43,6 +43,11 @@ func newStatusCmd() *cobra.Command {
 			fmt.Fprintf(tw, "%s\t%v\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%s\n", s.Stream, s.Leader, orDash(s.HeadID), ago(s.HeadAge),
 				ago(s.HeadBlocked), s.Backlog, s.Failed, s.Dead, last, s.Watermark, gap)
 		}
+		for _, s := range st.Streams {
+			if s.MailboxUnreadable > 0 {
+				fmt.Fprintf(tw, "%s: mailbox unreadable for %s: %s\n", s.Stream, ago(s.MailboxUnreadable), orDash(s.MailboxError))
+			}
+		}
 		fmt.Fprintln(tw)
 		fmt.Fprintln(tw, "TARGET\tPENDING\tLAG\tDEAD\tPAUSED\tLAST ERROR")
 		for _, t := range st.Targets {

@@ -63,6 +63,7 @@ func newRegistry() *app.Registry {
 				return p.Run(ctx)
 			},
 			Handlers: map[string]http.Handler{"POST /v1/routepassport/test": p.TestController()},
+			Check:    p.Check,
 		}, nil
 	})
 	return reg

@@ -6,13 +6,17 @@ import (
 )
 
 type metrics struct {
+	// retrying is route_passport_consecutive_failures: set by the pipeline
+	// once it is built.
+	retrying   prometheus.GaugeFunc
+	oldest     prometheus.GaugeFunc
 	success    prometheus.Counter
 	failure    *prometheus.CounterVec
 	duplicates prometheus.Counter
 	relay      *relayMetrics
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+func newMetrics(reg prometheus.Registerer, consecutiveFailures, oldestUnacknowledged func() float64) *metrics {
 	m := &metrics{
 		success: prometheus.NewCounter(prometheus.CounterOpts{Name: "route_passport_ingest_success_total",
 			Help: "Route passports stored with their two outbox events."}),
@@ -21,9 +25,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			[]string{"class"}),
 		duplicates: prometheus.NewCounter(prometheus.CounterOpts{Name: "route_passport_ingest_duplicate_total",
 			Help: "Records delivered again after they were ingested: acknowledged without a second pair of events."}),
+		retrying: prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "route_passport_consecutive_failures",
+			Help: "Transient failures in a row of the record retried longest now (0: none is being retried)."}, consecutiveFailures),
+		oldest: prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "route_passport_oldest_unacknowledged_seconds",
+			Help: "Age of the oldest input record this instance holds unacknowledged, by the pipeline's clock (0: none)."}, oldestUnacknowledged),
+	}
+	// Every class exists from the start, at zero, so that alert rules on
+	// increase() see the first failure.
+	for _, class := range []string{"transient", ClassSize, ClassJSON, ClassSchema, ClassGeometry} {
+		m.failure.WithLabelValues(class)
 	}
 	if reg != nil {
-		reg.MustRegister(m.success, m.failure, m.duplicates)
+		reg.MustRegister(m.success, m.failure, m.duplicates, m.retrying, m.oldest)
 	}
 	return m
 }

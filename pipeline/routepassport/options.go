@@ -49,6 +49,9 @@ type config struct {
 	sourceRetention                                   time.Duration
 	cleanupInterval                                   time.Duration
 	stopTimeout                                       time.Duration
+	// stuckAfter, stuckFailures: when the pipeline counts as stuck (Check).
+	stuckAfter    time.Duration
+	stuckFailures int
 }
 
 // Option configures a Pipeline.
@@ -60,6 +63,7 @@ func defaults() config {
 		group: DefaultGroup, logger: slog.Default(), clock: clock.Real{}, retry: DefaultRetry,
 		dbTimeout: 15 * time.Second, batchSize: 200, ingestWorkers: 4, parseWorkers: runtime.GOMAXPROCS(0), concurrency: 4, maxRecordBytes: DefaultMaxRecordBytes,
 		relay: true, sourceRetention: 7 * 24 * time.Hour, cleanupInterval: 10 * time.Minute, stopTimeout: 30 * time.Second,
+		stuckAfter: 5 * time.Minute, stuckFailures: 10,
 	}
 }
 
@@ -89,6 +93,14 @@ func WithClock(cl clock.Clock) Option { return func(c *config) { c.clock = cl } 
 // WithRetry sets the backoff of transient failures (default DefaultRetry;
 // MaxAttempts is ignored: transient failures are retried until Run ends).
 func WithRetry(p backoff.Policy) Option { return func(c *config) { c.retry = p } }
+
+// WithStuckAfter sets when the pipeline counts as stuck on a record (Check
+// fails, naming it): its oldest unacknowledged record is older than age
+// (default 5 min), or a record has failed failures times in a row with a
+// transient error (default 10: about 30 s of DefaultRetry).
+func WithStuckAfter(age time.Duration, failures int) Option {
+	return func(c *config) { c.stuckAfter, c.stuckFailures = age, failures }
+}
 
 // WithDBTimeout bounds one ingestion transaction (default 15 s).
 func WithDBTimeout(d time.Duration) Option { return func(c *config) { c.dbTimeout = d } }

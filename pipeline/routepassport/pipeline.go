@@ -11,8 +11,10 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/outbox"
@@ -37,6 +39,20 @@ type Pipeline struct {
 	eventLimit int
 
 	running atomic.Bool
+	// listener is the running subscription (nil between runs), for Check.
+	listener atomic.Pointer[broker.Listener]
+	// retryMu guards retrying: the records in a transient retry now.
+	retryMu  sync.Mutex
+	retrying map[*retryState]struct{}
+}
+
+// retryState is one retry loop of records that failed transiently.
+type retryState struct {
+	step     string
+	records  string // the first record's identity, and how many more
+	since    time.Time
+	failures int
+	last     error
 }
 
 // New builds a pipeline over a migrated PostgreSQL database and a started
@@ -85,8 +101,9 @@ func New(db *store.DB, b *broker.Broker, opts ...Option) (*Pipeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Pipeline{cfg: cfg, db: db, b: b, q: q, parser: parser, met: newMetrics(cfg.registerer),
-		log: cfg.logger.With("pipeline", "route-passport")}
+	p := &Pipeline{cfg: cfg, db: db, b: b, q: q, parser: parser,
+		log: cfg.logger.With("pipeline", "route-passport"), retrying: map[*retryState]struct{}{}}
+	p.met = newMetrics(cfg.registerer, p.consecutiveFailures, p.oldestUnacknowledged)
 	if limit > 0 {
 		p.eventLimit = limit - EventHeaderRoom
 	}
@@ -150,6 +167,8 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("routepassport: listen: %w", err)
 	}
+	p.listener.Store(l)
+	defer p.listener.Store(nil)
 	p.log.Info("route-passport pipeline started", "topic", p.cfg.inputTopic, "group", p.cfg.group, "relay", p.cfg.relay)
 	var (
 		wg       sync.WaitGroup
@@ -195,7 +214,7 @@ func (p *Pipeline) handle(ctx context.Context, ds []*broker.Delivery) error {
 		}
 	}
 	if len(bad) > 0 {
-		if err := p.deadLetter(ctx, bad); err != nil {
+		if err := p.deadLetter(withRecords(ctx, bad), bad); err != nil {
 			return err
 		}
 	}
@@ -220,7 +239,7 @@ func (p *Pipeline) handle(ctx context.Context, ds []*broker.Delivery) error {
 func (p *Pipeline) store(ctx context.Context, part []*item) error {
 	for len(part) > 0 {
 		var fresh, oversize []*item
-		err := p.retry(ctx, "ingest", len(part), func(ctx context.Context) error {
+		err := p.retry(withRecords(ctx, part), "ingest", len(part), func(ctx context.Context) error {
 			var err error
 			fresh, err = p.ingest(ctx, part)
 			var o *oversizeError
@@ -322,12 +341,20 @@ const minPart = 16
 
 // retry runs fn until it succeeds or ctx ends, waiting with backoff between
 // attempts; each failure is logged and counted. When the listener begins to
-// stop (broker.Stopping) a retry gives up at once, its wait and a repeated
-// attempt alike, and returns broker.ErrStopping: the deliveries stay
-// unsettled and are redelivered, and the stop does not wait out its deadline
-// for a database or broker that is down.
+// stop (broker.Stopping) a retry gives up at once, its wait (broker.Pause) and
+// a repeated attempt alike, and returns an error wrapping broker.ErrStopping:
+// the deliveries stay unsettled and are redelivered, and the stop does not
+// wait out its deadline for a database or broker that is down.
 func (p *Pipeline) retry(ctx context.Context, what string, records int, fn func(context.Context) error) error {
 	stopping := broker.Stopping(ctx)
+	var st *retryState
+	defer func() {
+		if st != nil {
+			p.retryMu.Lock()
+			delete(p.retrying, st)
+			p.retryMu.Unlock()
+		}
+	}()
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, p.cfg.dbTimeout)
 		unwatch := func() {}
@@ -347,21 +374,27 @@ func (p *Pipeline) retry(ctx context.Context, what string, records int, fn func(
 			return ctx.Err()
 		}
 		if isClosed(stopping) {
+			p.log.Info("retry given up: stopping; offsets stay uncommitted, the records are redelivered", "step", what, "records", records)
 			return fmt.Errorf("routepassport: %s: %w (last failure: %w)", what, broker.ErrStopping, err)
 		}
-		delay := p.cfg.retry.Delay(attempt)
 		p.met.failure.WithLabelValues("transient").Add(float64(records))
+		p.retryMu.Lock()
+		if st == nil {
+			st = &retryState{step: what, records: recordsOf(ctx), since: p.cfg.clock.Now()}
+			p.retrying[st] = struct{}{}
+		}
+		st.failures, st.last = attempt, err
+		p.retryMu.Unlock()
+		if attempt == p.cfg.stuckFailures {
+			p.log.Error("stuck on a record: transient failures in a row; /readyz fails until it is stored", "step", what,
+				"first_record", st.records, "failures", attempt, "since", st.since, "exception_class", rootClass(err), "exception_message", err.Error())
+		}
+		delay := p.cfg.retry.Delay(attempt)
 		p.log.Warn("transient failure, retrying; offsets stay uncommitted", "step", what, "records", records,
 			"attempt", attempt, "retry_in", delay, "exception_class", rootClass(err), "exception_message", err.Error())
-		t := p.cfg.clock.NewTimer(delay)
-		select {
-		case <-t.C():
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-stopping:
-			t.Stop()
-			return fmt.Errorf("routepassport: %s: %w (last failure: %w)", what, broker.ErrStopping, err)
+		if perr := broker.Pause(ctx, p.cfg.clock, delay); perr != nil {
+			p.log.Info("retry given up: stopping; offsets stay uncommitted, the records are redelivered", "step", what, "records", records)
+			return fmt.Errorf("routepassport: %s: %w (last failure: %w)", what, perr, err)
 		}
 	}
 }
@@ -390,6 +423,83 @@ func isClosed(c <-chan struct{}) bool {
 	default:
 		return false
 	}
+}
+
+// Check is the pipeline's readiness: an error naming the records it is stuck
+// on, once a record has failed stuck-after-failures times in a row with
+// transient errors, or its oldest unacknowledged record is older than
+// stuck-after.
+func (p *Pipeline) Check(context.Context) error {
+	var errs []error
+	p.retryMu.Lock()
+	var retrying []string
+	for st := range p.retrying {
+		retrying = append(retrying, st.records)
+		if st.failures >= p.cfg.stuckFailures {
+			errs = append(errs, fmt.Errorf("%s of record %s: %d transient failures in a row since %s: %w", st.step, st.records,
+				st.failures, st.since.UTC().Format(time.RFC3339), st.last))
+		}
+	}
+	p.retryMu.Unlock()
+	if at, ok := p.oldestUnsettled(); ok {
+		if age := p.cfg.clock.Now().Sub(at); age >= p.cfg.stuckAfter {
+			e := fmt.Errorf("a record of %s unacknowledged for %s (received %s)", p.cfg.inputTopic, age.Round(time.Second), at.UTC().Format(time.RFC3339))
+			if len(retrying) > 0 {
+				slices.Sort(retrying)
+				e = fmt.Errorf("%w; retrying %s", e, strings.Join(retrying, ", "))
+			}
+			errs = append(errs, e)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// oldestUnsettled is when the oldest record the listener holds
+// unacknowledged was received (false: none, or not running).
+func (p *Pipeline) oldestUnsettled() (time.Time, bool) {
+	if l := p.listener.Load(); l != nil {
+		return l.OldestUnsettled()
+	}
+	return time.Time{}, false
+}
+
+// oldestUnacknowledged is route_passport_oldest_unacknowledged_seconds.
+func (p *Pipeline) oldestUnacknowledged() float64 {
+	if at, ok := p.oldestUnsettled(); ok {
+		return max(0, p.cfg.clock.Now().Sub(at).Seconds())
+	}
+	return 0
+}
+
+// consecutiveFailures is route_passport_consecutive_failures.
+func (p *Pipeline) consecutiveFailures() float64 {
+	p.retryMu.Lock()
+	defer p.retryMu.Unlock()
+	n := 0
+	for st := range p.retrying {
+		n = max(n, st.failures)
+	}
+	return float64(n)
+}
+
+type recordsKey struct{}
+
+// withRecords names the records a retry in ctx is about: the first one's
+// identity (topic/partition/offset) and how many more.
+func withRecords(ctx context.Context, items []*item) context.Context {
+	if len(items) == 0 {
+		return ctx
+	}
+	desc := items[0].sourceID
+	if len(items) > 1 {
+		desc += fmt.Sprintf(" and %d more", len(items)-1)
+	}
+	return context.WithValue(ctx, recordsKey{}, desc)
+}
+
+func recordsOf(ctx context.Context) string {
+	s, _ := ctx.Value(recordsKey{}).(string)
+	return s
 }
 
 // rootClass names the type of the innermost error of a chain, the nearest to

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"time"
 )
 
 // OptionsFromSettings reads options from the string settings a service
@@ -19,6 +20,11 @@ import (
 //	max-record-bytes    the input limit in bytes (default DefaultMaxRecordBytes);
 //	                    with DeadLetterRoom it must fit under the broker's
 //	                    message limit
+//	stuck-after         age of the oldest unacknowledged record at which
+//	                    the pipeline counts as stuck (default 5m)
+//	stuck-after-failures
+//	                    consecutive transient failures of a record at which
+//	                    it counts as stuck (default 10)
 //
 // Unknown keys are an error; every problem is reported at once.
 func OptionsFromSettings(settings map[string]string) ([]Option, error) {
@@ -30,6 +36,7 @@ func OptionsFromSettings(settings map[string]string) ([]Option, error) {
 		"input-topic": InputTopic, "dead-letter-topic": DeadLetterTopic,
 		"route-in-topic": RouteInTopic, "georeference-topic": GeoreferenceTopic,
 	}
+	stuckAge, stuckFailures := defaults().stuckAfter, defaults().stuckFailures
 	for _, k := range slices.Sorted(maps.Keys(settings)) {
 		v := settings[k]
 		switch k {
@@ -52,10 +59,23 @@ func OptionsFromSettings(settings map[string]string) ([]Option, error) {
 				errs = append(errs, fmt.Errorf("%s: empty", k))
 			}
 			topics[k] = v
+		case "stuck-after":
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				errs = append(errs, fmt.Errorf("stuck-after: %q is not a positive duration", v))
+			}
+			stuckAge = d
+		case "stuck-after-failures":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				errs = append(errs, fmt.Errorf("stuck-after-failures: %q is not a number of at least 1", v))
+			}
+			stuckFailures = n
 		default:
-			errs = append(errs, fmt.Errorf("%s: unknown setting (known: test-controller, group, max-record-bytes, input-topic, dead-letter-topic, route-in-topic, georeference-topic)", k))
+			errs = append(errs, fmt.Errorf("%s: unknown setting (known: test-controller, group, max-record-bytes, input-topic, dead-letter-topic, route-in-topic, georeference-topic, stuck-after, stuck-after-failures)", k))
 		}
 	}
+	opts = append(opts, WithStuckAfter(stuckAge, stuckFailures))
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("routepassport: %w", err)
 	}

@@ -266,12 +266,10 @@ func (s *Source) handle(ctx context.Context, d *broker.Delivery, wake func()) er
 			delay = time.Second
 		}
 		s.log.Warn("broker source: storing the message failed; retrying", "err", err, "attempt", attempt, "retry_in", delay)
-		t := s.o.clock.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("brokersource: stopped before the message was stored: %w", context.Cause(ctx))
-		case <-t.C():
+		// A stop ends the wait at once (broker.ErrStopping): the delivery
+		// stays unsettled and comes back.
+		if err := broker.Pause(ctx, s.o.clock, delay); err != nil {
+			return fmt.Errorf("brokersource: stopped before the message was stored: %w", err)
 		}
 	}
 }

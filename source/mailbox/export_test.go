@@ -18,3 +18,6 @@ func WithGapTimesFromClock() PollerOption { return func(o *pollerOptions) { o.ho
 func (p *Poller) Anomalies(kind string) prometheus.Collector {
 	return p.m.anomalies.WithLabelValues(kind)
 }
+
+// UnreadableGauge is msgx_mailbox_unreadable_seconds (tests).
+func (p *Poller) UnreadableGauge() prometheus.Collector { return p.m.unreadable }

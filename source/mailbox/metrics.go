@@ -24,9 +24,10 @@ type pollerMetrics struct {
 	scanErrors    prometheus.Counter
 	rowsPerScan   prometheus.Histogram
 	anomalies     *prometheus.CounterVec
+	unreadable    prometheus.GaugeFunc
 }
 
-func newPollerMetrics(stream string) *pollerMetrics {
+func newPollerMetrics(stream string, unreadableSeconds func() float64) *pollerMetrics {
 	labels := prometheus.Labels{"stream": stream}
 	m := &pollerMetrics{
 		gapsPermanent: prometheus.NewCounter(prometheus.CounterOpts{
@@ -58,6 +59,10 @@ func newPollerMetrics(stream string) *pollerMetrics {
 			Name: "msgx_mailbox_anomalies_total", ConstLabels: labels,
 			Help: "Mailbox misconfigurations and rewinds detected, by kind (alert on any).",
 		}, []string{"kind"}),
+		unreadable: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "msgx_mailbox_unreadable_seconds", ConstLabels: labels,
+			Help: "How long the poller's reads of the mailbox have been failing (missing table, refused login, lost connection); 0 while it reads.",
+		}, unreadableSeconds),
 	}
 	// Every label value exists from the start, at zero, so that alert rules
 	// on increase() see the first occurrence.
@@ -71,7 +76,7 @@ func newPollerMetrics(stream string) *pollerMetrics {
 }
 
 func (m *pollerMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.gapsPermanent, m.idsSkipped, m.gapsWatched, m.late, m.scanErrors, m.rowsPerScan, m.anomalies}
+	return []prometheus.Collector{m.gapsPermanent, m.idsSkipped, m.gapsWatched, m.late, m.scanErrors, m.rowsPerScan, m.anomalies, m.unreadable}
 }
 
 // Describe implements prometheus.Collector.

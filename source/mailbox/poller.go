@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/msgx/msgx/inbox"
@@ -87,6 +88,14 @@ type Poller struct {
 	nextLateCheck time.Time
 	// nextConfigCheck: when the id step is checked again.
 	nextConfigCheck time.Time
+
+	// mu guards the readability of the mailbox, which readiness, status
+	// and the metrics read while polls go on.
+	mu sync.Mutex
+	// unreadSince is when the reads of the mailbox began to fail (zero:
+	// the last read succeeded); unreadErr is the last failure.
+	unreadSince time.Time
+	unreadErr   error
 }
 
 // LatePolicy says what becomes of a row that shows up in a permanent gap.
@@ -122,6 +131,9 @@ type pollerOptions struct {
 	gapRetention   time.Duration
 	// hostTime: age gaps on the clock option instead of the database's (tests).
 	hostTime bool
+	// unreadableAfter: how long reads may fail before the mailbox counts
+	// as unreadable (CheckReadable).
+	unreadableAfter time.Duration
 }
 
 // PollerOption configures a Poller.
@@ -160,6 +172,14 @@ func WithLateRows(policy LatePolicy, retention time.Duration) PollerOption {
 	return func(o *pollerOptions) { o.latePolicy, o.gapRetention = policy, retention }
 }
 
+// WithUnreadableAfter sets how long the reads of the mailbox may fail (a
+// missing table, a refused login, a lost connection) before CheckReadable
+// reports it unreadable and an error is logged (mailboxes.NAME.unreadable-after,
+// default 30 s).
+func WithUnreadableAfter(d time.Duration) PollerOption {
+	return func(o *pollerOptions) { o.unreadableAfter = d }
+}
+
 // WithStart sets where a stream begins when it has no cursor yet: FromID,
 // FromNow or FromBeginning. Without it, polling a stream that has no cursor
 // fails with ErrNoStart. Once the cursor exists the start is ignored.
@@ -168,7 +188,7 @@ func WithStart(s Start) PollerOption { return func(o *pollerOptions) { o.start =
 // NewPoller returns a poller enqueueing rows of table into stream in db.
 func NewPoller(table Scanner, db *store.DB, stream string, opts ...PollerOption) *Poller {
 	o := pollerOptions{clock: clock.Real{}, log: slog.Default(), interval: time.Second, batch: 50, maxCommitDelay: time.Minute, scans: 10,
-		gapRetention: 24 * time.Hour}
+		gapRetention: 24 * time.Hour, unreadableAfter: 30 * time.Second}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -181,7 +201,77 @@ func NewPoller(table Scanner, db *store.DB, stream string, opts ...PollerOption)
 	if o.gapRetention <= 0 {
 		o.gapRetention = 24 * time.Hour
 	}
-	return &Poller{table: table, db: db, stream: stream, o: o, nudge: make(chan struct{}, 1), m: newPollerMetrics(stream)}
+	if o.unreadableAfter <= 0 {
+		o.unreadableAfter = 30 * time.Second
+	}
+	p := &Poller{table: table, db: db, stream: stream, o: o, nudge: make(chan struct{}, 1)}
+	p.m = newPollerMetrics(stream, p.unreadableSeconds)
+	return p
+}
+
+// readError is a failed read of the mailbox table, as opposed to a failure
+// of the store: only those make the mailbox unreadable.
+type readError struct{ err error }
+
+func (e *readError) Error() string { return e.err.Error() }
+func (e *readError) Unwrap() error { return e.err }
+
+// mailboxRead marks err, from a read of the mailbox table, as a readError.
+func mailboxRead(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &readError{err: err}
+}
+
+// noteRead records the outcome of a poll: a success makes the mailbox
+// readable, a failed read of the mailbox makes it unreadable from now on
+// unless it was already; a failure of the store alone changes nothing.
+func (p *Poller) noteRead(err error) {
+	var re *readError
+	if err != nil && !errors.As(err, &re) {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err == nil {
+		p.unreadSince, p.unreadErr = time.Time{}, nil
+		return
+	}
+	if p.unreadSince.IsZero() {
+		p.unreadSince = p.o.clock.Now()
+	}
+	p.unreadErr = err
+}
+
+// Unreadable reports since when the reads of the mailbox have failed and
+// the last failure; a zero time when the last poll read it.
+func (p *Poller) Unreadable() (since time.Time, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.unreadSince, p.unreadErr
+}
+
+// CheckReadable is the poller's readiness: an error naming how long and why
+// once the mailbox has been unreadable for unreadable-after or longer.
+func (p *Poller) CheckReadable(context.Context) error {
+	since, err := p.Unreadable()
+	if since.IsZero() {
+		return nil
+	}
+	if d := p.o.clock.Now().Sub(since); d >= p.o.unreadableAfter {
+		return fmt.Errorf("stream %s: mailbox unreadable for %s (since %s): %w", p.stream, d.Round(time.Second),
+			since.UTC().Format(time.RFC3339), err)
+	}
+	return nil
+}
+
+func (p *Poller) unreadableSeconds() float64 {
+	since, _ := p.Unreadable()
+	if since.IsZero() {
+		return 0
+	}
+	return max(0, p.o.clock.Now().Sub(since).Seconds())
 }
 
 // Nudge makes the poller scan now (the HTTP ingress calls it after an insert).
@@ -210,8 +300,18 @@ type PollResult struct {
 	Late int
 }
 
-// Poll reads the rows after W and enqueues the ones it may, in one transaction.
+// Poll reads the rows after W and enqueues the ones it may, in one
+// transaction. It keeps track of whether the mailbox could be read
+// (Unreadable, CheckReadable).
 func (p *Poller) Poll(ctx context.Context) (PollResult, error) {
+	res, err := p.poll(ctx)
+	if ctx.Err() == nil {
+		p.noteRead(err)
+	}
+	return res, err
+}
+
+func (p *Poller) poll(ctx context.Context) (PollResult, error) {
 	now, err := p.now(ctx)
 	if err != nil {
 		return PollResult{}, err
@@ -255,6 +355,7 @@ func (p *Poller) Poll(ctx context.Context) (PollResult, error) {
 	for scan := 0; scan < p.o.scans; scan++ {
 		rows, err := p.table.Scan(ctx, expected-1, p.o.batch)
 		if err != nil {
+			err = mailboxRead(err)
 			return PollResult{Watermark: cur.Watermark, GapFrom: cur.GapFrom, Late: late}, err
 		}
 		p.m.rowsPerScan.Observe(float64(len(rows)))
@@ -335,7 +436,7 @@ func (p *Poller) checkStep(ctx context.Context) error {
 	}
 	step, err := t.AutoIncrementStep(ctx)
 	if err != nil {
-		return err
+		return mailboxRead(err)
 	}
 	if step > 1 {
 		p.m.anomalies.WithLabelValues(anomalyIncrement).Inc()
@@ -350,7 +451,7 @@ func (p *Poller) checkStep(ctx context.Context) error {
 func (p *Poller) checkRewound(ctx context.Context, watermark int64) error {
 	max, err := p.table.MaxID(ctx)
 	if err != nil {
-		return err
+		return mailboxRead(err)
 	}
 	if max < watermark {
 		p.m.anomalies.WithLabelValues(anomalyBackwards).Inc()
@@ -370,7 +471,7 @@ func (p *Poller) initCursor(ctx context.Context, now time.Time) error {
 	case startNow:
 		max, err := p.table.MaxID(ctx)
 		if err != nil {
-			return err
+			return mailboxRead(err)
 		}
 		after = max
 	}
@@ -401,11 +502,15 @@ const failureLogEvery = 30 * time.Second
 // Run scans until ctx ends; it implements inbox.Source. After a failed poll
 // it waits 1 s, doubling to 30 s while the failures go on (nudges do not cut
 // that short), and logs the first failure, then at most one line per 30 s,
-// then the recovery.
+// and an error line as the mailbox's reads have failed for unreadable-after
+// (readiness fails from then on), then the recovery.
 func (p *Poller) Run(ctx context.Context, wake func()) error {
 	var (
 		failures int
 		loggedAt time.Time
+		// pastUnreadable: this run of failures was logged as making the
+		// mailbox unreadable.
+		pastUnreadable bool
 	)
 	for {
 		res, err := p.Poll(ctx)
@@ -418,19 +523,30 @@ func (p *Poller) Run(ctx context.Context, wake func()) error {
 			failures++
 			p.m.scanErrors.Inc()
 			wait, nudge = errorBackoff.Delay(failures), nil
-			if now := p.o.clock.Now(); failures == 1 || now.Sub(loggedAt) >= failureLogEvery {
+			now := p.o.clock.Now()
+			unreadable := !pastUnreadable && p.CheckReadable(ctx) != nil
+			if failures == 1 || unreadable || now.Sub(loggedAt) >= failureLogEvery {
 				loggedAt = now
 				level := slog.LevelWarn
 				if errors.Is(err, ErrAutoIncrementStep) || errors.Is(err, ErrRewound) {
 					level = slog.LevelError
 				}
-				p.o.log.Log(ctx, level, "mailbox: poll failed", "stream", p.stream, "err", err,
-					"failures", failures, "retry_in", wait)
+				msg := "mailbox: poll failed"
+				if unreadable {
+					// Once per run of failures, in place of the periodic line.
+					pastUnreadable, level = true, slog.LevelError
+					since, _ := p.Unreadable()
+					msg = "mailbox: poll failed; unreadable for longer than unreadable-after, /readyz fails until it is read again"
+					p.o.log.Log(ctx, level, msg, "stream", p.stream, "err", err, "failures", failures, "retry_in", wait,
+						"unreadable_since", since, "unreadable_after", p.o.unreadableAfter)
+				} else {
+					p.o.log.Log(ctx, level, msg, "stream", p.stream, "err", err, "failures", failures, "retry_in", wait)
+				}
 			}
 		} else {
 			if failures > 0 {
 				p.o.log.Info("mailbox: polling again after failures", "stream", p.stream, "failures", failures)
-				failures = 0
+				failures, pastUnreadable = 0, false
 			}
 			if res.Advanced || res.Late > 0 {
 				wake()
@@ -482,7 +598,7 @@ func (p *Poller) takeLate(ctx context.Context, g inbox.Gap, action inbox.LateAct
 	for from := g.From; from <= g.To; {
 		rows, err := p.table.ScanRange(ctx, from, g.To, p.o.batch)
 		if err != nil || len(rows) == 0 {
-			return found, err
+			return found, mailboxRead(err)
 		}
 		from = rows[len(rows)-1].ID + 1
 		var fresh []lateRow
