@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +50,23 @@ func TestEmbeddedDefault(t *testing.T) {
 	}
 	if got := cfg.Relay.Targets["kafka:schd"]; got.Lane != "compacted" || got.Workers != 1 {
 		t.Errorf("schd target: %+v", got)
+	}
+}
+
+// deploy/msgx.embedded.yaml is the built-in default written out: loading it
+// gives the configuration `msgx serve` runs with no file.
+func TestEmbeddedSampleIsTheDefault(t *testing.T) {
+	def, err := Load("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, err := Load("../../deploy/msgx.embedded.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file.Defaulted = def.Defaulted
+	if !reflect.DeepEqual(def, file) {
+		t.Errorf("deploy/msgx.embedded.yaml differs from EmbeddedDefault:\n default: %+v\n file:    %+v", def, file)
 	}
 }
 
