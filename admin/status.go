@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/msgx/msgx/inbox"
@@ -38,7 +39,11 @@ type StreamStatus struct {
 
 // TargetStatus is what an operator sees of a relay target.
 type TargetStatus struct {
-	Target  string  `json:"target"`
+	Target string `json:"target"`
+	// Relayed is whether a relay target of this instance serves it
+	// (relay.targets lists it). A target that has events in the outbox but
+	// no relay is shown with Relayed false: its events wait for ever.
+	Relayed bool    `json:"relayed"`
 	Pending int64   `json:"pending"`
 	Dead    int64   `json:"dead"`
 	Lag     float64 `json:"lag_seconds"`
@@ -130,7 +135,7 @@ func (s *Server) streamStatus(ctx context.Context, st Stream, now time.Time) (St
 func (s *Server) targetStatus(ctx context.Context) ([]TargetStatus, error) {
 	by := map[string]*TargetStatus{}
 	for _, t := range s.cfg.Targets {
-		by[t] = &TargetStatus{Target: t}
+		by[t] = &TargetStatus{Target: t, Relayed: true}
 	}
 	rows, err := s.cfg.DB.Query(ctx, s.q.Get("TargetCounts"))
 	if err != nil {
@@ -146,7 +151,7 @@ func (s *Server) targetStatus(ctx context.Context) ([]TargetStatus, error) {
 			have.Pending, have.Dead = t.Pending, t.Dead
 		} else {
 			// Events for a target this process does not relay: shown, so
-			// that a misnamed target is noticed.
+			// that a misnamed or forgotten target is noticed.
 			by[t.Target] = &t
 		}
 	}
@@ -207,6 +212,30 @@ func (s *Server) Backfill(ctx context.Context) ([]BackfillStatus, error) {
 		out = append(out, b)
 	}
 	return out, nil
+}
+
+// Unserved returns the targets with PENDING events that no relay target of
+// this instance serves, and logs each at ERROR: nothing will ever publish
+// those events until relay.targets names the target.
+func (s *Server) Unserved(ctx context.Context) ([]TargetStatus, error) {
+	ts, err := s.targetStatus(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.unserved(ts), nil
+}
+
+func (s *Server) unserved(ts []TargetStatus) []TargetStatus {
+	var out []TargetStatus
+	for _, t := range ts {
+		if t.Relayed || t.Pending == 0 {
+			continue
+		}
+		out = append(out, t)
+		s.cfg.Logger.Error("admin: outbox events wait for a target no relay serves; add it under relay.targets",
+			"target", t.Target, "pending", t.Pending, "relayed_targets", strings.Join(s.cfg.Targets, ","))
+	}
+	return out
 }
 
 func seconds(d time.Duration) float64 {

@@ -258,6 +258,27 @@ func TestUnknownProcessorAndPipeline(t *testing.T) {
 	}
 }
 
+// A processor or a pipeline that enqueues events for a target the relay does
+// not serve stops the start, with the key to add.
+func TestUnrelayedTargetRefusesToStart(t *testing.T) {
+	dsn := filepath.Join(t.TempDir(), "msgx.db")
+	cfg := loadConfig(t, strings.Replace(fmt.Sprintf(embedded, dsn), "processor: flop,", `processor: flop, options: {target: "kafka:ref"},`, 1))
+	_, err := New(context.Background(), cfg, registry(), WithLogOutput(io.Discard))
+	if err == nil || !strings.Contains(err.Error(), `streams.s (processor flop) enqueues events for outbox target "kafka:ref", but relay.targets has no "kafka:ref"`) {
+		t.Fatalf("a stream's target without a relay: %v", err)
+	}
+	reg := registry()
+	reg.Pipeline("sweep", func(context.Context, Deps, PipelineSpec) (*Pipeline, error) {
+		return &Pipeline{Run: func(ctx context.Context) error { <-ctx.Done(); return nil }, Targets: []string{"kafka:schd"}}, nil
+	})
+	cfg = loadConfig(t, fmt.Sprintf(embedded, dsn)+"pipelines: {sweep: {}}\n")
+	_, err = New(context.Background(), cfg, reg, WithLogOutput(io.Discard))
+	if err == nil || !strings.Contains(err.Error(), `pipelines.sweep enqueues events for outbox target "kafka:schd"`) ||
+		!strings.Contains(err.Error(), `add relay.targets."kafka:schd"`) {
+		t.Fatalf("a pipeline's target without a relay: %v", err)
+	}
+}
+
 // A registered pipeline runs, its handlers sit behind the operator token,
 // and a registered query answers where the default says "not available".
 func TestPipelinesAndQueries(t *testing.T) {
