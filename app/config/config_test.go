@@ -422,3 +422,22 @@ func TestOtherVariablesListsEveryVariableRead(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Keys of one broker kind given to another are refused by name, not ignored.
+func TestBrokerKeysOfAnotherKind(t *testing.T) {
+	_, err := load(t, `
+store: {dsn: "sqlite:a.db"}
+brokers:
+  r: {kind: rabbitmq, url: "amqp://h/", client-id: msgx, compacted-topics: [sis.schd]}
+  n: {kind: nats, url: "nats://h", seeds: ["h:4222"]}
+  k: {kind: kafka, url: "kafka://h:9092", seeds: ["h:9092"]}
+  m: {kind: mem, url: "mem://x"}
+`)
+	wantProblem(t, err, "brokers.r", `client-id, compacted-topics refused: seeds, acks, idempotence, client-id, session-timeout, compacted-topics, tls and sasl are Kafka settings; this broker is "rabbitmq"`)
+	wantProblem(t, err, "brokers.n", "seeds refused")
+	wantProblem(t, err, "brokers.k.url", "through seeds")
+	wantProblem(t, err, "brokers.m.url", "no URL")
+	if n := len(problemsOf(t, err)); n != 4 {
+		t.Errorf("%d problems, want 4:\n%v", n, err)
+	}
+}
