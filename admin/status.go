@@ -16,14 +16,24 @@ import (
 // StreamStatus is what an operator sees of a stream.
 type StreamStatus struct {
 	Stream string `json:"stream"`
-	Leader bool   `json:"leader"`
+	// Leader is whether the instance answering holds the stream's lease.
+	Leader bool `json:"leader"`
+	// LeaseHolder is the instance id of the instance holding the stream's
+	// lease ("" when none does); LeaseOwner is the lease's owner as
+	// recorded, LeaseExpires when it runs out unless renewed (a holder
+	// whose lease has run out pumps no more).
+	LeaseHolder  string     `json:"lease_holder,omitempty"`
+	LeaseOwner   string     `json:"lease_owner,omitempty"`
+	LeaseExpires *time.Time `json:"lease_expires,omitempty"`
 	// HeadID is the smallest unfinished message (0: none).
-	HeadID       int64   `json:"head_id"`
-	HeadStatus   string  `json:"head_status,omitempty"`
-	HeadAttempts int     `json:"head_attempts,omitempty"`
-	HeadClass    string  `json:"head_error_class,omitempty"`
-	HeadReason   string  `json:"head_reason,omitempty"`
-	HeadAge      float64 `json:"head_age_seconds"`
+	HeadID int64 `json:"head_id"`
+	// HeadReceived is when the head was received (nil: no head).
+	HeadReceived *time.Time `json:"head_received,omitempty"`
+	HeadStatus   string     `json:"head_status,omitempty"`
+	HeadAttempts int        `json:"head_attempts,omitempty"`
+	HeadClass    string     `json:"head_error_class,omitempty"`
+	HeadReason   string     `json:"head_reason,omitempty"`
+	HeadAge      float64    `json:"head_age_seconds"`
 	// HeadBlocked is how long the head has been tried (0 until its first attempt).
 	HeadBlocked float64    `json:"head_blocked_seconds"`
 	Backlog     int64      `json:"backlog"`
@@ -103,6 +113,7 @@ func (s *Server) streamStatus(ctx context.Context, st Stream, now time.Time) (St
 	case err != nil:
 		return ss, fmt.Errorf("admin: head of %s: %w", st.Name, err)
 	default:
+		ss.HeadReceived = &received
 		ss.HeadAge = seconds(now.Sub(received))
 		if started != nil {
 			ss.HeadBlocked = seconds(now.Sub(*started))
@@ -113,6 +124,13 @@ func (s *Server) streamStatus(ctx context.Context, st Stream, now time.Time) (St
 	}
 	if err := s.cfg.DB.QueryRow(ctx, s.q.Get("StreamGaps"), st.Name).Scan(&ss.GapsSkipped, &ss.IDsSkipped); err != nil {
 		return ss, fmt.Errorf("admin: gaps of %s: %w", st.Name, err)
+	}
+	h, ok, err := inbox.HolderOf(ctx, s.cfg.DB, st.Name)
+	if err != nil {
+		return ss, err
+	}
+	if ok {
+		ss.LeaseHolder, ss.LeaseOwner, ss.LeaseExpires = h.Instance, h.Owner, &h.Expires
 	}
 	cur, ok, err := inbox.LoadCursor(ctx, s.cfg.DB, st.Name)
 	if err != nil {

@@ -50,10 +50,13 @@ const Unavailable = "not available: the SIS pipeline is not enabled"
 // App is a wired service. New opens and starts the connections; Run serves
 // until its context ends.
 type App struct {
-	cfg     *config.Config
-	log     *slog.Logger
-	clock   clock.Clock
-	fp      *failpoint.Set
+	cfg   *config.Config
+	log   *slog.Logger
+	clock clock.Clock
+	fp    *failpoint.Set
+	// owner is the lease owner of this process's streams: the configured
+	// instance id and a token of this run (inbox.OwnerFor).
+	owner   string
 	db      *store.DB
 	metrics *prometheus.Registry
 	tracing *tracing.Provider
@@ -128,7 +131,7 @@ func New(ctx context.Context, cfg *config.Config, reg *Registry, opts ...Option)
 	for _, opt := range opts {
 		opt(&o)
 	}
-	a := &App{cfg: cfg, log: newLogger(cfg.Log, o.logOut), clock: o.clock, brokers: map[string]*broker.Broker{}, mailboxes: map[string]*mailbox.Table{}, mysql: map[string]*sql.DB{}}
+	a := &App{cfg: cfg, log: newLogger(cfg.Log, o.logOut), clock: o.clock, owner: inbox.OwnerFor(cfg.InstanceID), brokers: map[string]*broker.Broker{}, mailboxes: map[string]*mailbox.Table{}, mysql: map[string]*sql.DB{}}
 	defer func() {
 		if err != nil {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout.D())
@@ -320,7 +323,7 @@ func (a *App) buildStreams(ctx context.Context, reg *Registry, deps Deps) error 
 			s.targets = tw.OutboxTargets()
 		}
 		opts := []inbox.Option{
-			inbox.WithLogger(a.log), inbox.WithRegisterer(a.metrics), inbox.WithHostClock(a.clock),
+			inbox.WithLogger(a.log), inbox.WithRegisterer(a.metrics), inbox.WithHostClock(a.clock), inbox.WithOwner(a.owner),
 			inbox.WithGroupSize(c.GroupSize), inbox.WithMaxAttempts(c.MaxAttempts),
 			inbox.WithBackoff(backoff.Policy{MaxAttempts: c.MaxAttempts, Initial: c.Backoff.Initial.D(), Max: c.Backoff.Max.D(), Multiplier: 2}),
 			inbox.WithHeadDeadline(c.HeadDeadline.D()), inbox.WithPollInterval(c.PollInterval.D()), inbox.WithLease(c.Lease.D()),
@@ -603,7 +606,7 @@ func (a *App) Run(ctx context.Context) error {
 		}
 		cancel()
 	}
-	a.log.Info("msgx serving", "instance", a.cfg.InstanceID, "profile", a.cfg.Profile, "shadow", a.cfg.Shadow, "streams", len(a.streams),
+	a.log.Info("msgx serving", "instance", a.cfg.InstanceID, "lease_owner", a.owner, "profile", a.cfg.Profile, "shadow", a.cfg.Shadow, "streams", len(a.streams),
 		"pipelines", len(a.pipelines), "admin", a.AdminAddr(), "ingress", a.IngressAddr())
 
 	var err error

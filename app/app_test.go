@@ -322,3 +322,37 @@ func TestPipelinesAndQueries(t *testing.T) {
 	}
 	r.shutdown(t)
 }
+
+// Status names the instance holding each stream's lease by its configured
+// instance-id, on the instance that holds it and on one standing by.
+func TestStatusShowsLeaseHolderByInstanceID(t *testing.T) {
+	_, dsn := storetest.NewSchema(t)
+	yml := fmt.Sprintf(`
+store: {dsn: %q}
+admin: {listen: "127.0.0.1:0", read-token: "`+readTok+`", operator-token: "`+opTok+`"}
+brokers: {local: {kind: mem}}
+mailboxes: {local: {kind: store, start: from-beginning, poll-interval: 20ms}}
+streams: {s: {processor: flop, mailbox: local, poll-interval: 20ms}}
+relay: {poll-interval: 20ms, targets: {"kafka:msg": {broker: local}}}
+`, dsn)
+	a := start(t, loadConfig(t, yml, "MSGX_INSTANCE_ID=msgx-node-7"), registry())
+	holder := func(addr string) admin.StreamStatus {
+		var st admin.Status
+		if code := get(t, addr, "/v1/status", readTok, &st); code != 200 || len(st.Streams) != 1 {
+			t.Fatalf("status: %d %+v", code, st)
+		}
+		return st.Streams[0]
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for s := holder(a.app.AdminAddr()); s.LeaseHolder != "msgx-node-7" || !s.Leader; s = holder(a.app.AdminAddr()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the lease holder is not shown by its instance id: %+v", s)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b := start(t, loadConfig(t, yml, "MSGX_INSTANCE_ID=msgx-node-8"), registry())
+	if s := holder(b.app.AdminAddr()); s.LeaseHolder != "msgx-node-7" || s.Leader || !strings.HasPrefix(s.LeaseOwner, "msgx-node-7/") ||
+		s.LeaseExpires == nil {
+		t.Errorf("the standby's status: %+v", s)
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/url"
 	"sort"
 	"strconv"
@@ -16,7 +17,7 @@ import (
 )
 
 func newStatusCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "status", Short: "Streams (head, backlog, dead), relay targets (pending, lag, dead) and readiness of a running service", Args: cobra.NoArgs}
+	cmd := &cobra.Command{Use: "status", Short: "Streams (lease holder, head and its error, backlog, dead), relay targets (pending, lag, dead) and readiness of a running service", Args: cobra.NoArgs}
 	c := clientFlags(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		var st admin.Status
@@ -27,34 +28,128 @@ func newStatusCmd() *cobra.Command {
 		if c.json {
 			return printJSON(out, st)
 		}
-		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "STREAM\tLEADER\tHEAD\tHEAD AGE\tRETRYING FOR\tBACKLOG\tFAILED\tDEAD\tLAST SUCCESS\tWATERMARK\tGAP")
-		for _, s := range st.Streams {
-			last := "-"
-			if s.LastSuccess != nil {
-				last = s.LastSuccess.Format(time.RFC3339)
-			}
-			gap := "-"
-			if s.GapFrom != 0 {
-				gap = fmt.Sprintf("%d (open %s)", s.GapFrom, ago(s.GapOpen))
-			}
-			fmt.Fprintf(tw, "%s\t%v\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%s\n", s.Stream, s.Leader, orDash(s.HeadID), ago(s.HeadAge),
-				ago(s.HeadBlocked), s.Backlog, s.Failed, s.Dead, last, s.Watermark, gap)
-		}
-		fmt.Fprintln(tw)
-		fmt.Fprintln(tw, "TARGET\tPENDING\tLAG\tDEAD")
-		for _, t := range st.Targets {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\n", t.Target, t.Pending, ago(t.Lag), t.Dead)
-		}
-		fmt.Fprintln(tw)
-		fmt.Fprintln(tw, "CHECK\tOK\tERROR")
-		for _, ch := range st.Checks {
-			fmt.Fprintf(tw, "%s\t%v\t%s\n", ch.Name, ch.OK, orDash(ch.Error))
-		}
-		return tw.Flush()
+		return printStatus(out, st)
 	}
 	return cmd
 }
+
+// printStatus renders GET /v1/status for a reader in a hurry: one block of
+// labelled lines per stream (a new field is one more line), a table of the
+// relay targets and one of the readiness checks. Every absolute time has its
+// age beside it, measured from the status's own time.
+func printStatus(out io.Writer, st admin.Status) error {
+	now := st.Time
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	for _, s := range st.Streams {
+		fmt.Fprintf(tw, "STREAM %s\n", s.Stream)
+		line := func(label, format string, args ...any) {
+			fmt.Fprintf(tw, "  %s\t"+format+"\n", append([]any{label}, args...)...)
+		}
+		switch {
+		case s.LeaseHolder == "":
+			line("lease", "held by no instance: nothing pumps the stream")
+		case s.LeaseExpires != nil && !s.LeaseExpires.After(now):
+			line("lease", "last held by %s, expired %s: nothing pumps the stream", s.LeaseHolder, when(*s.LeaseExpires, now))
+		default:
+			this := ""
+			if s.Leader {
+				this = " (the instance answering)"
+			}
+			line("lease", "held by %s%s, until %s", s.LeaseHolder, this, when(*s.LeaseExpires, now))
+		}
+		if s.HeadID == 0 {
+			line("head", "- (nothing unfinished)")
+		} else {
+			head := fmt.Sprintf("%d %s", s.HeadID, s.HeadStatus)
+			if s.HeadReceived != nil {
+				head += ", received " + when(*s.HeadReceived, now)
+			}
+			if s.HeadAttempts > 0 {
+				head += fmt.Sprintf(", %d attempts", s.HeadAttempts)
+			}
+			if s.HeadBlocked > 0 {
+				head += ", retried for " + roughly(secondsD(s.HeadBlocked))
+			}
+			line("head", "%s", head)
+			if s.HeadClass != "" || s.HeadReason != "" {
+				line("head error", "%s", reasonLine(s.HeadClass, s.HeadReason))
+			}
+		}
+		line("backlog", "%d unfinished (%d failed, awaiting retry); %d dead", s.Backlog, s.Failed, s.Dead)
+		if s.LastSuccess != nil {
+			line("last success", "%s, by the instance answering", when(*s.LastSuccess, now))
+		} else {
+			line("last success", "- (none by the instance answering since it started)")
+		}
+		line("watermark", "%d", s.Watermark)
+		if s.GapFrom != 0 {
+			line("gap", "waiting for id %d for %s; %d declared so far (%d ids skipped)", s.GapFrom, roughly(secondsD(s.GapOpen)), s.GapsSkipped, s.IDsSkipped)
+		} else {
+			line("gap", "- (%d declared so far, %d ids skipped)", s.GapsSkipped, s.IDsSkipped)
+		}
+		fmt.Fprintln(tw)
+	}
+	fmt.Fprintln(tw, "TARGET\tRELAY\tPENDING\tLAG\tDEAD")
+	for _, t := range st.Targets {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\n", t.Target, targetState(t), t.Pending, ago(t.Lag), t.Dead)
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "CHECK\tOK\tERROR")
+	for _, ch := range st.Checks {
+		fmt.Fprintf(tw, "%s\t%v\t%s\n", ch.Name, ch.OK, orDash(ch.Error))
+	}
+	return tw.Flush()
+}
+
+// targetState is a relay target's state in a word or two. Whether the relay
+// has paused a target, and its last error, belong here too once the status
+// reports them.
+func targetState(t admin.TargetStatus) string {
+	if !t.Relayed {
+		return "NO RELAY (relay.targets lacks it)"
+	}
+	return "relayed"
+}
+
+// reasonLine is a failure's class and reason with the class said once,
+// whether or not the stored reason starts with it.
+func reasonLine(class, reason string) string {
+	switch {
+	case class == "":
+		return clip(reason, 200)
+	case reason == "":
+		return class
+	case strings.HasPrefix(reason, class+": "):
+		return clip(reason, 200)
+	}
+	return clip(class+": "+reason, 200)
+}
+
+// when is t in UTC with how long ago (or how soon) it is from now:
+// "2026-12-06T06:20:01Z (4 min ago)".
+func when(t, now time.Time) string {
+	abs := t.UTC().Format(time.RFC3339)
+	if d := now.Sub(t); d < 0 {
+		return abs + " (in " + roughly(-d) + ")"
+	}
+	return abs + " (" + roughly(now.Sub(t)) + " ago)"
+}
+
+// roughly is a duration as an operator reads it at a glance: "12 s",
+// "4 min", "2 h 5 min", "3 d 4 h".
+func roughly(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%d s", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%d min", int(d.Minutes()))
+	case d < 24*time.Hour:
+		return fmt.Sprintf("%d h %d min", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%d d %d h", int(d.Hours())/24, int(d.Hours())%24)
+}
+
+func secondsD(sec float64) time.Duration { return time.Duration(sec * float64(time.Second)) }
 
 func newDeadCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "dead", Short: "Dead letters of the inbox streams and the relay targets"}
