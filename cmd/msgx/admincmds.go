@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/msgx/msgx/admin"
+	"github.com/msgx/msgx/pipeline/sis"
 )
 
 func newStatusCmd() *cobra.Command {
@@ -347,8 +348,9 @@ func printReplay(w interface{ Write([]byte) (int, error) }, r admin.ReplayResult
 	}
 }
 
-// newQueryCmd is a command printing a registered admin query (requests, flights).
-func newQueryCmd(name, short string) *cobra.Command {
+// newQueryCmd is a command printing a registered admin query (requests,
+// flights) as a table, or its JSON with --json. print renders the answer.
+func newQueryCmd(name, short string, print func(out io.Writer, raw json.RawMessage, now time.Time) error) *cobra.Command {
 	var params []string
 	cmd := &cobra.Command{Use: name, Short: short, Args: cobra.NoArgs}
 	c := clientFlags(cmd)
@@ -365,11 +367,55 @@ func newQueryCmd(name, short string) *cobra.Command {
 		if err := c.call(cmd.Context(), "GET", "/v1/"+name, q, nil, &raw); err != nil {
 			return err
 		}
-		_, err := cmd.OutOrStdout().Write(raw)
-		return err
+		if c.json {
+			_, err := cmd.OutOrStdout().Write(raw)
+			return err
+		}
+		return print(cmd.OutOrStdout(), raw, time.Now())
 	}
 	cmd.Flags().StringArrayVar(&params, "param", nil, "query parameter key=value (repeatable)")
 	return cmd
+}
+
+// printFlights renders GET /v1/flights: one line per flight.
+func printFlights(out io.Writer, raw json.RawMessage, _ time.Time) error {
+	var page sis.FlightPage
+	if err := json.Unmarshal(raw, &page); err != nil {
+		return fmt.Errorf("the flight query's answer: %w", err)
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "FLID\tDAY\tSTATUS\tFLNO\tVERSION\tLAST MSG")
+	for _, f := range page.Flights {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\n", f.FLID, orDash(f.OperationDay), f.Status, orDash(f.Fields["FLNO"]), f.StateVersion, f.LastMsgID)
+	}
+	fmt.Fprintf(tw, "(%d flights)\n", len(page.Flights))
+	if page.Next != "" {
+		fmt.Fprintf(tw, "next page: --param after=%s\n", page.Next)
+	}
+	return tw.Flush()
+}
+
+// printRequests renders GET /v1/requests: one line per request, newest
+// first, its times with their ages.
+func printRequests(out io.Writer, raw json.RawMessage, now time.Time) error {
+	var page struct {
+		Requests []sis.Request `json:"requests"`
+		Next     int64         `json:"next"`
+	}
+	if err := json.Unmarshal(raw, &page); err != nil {
+		return fmt.Errorf("the requests query's answer: %w", err)
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tKIND\tANSWER\tSTATUS\tREGISTERED\tEXPIRES\tREASON")
+	for _, r := range page.Requests {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Kind, orDash(r.AnswerType), r.Status, when(r.RegisteredAt, now),
+			when(r.ExpiresAt, now), orDash(clip(r.Reason, 80)))
+	}
+	fmt.Fprintf(tw, "(%d requests)\n", len(page.Requests))
+	if page.Next != 0 {
+		fmt.Fprintf(tw, "next page: --param before=%d\n", page.Next)
+	}
+	return tw.Flush()
 }
 
 func newBackfillCmd() *cobra.Command {
