@@ -269,9 +269,10 @@ func TestUnservedTarget(t *testing.T) {
 	}
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(srv.Collector())
-	want := `# HELP msgx_relay_unserved_pending PENDING outbox events of a target that no relay target of this instance serves (relay.targets lacks it): they wait for ever.
+	want := `# HELP msgx_relay_unserved_pending PENDING outbox events of a target that no relay target of this instance serves (relay.targets lacks it): they wait for ever. 0 for a served target.
 # TYPE msgx_relay_unserved_pending gauge
 msgx_relay_unserved_pending{target="kafka:ref"} 2
+msgx_relay_unserved_pending{target="t1"} 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "msgx_relay_unserved_pending"); err != nil {
 		t.Error(err)
