@@ -281,21 +281,18 @@ func newReplayCmd() *cobra.Command {
 		if err := c.call(cmd.Context(), "POST", "/v1/replay", nil, preview, &dry); err != nil {
 			return err
 		}
-		if !yes {
+		if !yes || len(dry.Replayed) == 0 {
 			if c.json {
-				return printJSON(out, dry)
+				if err := printJSON(out, dry); err != nil {
+					return err
+				}
+			} else {
+				printReplay(out, req, dry, "would be replayed")
+				if len(dry.Replayed) > 0 {
+					fmt.Fprintln(out, "dry run: nothing changed; add --yes to replay")
+				}
 			}
-			printReplay(out, dry, "would be replayed")
-			fmt.Fprintln(out, "dry run: nothing changed; add --yes to replay")
-			return nil
-		}
-		if len(dry.Replayed) == 0 {
-			if c.json {
-				return printJSON(out, dry)
-			}
-			printReplay(out, dry, "would be replayed")
-			fmt.Fprintln(out, "nothing to replay")
-			return nil
+			return refusedError(dry)
 		}
 		total := admin.ReplayResult{Source: req.Source, Replayed: []string{}, Refused: map[string]string{}}
 		for k, v := range dry.Refused {
@@ -319,10 +316,13 @@ func newReplayCmd() *cobra.Command {
 			}
 		}
 		if c.json {
-			return printJSON(out, total)
+			if err := printJSON(out, total); err != nil {
+				return err
+			}
+		} else {
+			printReplay(out, req, total, "replayed")
 		}
-		printReplay(out, total, "replayed")
-		return nil
+		return refusedError(total)
 	}
 	f := cmd.Flags()
 	f.StringVar(&req.Source, "source", "inbox", "inbox or outbox")
@@ -336,8 +336,24 @@ func newReplayCmd() *cobra.Command {
 	return cmd
 }
 
-func printReplay(w interface{ Write([]byte) (int, error) }, r admin.ReplayResult, verb string) {
-	fmt.Fprintf(w, "%d %s: %s\n", len(r.Replayed), verb, clip(strings.Join(r.Replayed, ", "), 400))
+// refusedError makes the command fail (exit status 1) when any id was
+// refused, so that a script replaying a list learns that part of it was not.
+func refusedError(r admin.ReplayResult) error {
+	if len(r.Refused) == 0 {
+		return nil
+	}
+	if r.DryRun {
+		return fmt.Errorf("%d of the selected ids refused (listed above); the others would be replayed", len(r.Refused))
+	}
+	return fmt.Errorf("%d of the selected ids refused (listed above); the others were replayed", len(r.Refused))
+}
+
+func printReplay(w io.Writer, req admin.ReplayRequest, r admin.ReplayResult, verb string) {
+	if len(r.Replayed) == 0 {
+		fmt.Fprintf(w, "nothing to replay: %s\n", selection(req))
+	} else {
+		fmt.Fprintf(w, "%d %s: %s\n", len(r.Replayed), verb, clip(strings.Join(r.Replayed, ", "), 400))
+	}
 	keys := make([]string, 0, len(r.Refused))
 	for k := range r.Refused {
 		keys = append(keys, k)
@@ -346,6 +362,28 @@ func printReplay(w interface{ Write([]byte) (int, error) }, r admin.ReplayResult
 	for _, k := range keys {
 		fmt.Fprintf(w, "refused %s: %s\n", k, r.Refused[k])
 	}
+}
+
+// selection says in words what a replay request selected, for "nothing to
+// replay: …".
+func selection(req admin.ReplayRequest) string {
+	var what string
+	switch {
+	case len(req.IDs) > 0:
+		what = fmt.Sprintf("none of the %d ids given is replayable", len(req.IDs))
+	case req.Source == "outbox" && req.Target != "":
+		what = fmt.Sprintf("no DEAD outbox event of target %s", req.Target)
+	case req.Source == "outbox":
+		what = "no DEAD outbox event matches"
+	case req.Class != "":
+		what = fmt.Sprintf("no replayable FAILED or DEAD message of class %s", strings.ToUpper(req.Class))
+	default:
+		what = "no replayable FAILED or DEAD message"
+	}
+	if req.Source != "outbox" && req.Stream != "" && len(req.IDs) == 0 {
+		what += " in stream " + req.Stream
+	}
+	return what
 }
 
 // newQueryCmd is a command printing a registered admin query (requests,
