@@ -258,16 +258,35 @@ func TestUnknownProcessorAndPipeline(t *testing.T) {
 	}
 }
 
+// writer is the test processor saying which target it enqueues to.
+type writer struct{ *testproc.Processor }
+
+func (w writer) OutboxTargets() []string { return []string{w.Target} }
+
 // A processor or a pipeline that enqueues events for a target the relay does
 // not serve stops the start, with the key to add.
 func TestUnrelayedTargetRefusesToStart(t *testing.T) {
+	reg := registry()
+	reg.Processor("writer", func(_ context.Context, _ Deps, _ string, opts map[string]string) (inbox.Processor, error) {
+		return writer{testproc.New(opts)}, nil
+	})
 	dsn := filepath.Join(t.TempDir(), "msgx.db")
-	cfg := loadConfig(t, strings.Replace(fmt.Sprintf(embedded, dsn), "processor: flop,", `processor: flop, options: {target: "kafka:ref"},`, 1))
-	_, err := New(context.Background(), cfg, registry(), WithLogOutput(io.Discard))
-	if err == nil || !strings.Contains(err.Error(), `streams.s (processor flop) enqueues events for outbox target "kafka:ref", but relay.targets has no "kafka:ref"`) {
+	cfg := loadConfig(t, strings.Replace(fmt.Sprintf(embedded, dsn), "processor: flop,", `processor: writer, options: {target: "kafka:ref"},`, 1))
+	_, err := New(context.Background(), cfg, reg, WithLogOutput(io.Discard))
+	if err == nil || !strings.Contains(err.Error(), `streams.s (processor writer) enqueues events for outbox target "kafka:ref", but relay.targets has no "kafka:ref"`) {
 		t.Fatalf("a stream's target without a relay: %v", err)
 	}
-	reg := registry()
+	// The same processor with its target relayed starts.
+	cfg = loadConfig(t, strings.Replace(fmt.Sprintf(embedded, dsn), "processor: flop,", `processor: writer,`, 1))
+	a, err := New(context.Background(), cfg, reg, WithLogOutput(io.Discard))
+	if err != nil {
+		t.Fatalf("a stream's target relayed: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := a.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
 	reg.Pipeline("sweep", func(context.Context, Deps, PipelineSpec) (*Pipeline, error) {
 		return &Pipeline{Run: func(ctx context.Context) error { <-ctx.Done(); return nil }, Targets: []string{"kafka:schd"}}, nil
 	})

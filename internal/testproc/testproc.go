@@ -40,9 +40,6 @@ func New(options map[string]string) *Processor {
 }
 
 // Decode implements inbox.Processor.
-// OutboxTargets is the one target it enqueues to (app.TargetWriter).
-func (p *Processor) OutboxTargets() []string { return []string{p.Target} }
-
 func (p *Processor) Decode(b []byte) (inbox.Decoded, error) {
 	return inboxbench.FlopProcessor{}.Decode(b)
 }
