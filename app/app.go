@@ -50,16 +50,16 @@ const Unavailable = "not available: the SIS pipeline is not enabled"
 // App is a wired service. New opens and starts the connections; Run serves
 // until its context ends.
 type App struct {
-	cfg   *config.Config
-	log   *slog.Logger
-	clock clock.Clock
-	fp    *failpoint.Set
-	// owner is the lease owner of this process's streams: the configured
-	// instance id and a token of this run (inbox.OwnerFor).
-	owner   string
+	cfg     *config.Config
+	log     *slog.Logger
+	clock   clock.Clock
+	fp      *failpoint.Set
 	db      *store.DB
 	metrics *prometheus.Registry
 	tracing *tracing.Provider
+	// owner is the lease owner of this process's streams: the configured
+	// instance id and a token of this run (inbox.OwnerFor).
+	owner string
 
 	brokers   map[string]*broker.Broker
 	health    []*brokerHealth
