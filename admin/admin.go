@@ -16,6 +16,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -71,8 +73,14 @@ type Check struct {
 	Check func(ctx context.Context) error
 }
 
-// QueryFunc answers a registered query (/v1/requests, /v1/flights).
+// QueryFunc answers a registered query (/v1/requests, /v1/flights). It
+// refuses a parameter it does not know or cannot read with an error
+// wrapping ErrBadParameter, which the API answers with 400 and the error's
+// text; any other error is the service's fault (500).
 type QueryFunc func(ctx context.Context, params map[string][]string) (any, error)
+
+// ErrBadParameter marks a refusal of a request's parameters.
+var ErrBadParameter = errors.New("bad parameter")
 
 // Config is what the API serves.
 type Config struct {
@@ -213,9 +221,8 @@ func (s *Server) route(pattern string, need Scope, h handler) {
 		defer cancel()
 		out, err := h(ctx, r, actor)
 		if err != nil {
-			var he *httpError
-			if errors.As(err, &he) {
-				writeJSON(w, he.status, Problem{he.msg})
+			if status := ErrorStatus(err); status != http.StatusInternalServerError {
+				writeJSON(w, status, Problem{err.Error()})
 				return
 			}
 			s.cfg.Logger.Error("admin: request failed", "path", r.URL.Path, "err", err)
@@ -349,15 +356,55 @@ func (s *Server) Query(ctx context.Context, name string, params map[string][]str
 		}
 		return nil, errorf(http.StatusNotImplemented, "%s", why)
 	}
+	if err := readableParams(params); err != nil {
+		return nil, err
+	}
 	return f(ctx, params)
 }
 
+// readableParams refuses parameter names and values that no query can
+// mean and that the database would refuse with its own error: text that is
+// not UTF-8, NUL and other control characters, and values longer than any
+// parameter of a query needs.
+func readableParams(params map[string][]string) error {
+	for name, values := range params {
+		if err := readable(name); err != nil {
+			return fmt.Errorf("%w: a parameter name %w", ErrBadParameter, err)
+		}
+		for _, v := range values {
+			if err := readable(v); err != nil {
+				return fmt.Errorf("%w: %s: %w", ErrBadParameter, name, err)
+			}
+		}
+	}
+	return nil
+}
+
+func readable(s string) error {
+	switch {
+	case len(s) > maxParamBytes:
+		return fmt.Errorf("is longer than %d bytes", maxParamBytes)
+	case !utf8.ValidString(s):
+		return errors.New("is not UTF-8")
+	case strings.IndexFunc(s, unicode.IsControl) >= 0:
+		return errors.New("holds a control character (NUL, a line break, …)")
+	}
+	return nil
+}
+
+// maxParamBytes bounds a query parameter: a list of FLIDs fits, a pasted
+// file does not.
+const maxParamBytes = 16 << 10
+
 // ErrorStatus is the HTTP status the API answers an error with: the status
-// of a refusal (400, 404, 409, 501...) or 500.
+// of a refusal (400, 404, 409, 501...), 400 for ErrBadParameter, or 500.
 func ErrorStatus(err error) int {
 	var he *httpError
-	if errors.As(err, &he) {
+	switch {
+	case errors.As(err, &he):
 		return he.status
+	case errors.Is(err, ErrBadParameter):
+		return http.StatusBadRequest
 	}
 	return http.StatusInternalServerError
 }

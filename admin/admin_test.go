@@ -1,8 +1,10 @@
 package admin
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -263,5 +265,47 @@ func TestReplayPreviewOfALateRowSaysItIsOlder(t *testing.T) {
 			!strings.Contains(res.Warnings["7"], "newer messages already applied: 8") {
 			t.Errorf("%s: %+v", body, res)
 		}
+	}
+}
+
+// Events of a target no relay of this instance serves show in the status,
+// in msgx_relay_unserved_pending and in an ERROR line; a served target's do
+// not.
+func TestUnservedTarget(t *testing.T) {
+	db := storetest.NewPostgres(t)
+	ctx := context.Background()
+	var logs bytes.Buffer
+	srv, err := New(Config{DB: db, Targets: []string{"t1"}, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+		return outbox.Enqueue(ctx, tx, time.Now(),
+			outbox.Event{ID: "ev-1", Target: "t1", Topic: "x", Key: "k", Payload: []byte("{}")},
+			outbox.Event{ID: "ev-2", Target: "kafka:ref", Topic: "x", Key: "k", Payload: []byte("{}")},
+			outbox.Event{ID: "ev-3", Target: "kafka:ref", Topic: "x", Key: "k", Payload: []byte("{}")})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := srv.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Targets) != 2 || st.Targets[0].Target != "kafka:ref" || st.Targets[0].Relayed || st.Targets[0].Pending != 2 ||
+		!st.Targets[1].Relayed {
+		t.Errorf("targets: %+v", st.Targets)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(srv.Collector())
+	want := `# HELP msgx_relay_unserved_pending PENDING outbox events of a target that no relay target of this instance serves (relay.targets lacks it): they wait for ever. 0 for a served target.
+# TYPE msgx_relay_unserved_pending gauge
+msgx_relay_unserved_pending{target="kafka:ref"} 2
+msgx_relay_unserved_pending{target="t1"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "msgx_relay_unserved_pending"); err != nil {
+		t.Error(err)
+	}
+	if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "target=kafka:ref pending=2") {
+		t.Errorf("no ERROR line for the unserved target:\n%s", logs.String())
 	}
 }

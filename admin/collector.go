@@ -21,6 +21,7 @@ var (
 	descBfOverdue   = prometheus.NewDesc("msgx_backfill_overdue", "Pending processed marks older than the overdue limit.", []string{"stream"}, nil)
 	descRelayPend   = prometheus.NewDesc("msgx_relay_pending", "PENDING outbox events per target.", []string{"target"}, nil)
 	descRelayDead   = prometheus.NewDesc("msgx_relay_dead", "DEAD outbox events per target (dead letters awaiting replay).", []string{"target"}, nil)
+	descUnserved    = prometheus.NewDesc("msgx_relay_unserved_pending", "PENDING outbox events of a target that no relay target of this instance serves (relay.targets lacks it): they wait for ever. 0 for a served target.", []string{"target"}, nil)
 	descLastSuccess = prometheus.NewDesc("msgx_stream_last_success_timestamp_seconds", "When this process last committed a message of the stream (Unix seconds); absent until it has.", []string{"stream"}, nil)
 	descUp          = prometheus.NewDesc("msgx_status_up", "1 when the last scrape could read the state tables, 0 when it failed.", nil, nil)
 )
@@ -32,7 +33,7 @@ func (s *Server) Collector() prometheus.Collector { return collector{s} }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHeadAge, descHeadBlocked, descBacklog, descStreamDead, descGapOpen, descGapsSkipped,
-		descBfPending, descBfOverdue, descRelayPend, descRelayDead, descLastSuccess, descUp} {
+		descBfPending, descBfOverdue, descRelayPend, descRelayDead, descUnserved, descLastSuccess, descUp} {
 		ch <- d
 	}
 }
@@ -63,7 +64,14 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	for _, t := range st.Targets {
 		gauge(descRelayPend, float64(t.Pending), t.Target)
 		gauge(descRelayDead, float64(t.Dead), t.Target)
+		// 0 for a served target, so that the series exists before it is needed.
+		unserved := 0.0
+		if !t.Relayed {
+			unserved = float64(t.Pending)
+		}
+		gauge(descUnserved, unserved, t.Target)
 	}
+	c.s.unserved(st.Targets) // the ERROR lines
 	if err == nil {
 		bf, err := c.s.Backfill(ctx)
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/msgx/msgx/inbox"
@@ -15,14 +16,24 @@ import (
 // StreamStatus is what an operator sees of a stream.
 type StreamStatus struct {
 	Stream string `json:"stream"`
-	Leader bool   `json:"leader"`
+	// Leader is whether the instance answering holds the stream's lease.
+	Leader bool `json:"leader"`
+	// LeaseHolder is the instance id of the instance holding the stream's
+	// lease ("" when none does); LeaseOwner is the lease's owner as
+	// recorded, LeaseExpires when it runs out unless renewed (a holder
+	// whose lease has run out pumps no more).
+	LeaseHolder  string     `json:"lease_holder,omitempty"`
+	LeaseOwner   string     `json:"lease_owner,omitempty"`
+	LeaseExpires *time.Time `json:"lease_expires,omitempty"`
 	// HeadID is the smallest unfinished message (0: none).
-	HeadID       int64   `json:"head_id"`
-	HeadStatus   string  `json:"head_status,omitempty"`
-	HeadAttempts int     `json:"head_attempts,omitempty"`
-	HeadClass    string  `json:"head_error_class,omitempty"`
-	HeadReason   string  `json:"head_reason,omitempty"`
-	HeadAge      float64 `json:"head_age_seconds"`
+	HeadID int64 `json:"head_id"`
+	// HeadReceived is when the head was received (nil: no head).
+	HeadReceived *time.Time `json:"head_received,omitempty"`
+	HeadStatus   string     `json:"head_status,omitempty"`
+	HeadAttempts int        `json:"head_attempts,omitempty"`
+	HeadClass    string     `json:"head_error_class,omitempty"`
+	HeadReason   string     `json:"head_reason,omitempty"`
+	HeadAge      float64    `json:"head_age_seconds"`
 	// HeadBlocked is how long the head has been tried (0 until its first attempt).
 	HeadBlocked float64    `json:"head_blocked_seconds"`
 	Backlog     int64      `json:"backlog"`
@@ -42,7 +53,11 @@ type StreamStatus struct {
 
 // TargetStatus is what an operator sees of a relay target.
 type TargetStatus struct {
-	Target  string  `json:"target"`
+	Target string `json:"target"`
+	// Relayed is whether a relay target of this instance serves it
+	// (relay.targets lists it). A target that has events in the outbox but
+	// no relay is shown with Relayed false: its events wait for ever.
+	Relayed bool    `json:"relayed"`
 	Pending int64   `json:"pending"`
 	Dead    int64   `json:"dead"`
 	Lag     float64 `json:"lag_seconds"`
@@ -109,6 +124,7 @@ func (s *Server) streamStatus(ctx context.Context, st Stream, now time.Time) (St
 	case err != nil:
 		return ss, fmt.Errorf("admin: head of %s: %w", st.Name, err)
 	default:
+		ss.HeadReceived = &received
 		ss.HeadAge = seconds(now.Sub(received))
 		if started != nil {
 			ss.HeadBlocked = seconds(now.Sub(*started))
@@ -119,6 +135,13 @@ func (s *Server) streamStatus(ctx context.Context, st Stream, now time.Time) (St
 	}
 	if err := s.cfg.DB.QueryRow(ctx, s.q.Get("StreamGaps"), st.Name).Scan(&ss.GapsSkipped, &ss.IDsSkipped); err != nil {
 		return ss, fmt.Errorf("admin: gaps of %s: %w", st.Name, err)
+	}
+	h, ok, err := inbox.HolderOf(ctx, s.cfg.DB, st.Name)
+	if err != nil {
+		return ss, err
+	}
+	if ok {
+		ss.LeaseHolder, ss.LeaseOwner, ss.LeaseExpires = h.Instance, h.Owner, &h.Expires
 	}
 	cur, ok, err := inbox.LoadCursor(ctx, s.cfg.DB, st.Name)
 	if err != nil {
@@ -150,7 +173,7 @@ func (s *Server) streamStatus(ctx context.Context, st Stream, now time.Time) (St
 func (s *Server) targetStatus(ctx context.Context) ([]TargetStatus, error) {
 	by := map[string]*TargetStatus{}
 	for _, t := range s.cfg.Targets {
-		by[t] = &TargetStatus{Target: t}
+		by[t] = &TargetStatus{Target: t, Relayed: true}
 	}
 	rows, err := s.cfg.DB.Query(ctx, s.q.Get("TargetCounts"))
 	if err != nil {
@@ -166,7 +189,7 @@ func (s *Server) targetStatus(ctx context.Context) ([]TargetStatus, error) {
 			have.Pending, have.Dead = t.Pending, t.Dead
 		} else {
 			// Events for a target this process does not relay: shown, so
-			// that a misnamed target is noticed.
+			// that a misnamed or forgotten target is noticed.
 			by[t.Target] = &t
 		}
 	}
@@ -251,6 +274,30 @@ func (s *Server) hostNow() time.Time {
 		return s.cfg.HostClock.Now()
 	}
 	return s.cfg.Clock.Now()
+}
+
+// Unserved returns the targets with PENDING events that no relay target of
+// this instance serves, and logs each at ERROR: nothing will ever publish
+// those events until relay.targets names the target.
+func (s *Server) Unserved(ctx context.Context) ([]TargetStatus, error) {
+	ts, err := s.targetStatus(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.unserved(ts), nil
+}
+
+func (s *Server) unserved(ts []TargetStatus) []TargetStatus {
+	var out []TargetStatus
+	for _, t := range ts {
+		if t.Relayed || t.Pending == 0 {
+			continue
+		}
+		out = append(out, t)
+		s.cfg.Logger.Error("admin: outbox events wait for a target no relay serves; add it under relay.targets",
+			"target", t.Target, "pending", t.Pending, "relayed_targets", strings.Join(s.cfg.Targets, ","))
+	}
+	return out
 }
 
 func seconds(d time.Duration) float64 {

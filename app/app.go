@@ -57,6 +57,9 @@ type App struct {
 	db      *store.DB
 	metrics *prometheus.Registry
 	tracing *tracing.Provider
+	// owner is the lease owner of this process's streams: the configured
+	// instance id and a token of this run (inbox.OwnerFor).
+	owner string
 
 	brokers   map[string]*broker.Broker
 	health    []*brokerHealth
@@ -78,6 +81,7 @@ type App struct {
 
 type stream struct {
 	name        string
+	targets     []string // the outbox targets its processor enqueues to
 	engine      *inbox.Engine
 	poller      *mailbox.Poller
 	table       *mailbox.Table
@@ -127,7 +131,7 @@ func New(ctx context.Context, cfg *config.Config, reg *Registry, opts ...Option)
 	for _, opt := range opts {
 		opt(&o)
 	}
-	a := &App{cfg: cfg, log: newLogger(cfg.Log, o.logOut), clock: o.clock, brokers: map[string]*broker.Broker{}, mailboxes: map[string]*mailbox.Table{}, mysql: map[string]*sql.DB{}}
+	a := &App{cfg: cfg, log: newLogger(cfg.Log, o.logOut), clock: o.clock, owner: inbox.OwnerFor(cfg.InstanceID), brokers: map[string]*broker.Broker{}, mailboxes: map[string]*mailbox.Table{}, mysql: map[string]*sql.DB{}}
 	defer func() {
 		if err != nil {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout.D())
@@ -168,6 +172,9 @@ func New(ctx context.Context, cfg *config.Config, reg *Registry, opts ...Option)
 		return nil, err
 	}
 	if err := a.buildPipelines(ctx, reg, deps); err != nil {
+		return nil, err
+	}
+	if err := a.checkRelayed(); err != nil {
 		return nil, err
 	}
 	if err := a.buildRelay(); err != nil {
@@ -321,8 +328,11 @@ func (a *App) buildStreams(ctx context.Context, reg *Registry, deps Deps) error 
 			return fmt.Errorf("stream %s: processor %s: %w", name, c.Processor, err)
 		}
 		s := &stream{name: name}
+		if tw, ok := proc.(TargetWriter); ok {
+			s.targets = tw.OutboxTargets()
+		}
 		opts := []inbox.Option{
-			inbox.WithLogger(a.log), inbox.WithRegisterer(a.metrics), inbox.WithHostClock(a.clock),
+			inbox.WithLogger(a.log), inbox.WithRegisterer(a.metrics), inbox.WithHostClock(a.clock), inbox.WithOwner(a.owner),
 			inbox.WithGroupSize(c.GroupSize), inbox.WithMaxAttempts(c.MaxAttempts),
 			inbox.WithBackoff(backoff.Policy{MaxAttempts: c.MaxAttempts, Initial: c.Backoff.Initial.D(), Max: c.Backoff.Max.D(), Multiplier: 2}),
 			inbox.WithHeadDeadline(c.HeadDeadline.D()), inbox.WithPollInterval(c.PollInterval.D()), inbox.WithLease(c.Lease.D()),
@@ -400,6 +410,32 @@ func (a *App) buildPipelines(ctx context.Context, reg *Registry, deps Deps) erro
 			return fmt.Errorf("pipeline %s: %w", name, err)
 		}
 		a.pipelines = append(a.pipelines, namedPipeline{name: name, p: p})
+	}
+	return nil
+}
+
+// checkRelayed refuses to start when a stream's processor or a pipeline
+// enqueues outbox events for a target that relay.targets lacks: nothing
+// would ever publish them, and they would pile up PENDING without an error
+// anywhere. Refusing at start puts the reason where an operator looks first.
+func (a *App) checkRelayed() error {
+	var problems []string
+	missing := func(who string, targets []string) {
+		for _, t := range targets {
+			if _, ok := a.cfg.Relay.Targets[t]; !ok {
+				problems = append(problems, fmt.Sprintf("%s enqueues events for outbox target %q, but relay.targets has no %q: they would stay PENDING for ever; add relay.targets.%q (broker, lane)",
+					who, t, t, t))
+			}
+		}
+	}
+	for _, s := range a.streams {
+		missing(fmt.Sprintf("streams.%s (processor %s)", s.name, a.cfg.Streams[s.name].Processor), s.targets)
+	}
+	for _, p := range a.pipelines {
+		missing("pipelines."+p.name, p.p.Targets)
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("no relay for the events of %d target(s):\n  %s", len(problems), strings.Join(problems, "\n  "))
 	}
 	return nil
 }
@@ -600,7 +636,17 @@ func (a *App) Run(ctx context.Context) error {
 		wg.Go(func() { fail("relay", a.relay.Run(workCtx)) })
 	}
 	serve(a.ingSrv, a.ingressLn, "ingress")
-	a.log.Info("msgx serving", "instance", a.cfg.InstanceID, "profile", a.cfg.Profile, "shadow", a.cfg.Shadow, "streams", len(a.streams),
+	if a.admin != nil {
+		// Events already waiting for a target no relay serves (left by an
+		// earlier configuration or another build): an ERROR line now, and
+		// msgx_relay_unserved_pending at every scrape.
+		uctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if _, err := a.admin.Unserved(uctx); err != nil {
+			a.log.Warn("the outbox could not be checked for targets no relay serves", "err", err)
+		}
+		cancel()
+	}
+	a.log.Info("msgx serving", "instance", a.cfg.InstanceID, "lease_owner", a.owner, "profile", a.cfg.Profile, "shadow", a.cfg.Shadow, "streams", len(a.streams),
 		"pipelines", len(a.pipelines), "admin", a.AdminAddr(), "ingress", a.IngressAddr())
 
 	var err error

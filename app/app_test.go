@@ -258,6 +258,46 @@ func TestUnknownProcessorAndPipeline(t *testing.T) {
 	}
 }
 
+// writer is the test processor saying which target it enqueues to.
+type writer struct{ *testproc.Processor }
+
+func (w writer) OutboxTargets() []string { return []string{w.Target} }
+
+// A processor or a pipeline that enqueues events for a target the relay does
+// not serve stops the start, with the key to add.
+func TestUnrelayedTargetRefusesToStart(t *testing.T) {
+	reg := registry()
+	reg.Processor("writer", func(_ context.Context, _ Deps, _ string, opts map[string]string) (inbox.Processor, error) {
+		return writer{testproc.New(opts)}, nil
+	})
+	dsn := filepath.Join(t.TempDir(), "msgx.db")
+	cfg := loadConfig(t, strings.Replace(fmt.Sprintf(embedded, dsn), "processor: flop,", `processor: writer, options: {target: "kafka:ref"},`, 1))
+	_, err := New(context.Background(), cfg, reg, WithLogOutput(io.Discard))
+	if err == nil || !strings.Contains(err.Error(), `streams.s (processor writer) enqueues events for outbox target "kafka:ref", but relay.targets has no "kafka:ref"`) {
+		t.Fatalf("a stream's target without a relay: %v", err)
+	}
+	// The same processor with its target relayed starts.
+	cfg = loadConfig(t, strings.Replace(fmt.Sprintf(embedded, dsn), "processor: flop,", `processor: writer,`, 1))
+	a, err := New(context.Background(), cfg, reg, WithLogOutput(io.Discard))
+	if err != nil {
+		t.Fatalf("a stream's target relayed: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := a.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reg.Pipeline("sweep", func(context.Context, Deps, PipelineSpec) (*Pipeline, error) {
+		return &Pipeline{Run: func(ctx context.Context) error { <-ctx.Done(); return nil }, Targets: []string{"kafka:schd"}}, nil
+	})
+	cfg = loadConfig(t, fmt.Sprintf(embedded, dsn)+"pipelines: {sweep: {}}\n")
+	_, err = New(context.Background(), cfg, reg, WithLogOutput(io.Discard))
+	if err == nil || !strings.Contains(err.Error(), `pipelines.sweep enqueues events for outbox target "kafka:schd"`) ||
+		!strings.Contains(err.Error(), `add relay.targets."kafka:schd"`) {
+		t.Fatalf("a pipeline's target without a relay: %v", err)
+	}
+}
+
 // A registered pipeline runs, its handlers sit behind the operator token,
 // and a registered query answers where the default says "not available".
 func TestPipelinesAndQueries(t *testing.T) {
@@ -300,4 +340,38 @@ func TestPipelinesAndQueries(t *testing.T) {
 		t.Errorf("requests: %d", code)
 	}
 	r.shutdown(t)
+}
+
+// Status names the instance holding each stream's lease by its configured
+// instance-id, on the instance that holds it and on one standing by.
+func TestStatusShowsLeaseHolderByInstanceID(t *testing.T) {
+	_, dsn := storetest.NewSchema(t)
+	yml := fmt.Sprintf(`
+store: {dsn: %q}
+admin: {listen: "127.0.0.1:0", read-token: "`+readTok+`", operator-token: "`+opTok+`"}
+brokers: {local: {kind: mem}}
+mailboxes: {local: {kind: store, start: from-beginning, poll-interval: 20ms}}
+streams: {s: {processor: flop, mailbox: local, poll-interval: 20ms}}
+relay: {poll-interval: 20ms, targets: {"kafka:msg": {broker: local}}}
+`, dsn)
+	a := start(t, loadConfig(t, yml, "MSGX_INSTANCE_ID=msgx-node-7"), registry())
+	holder := func(addr string) admin.StreamStatus {
+		var st admin.Status
+		if code := get(t, addr, "/v1/status", readTok, &st); code != 200 || len(st.Streams) != 1 {
+			t.Fatalf("status: %d %+v", code, st)
+		}
+		return st.Streams[0]
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for s := holder(a.app.AdminAddr()); s.LeaseHolder != "msgx-node-7" || !s.Leader; s = holder(a.app.AdminAddr()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the lease holder is not shown by its instance id: %+v", s)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b := start(t, loadConfig(t, yml, "MSGX_INSTANCE_ID=msgx-node-8"), registry())
+	if s := holder(b.app.AdminAddr()); s.LeaseHolder != "msgx-node-7" || s.Leader || !strings.HasPrefix(s.LeaseOwner, "msgx-node-7/") ||
+		s.LeaseExpires == nil {
+		t.Errorf("the standby's status: %+v", s)
+	}
 }

@@ -36,8 +36,18 @@ type Deps struct {
 }
 
 // ProcessorFactory builds the processor of an inbox stream from the
-// stream's options (streams.NAME.options in the configuration).
+// stream's options (streams.NAME.options in the configuration). A processor
+// that enqueues outbox events says for which targets by implementing
+// TargetWriter.
 type ProcessorFactory func(ctx context.Context, d Deps, stream string, options map[string]string) (inbox.Processor, error)
+
+// TargetWriter is a processor that enqueues outbox events. The service
+// refuses to start when relay.targets lacks one of its targets: the events
+// of such a target would stay PENDING for ever.
+type TargetWriter interface {
+	// OutboxTargets lists the outbox targets the processor enqueues to.
+	OutboxTargets() []string
+}
 
 // PipelineSpec is a configured pipeline.
 type PipelineSpec struct {
@@ -57,6 +67,10 @@ type Pipeline struct {
 	// Check, when set, is the pipeline's readiness (check "pipeline NAME"
 	// of /readyz): an error while it is stuck, naming on what.
 	Check func(ctx context.Context) error
+	// Targets are the outbox targets the pipeline enqueues to for the
+	// service's relay (not those of a relay of its own); the service refuses
+	// to start when relay.targets lacks one.
+	Targets []string
 }
 
 // PipelineFactory builds a pipeline.

@@ -171,7 +171,8 @@ func WithPollInterval(d time.Duration) Option { return func(o *options) { o.poll
 // every third of it, and a standby tries to take it as often.
 func WithLease(ttl time.Duration) Option { return func(o *options) { o.leaseTTL = ttl } }
 
-// WithOwner names this process in the lease (default host-pid-random).
+// WithOwner names this process in the lease (default host-pid-random); a
+// service instance uses OwnerFor(its instance id).
 func WithOwner(name string) Option { return func(o *options) { o.owner = name } }
 
 // WithSource adds a source run while this engine holds the lease.
@@ -340,7 +341,7 @@ func New(db *store.DB, stream string, proc Processor, opts ...Option) (*Engine, 
 	e := &Engine{
 		db: db, q: q, stream: stream, proc: proc, o: o, clk: clk, dbc: dbc,
 		log: o.log.With("stream", stream),
-		lease: lease{db: db, q: q, name: "inbox:" + stream, owner: o.owner, ttl: o.leaseTTL,
+		lease: lease{db: db, q: q, name: leaseName(stream), owner: o.owner, ttl: o.leaseTTL,
 			stmtTimeout: millis(o.stmtTimeout), lockTimeout: millis(o.lockTimeout), hostTime: o.leaseHostTime},
 		wake:       make(chan struct{}, 1),
 		backfillCh: make(chan []int64, 64),
@@ -433,7 +434,13 @@ func (e *Engine) Run(ctx context.Context) error {
 				return nil
 			}
 		case !standbyLogged:
-			e.log.Info("inbox: another process pumps the stream; standing by", "lease", e.lease.name)
+			// Say who: the holder's instance id is what the operator
+			// finds the other process by.
+			holder := "unknown"
+			if h, ok, err := HolderOf(ctx, e.db, e.stream); err == nil && ok {
+				holder = h.Instance
+			}
+			e.log.Info("inbox: another process pumps the stream; standing by", "lease", e.lease.name, "holder", holder, "owner", e.o.owner)
 			standbyLogged = true
 		}
 		if !e.sleep(ctx, e.o.leaseTTL/3, nil) {

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/msgx/msgx/store"
@@ -81,7 +82,16 @@ type Failure struct {
 	Err   error
 }
 
-func (f *Failure) Error() string { return string(f.Class) + ": " + f.Err.Error() }
+// Error is the class and the cause, with the class said once: a cause that
+// already starts with it (the SIS codec's errors do) is not prefixed again.
+func (f *Failure) Error() string {
+	msg := f.Err.Error()
+	if strings.HasPrefix(msg, string(f.Class)+": ") {
+		return msg
+	}
+	return string(f.Class) + ": " + msg
+}
+
 func (f *Failure) Unwrap() error { return f.Err }
 
 // Fail classifies err. A nil err gets a generic text.

@@ -2,8 +2,11 @@ package inbox
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/msgx/msgx/store"
@@ -12,6 +15,49 @@ import (
 // ErrLeaseLost is returned when the pump finds that another process owns the
 // stream's lease: it stops working on the stream at once.
 var ErrLeaseLost = errors.New("inbox: stream lease lost")
+
+// OwnerFor is the lease owner a service process of the given instance id
+// takes its leases as: the instance id, "/", and a random token of this run.
+// Status and logs show the instance id; the token keeps two processes that
+// were given one id by mistake from both believing they hold the lease.
+func OwnerFor(instance string) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return instance + "/" + hex.EncodeToString(b[:])
+}
+
+// LeaseHolder is who holds a stream's lease.
+type LeaseHolder struct {
+	// Owner is the owner as recorded: OwnerFor's "<instance-id>/<token>"
+	// for a service instance.
+	Owner string
+	// Instance is the instance id part of Owner (all of it for an owner
+	// not made by OwnerFor).
+	Instance string
+	// Expires is when the lease runs out unless renewed; a holder whose
+	// lease has expired no longer pumps.
+	Expires time.Time
+}
+
+// HolderOf reads who holds the lease of stream; ok is false when nobody
+// does (never taken, or released at a stop).
+func HolderOf(ctx context.Context, q store.Querier, stream string) (h LeaseHolder, ok bool, err error) {
+	qs, err := queriesFor(q.Dialect())
+	if err != nil {
+		return h, false, err
+	}
+	err = q.QueryRow(ctx, qs.Get("LeaseHolder"), leaseName(stream)).Scan(&h.Owner, &h.Expires)
+	if errors.Is(err, store.ErrNoRows) {
+		return h, false, nil
+	}
+	if err != nil {
+		return h, false, fmt.Errorf("inbox: lease holder of %s: %w", stream, err)
+	}
+	h.Instance, _, _ = strings.Cut(h.Owner, "/")
+	return h, true, nil
+}
+
+func leaseName(stream string) string { return "inbox:" + stream }
 
 // lease is one process's claim on a named job in msgx_lease.
 type lease struct {

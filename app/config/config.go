@@ -370,7 +370,9 @@ func (e *Error) Error() string {
 }
 
 // EmbeddedDefault is the configuration used with no file: everything in one
-// process on a SQLite file and the in-process broker.
+// process on a SQLite file and the in-process broker, with a relay target for
+// each of the SIS stream's three outbox targets. deploy/msgx.embedded.yaml
+// writes it out (a test keeps the two equal).
 func EmbeddedDefault() *Config {
 	return &Config{
 		Profile:   Embedded,
@@ -383,6 +385,7 @@ func EmbeddedDefault() *Config {
 		Streams:   map[string]Stream{"sis": {Processor: "sis", Mailbox: "local"}},
 		Relay: Relay{Targets: map[string]Target{
 			"kafka:msg":  {Broker: "local", Lane: "per-key"},
+			"kafka:ref":  {Broker: "local", Lane: "per-key"},
 			"kafka:schd": {Broker: "local", Lane: "compacted"},
 		}},
 	}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -52,6 +54,23 @@ func TestEmbeddedDefault(t *testing.T) {
 	}
 }
 
+// deploy/msgx.embedded.yaml is the built-in default written out: loading it
+// gives the configuration `msgx serve` runs with no file.
+func TestEmbeddedSampleIsTheDefault(t *testing.T) {
+	def, err := Load("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, err := Load("../../deploy/msgx.embedded.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file.Defaulted = def.Defaulted
+	if !reflect.DeepEqual(def, file) {
+		t.Errorf("deploy/msgx.embedded.yaml differs from EmbeddedDefault:\n default: %+v\n file:    %+v", def, file)
+	}
+}
+
 func TestSampleFiles(t *testing.T) {
 	emb, err := Load("../../deploy/msgx.embedded.yaml", nil)
 	if err != nil {
@@ -82,7 +101,7 @@ relay: {targets: {"kafka:msg": {broker: main}}}
 `, "MSGX_STORE_DSN=postgres://u@h/db", "MSGX_BROKERS_MAIN_SEEDS=h1:9092, h2:9092",
 		"MSGX_STREAMS_SIS_MAX_ATTEMPTS=7", "MSGX_STREAMS_SIS_HEAD_DEADLINE=2m",
 		"MSGX_STREAMS_SIS_OPTIONS_LOCATION=SVO", "MSGX_MAILBOXES_SHARED_SHARED=false",
-		"MSGX_RELAY_TARGETS_KAFKA_MSG_LANE=compacted", "MSGX_SHADOW=true", "MSGX_UNRELATED=1")
+		"MSGX_RELAY_TARGETS_KAFKA_MSG_LANE=compacted", "MSGX_SHADOW=true", "UNRELATED=1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -406,4 +425,83 @@ func TestMailboxUnreadableAfter(t *testing.T) {
 	}
 	_, err = load(t, "store: {dsn: \"sqlite:x.db\"}\nmailboxes: {local: {kind: store, start: from-beginning, unreadable-after: -1s}}")
 	wantProblem(t, err, "mailboxes.local.unreadable-after", "must be positive")
+}
+
+// A misspelt variable, or one of an entry the file does not define, is an
+// error naming it, as an unknown key in the file is; the command's own
+// variables are not keys and pass.
+func TestUnknownEnvironmentVariables(t *testing.T) {
+	yml := `
+store: {dsn: "postgres://file@h/db"}
+brokers: {main: {kind: kafka, seeds: ["a:1"]}}
+`
+	_, err := load(t, yml, "MSGX_STORE_DNS=postgres://env@h/db", "MSGX_BROKERS_OTHER_URL=amqp://x", "MSGX_BROKERS_MAIN_SEDS=b:2")
+	wantProblem(t, err, "MSGX_STORE_DNS", "no configuration key has this variable (did you mean MSGX_STORE_DSN?)")
+	wantProblem(t, err, "MSGX_BROKERS_MAIN_SEDS", "(did you mean MSGX_BROKERS_MAIN_SEEDS?)")
+	wantProblem(t, err, "MSGX_BROKERS_OTHER_URL", "a variable can only override a key the file or the default has")
+	if n := len(problemsOf(t, err)); n != 3 {
+		t.Errorf("%d problems, want 3:\n%v", n, err)
+	}
+	cfg, err := load(t, yml, "MSGX_STORE_DSN=postgres://env@h/db", "MSGX_CONFIG=x.yaml", "MSGX_ADMIN_TOKEN=t", "OTHER_STORE_DNS=x")
+	if err != nil || cfg.Store.DSN != "postgres://env@h/db" {
+		t.Fatalf("known variables: %v %+v", err, cfg)
+	}
+}
+
+// Every MSGX_ variable the repository's code reads is a key's or listed in
+// OtherVariables, so that setting it never stops the service from starting.
+func TestOtherVariablesListsEveryVariableRead(t *testing.T) {
+	other := map[string]bool{}
+	for _, v := range OtherVariables() {
+		other[v] = true
+	}
+	sections := map[string]bool{}
+	for _, k := range Keys(&Config{}) {
+		sections[EnvName(strings.Split(k, ".")[0])] = true
+	}
+	for _, s := range []string{"brokers", "mailboxes", "streams", "pipelines"} {
+		sections[EnvName(s)] = true
+	}
+	lit := regexp.MustCompile(`"(MSGX_[A-Z0-9_]+)"`)
+	err := filepath.WalkDir("../..", func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range lit.FindAllStringSubmatch(string(b), -1) {
+			name, isKey := m[1], false
+			for s := range sections {
+				isKey = isKey || name == s || strings.HasPrefix(name, s+"_")
+			}
+			if !isKey && !other[name] {
+				t.Errorf("%s reads %s, which is neither a key's variable nor in OtherVariables", path, name)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Keys of one broker kind given to another are refused by name, not ignored.
+func TestBrokerKeysOfAnotherKind(t *testing.T) {
+	_, err := load(t, `
+store: {dsn: "sqlite:a.db"}
+brokers:
+  r: {kind: rabbitmq, url: "amqp://h/", client-id: msgx, compacted-topics: [sis.schd]}
+  n: {kind: nats, url: "nats://h", seeds: ["h:4222"]}
+  k: {kind: kafka, url: "kafka://h:9092", seeds: ["h:9092"]}
+  m: {kind: mem, url: "mem://x"}
+`)
+	wantProblem(t, err, "brokers.r", `client-id, compacted-topics refused: seeds, acks, idempotence, client-id, session-timeout, max-message-bytes, compacted-topics, tls and sasl are Kafka settings; this broker is "rabbitmq"`)
+	wantProblem(t, err, "brokers.n", "seeds refused")
+	wantProblem(t, err, "brokers.k.url", "through seeds")
+	wantProblem(t, err, "brokers.m.url", "no URL")
+	if n := len(problemsOf(t, err)); n != 4 {
+		t.Errorf("%d problems, want 4:\n%v", n, err)
+	}
 }

@@ -37,7 +37,27 @@ func Keys(cfg *Config) []string {
 	return out
 }
 
-// applyEnv sets every key whose variable is in environ.
+// OtherVariables are the MSGX_ variables that are not configuration keys:
+// those the msgx command reads itself, and those of the repository's test
+// suites (never set those in service). Every other MSGX_ variable must be
+// the variable of a key of the configuration: a misspelt one (MSGX_STORE_DNS)
+// or one of an entry the file does not define is an error, as an unknown key
+// in the file is, rather than a value silently ignored.
+func OtherVariables() []string {
+	return []string{
+		// the command
+		"MSGX_CONFIG", "MSGX_ADMIN_URL", "MSGX_ADMIN_TOKEN",
+		"MSGX_CLOCK_SKEW", "MSGX_CLOCK_SKEW_IN_PRODUCTION", "MSGX_FAILPOINTS", "MSGX_FAILPOINTS_IN_PRODUCTION",
+		// the test suites
+		"MSGX_TEST_POSTGRES", "MSGX_TEST_MYSQL", "MSGX_TEST_RABBITMQ", "MSGX_RABBITMQ_ADDR", "MSGX_MQTT_ADDR", "MSGX_PULSAR_URL",
+		"MSGX_KAFKA_TEST_LOG", "MSGX_KAFKA_TEST_CHILD", "MSGX_OUTBOX_TEST_CRASH_CHILD", "MSGX_OUTBOX_TEST_CRASH_AT",
+		"MSGX_TCK_REPORT", "MSGX_TCK_TIMEOUT", "MSGX_BENCH_N", "MSGX_INBOXBENCH_N",
+		"MSGX_REQUIRE_BROWSER", "MSGX_CONSOLE_SCREENSHOTS", "MSGX_UPDATE_DOCS",
+	}
+}
+
+// applyEnv sets every key whose variable is in environ, and refuses the
+// MSGX_ variables that are neither a key's nor one of OtherVariables.
 func applyEnv(cfg *Config, environ []string) []string {
 	env := map[string]string{}
 	for _, kv := range environ {
@@ -46,7 +66,9 @@ func applyEnv(cfg *Config, environ []string) []string {
 		}
 	}
 	var problems []string
+	known := map[string]bool{}
 	walk(reflect.ValueOf(cfg).Elem(), "", func(path string, v reflect.Value) {
+		known[EnvName(path)] = true
 		raw, ok := env[EnvName(path)]
 		if !ok {
 			return
@@ -55,7 +77,63 @@ func applyEnv(cfg *Config, environ []string) []string {
 			problems = append(problems, fmt.Sprintf("%s (from %s): %v", path, EnvName(path), err))
 		}
 	})
+	for _, name := range OtherVariables() {
+		known[name] = true
+	}
+	var unknown []string
+	for name := range env {
+		if !known[name] {
+			unknown = append(unknown, name)
+		}
+	}
+	sort.Strings(unknown)
+	for _, name := range unknown {
+		msg := fmt.Sprintf("%s: no configuration key has this variable", name)
+		if near := nearest(name, known); near != "" {
+			msg += fmt.Sprintf(" (did you mean %s?)", near)
+		}
+		// A variable overrides a key of an entry (a broker, a stream…) the
+		// file or the default defines; it cannot add an entry.
+		problems = append(problems, msg+"; a variable can only override a key the file or the default has (see msgx serve --check for the list)")
+	}
 	return problems
+}
+
+// nearest is the name of known closest to name, when it is close enough to
+// be a typo of it (at most 2 edits, or 3 for long names); "" otherwise.
+func nearest(name string, known map[string]bool) string {
+	limit := 2
+	if len(name) >= 16 {
+		limit = 3
+	}
+	best, bestD := "", limit+1
+	for k := range known {
+		if d := editDistance(name, k); d < bestD || d == bestD && k < best {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // walk calls fn for every settable scalar reachable from v. Maps of structs

@@ -160,8 +160,30 @@ func (c *Config) validateBroker(p *problems, name string, b Broker, prod bool) {
 	default:
 		p.addf(key+".kind", "%q is not a broker kind (kafka, rabbitmq, mqtt, nats, pulsar or mem)", b.Kind)
 	}
-	if b.Kind != KindKafka && (len(b.Seeds) > 0 || b.Acks != "" || b.Idempotence != nil || b.SessionTimeout != 0 || b.MaxMessageBytes != 0 || b.TLS.On() || b.SASL != (KafkaSASL{})) {
-		p.addf(key, "seeds, acks, idempotence, session-timeout, max-message-bytes, tls and sasl are Kafka settings; this broker is %q (its URL's scheme chooses TLS)", b.Kind)
+	if b.Kind != KindKafka {
+		// A Kafka key on another kind would be ignored: refused instead, so
+		// that an operator who meant it learns it does nothing here.
+		var given []string
+		for _, k := range []struct {
+			name string
+			set  bool
+		}{{"seeds", len(b.Seeds) > 0}, {"acks", b.Acks != ""}, {"idempotence", b.Idempotence != nil}, {"client-id", b.ClientID != ""},
+			{"session-timeout", b.SessionTimeout != 0}, {"max-message-bytes", b.MaxMessageBytes != 0}, {"compacted-topics", len(b.CompactedTopics) > 0},
+			{"tls", b.TLS.On()}, {"sasl", b.SASL != (KafkaSASL{})}} {
+			if k.set {
+				given = append(given, k.name)
+			}
+		}
+		if len(given) > 0 {
+			p.addf(key, "%s refused: seeds, acks, idempotence, client-id, session-timeout, max-message-bytes, compacted-topics, tls and sasl are Kafka settings; this broker is %q (its URL's scheme chooses TLS)",
+				strings.Join(given, ", "), b.Kind)
+		}
+	}
+	switch {
+	case b.URL != "" && b.Kind == KindKafka:
+		p.addf(key+".url", "a Kafka broker is reached through seeds (a list of host:port), not a URL")
+	case b.URL != "" && b.Kind == KindMem:
+		p.addf(key+".url", "the in-process broker has no URL")
 	}
 	if b.Kind == KindKafka {
 		validateKafkaSecurity(p, key, b, prod)

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"net/url"
 	"slices"
@@ -15,10 +16,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/msgx/msgx/admin"
+	"github.com/msgx/msgx/pipeline/sis"
 )
 
 func newStatusCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "status", Short: "Streams (head, backlog, dead), relay targets (pending, lag, dead, paused, last error) and readiness of a running service", Args: cobra.NoArgs}
+	cmd := &cobra.Command{Use: "status", Short: "Streams (lease holder, head and its error, backlog, dead, mailbox readability), relay targets (pending, lag, dead, paused, last error) and readiness of a running service", Args: cobra.NoArgs}
 	c := clientFlags(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		var st admin.Status
@@ -29,47 +31,138 @@ func newStatusCmd() *cobra.Command {
 		if c.json {
 			return printJSON(out, st)
 		}
-		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "STREAM\tLEADER\tHEAD\tHEAD AGE\tRETRYING FOR\tBACKLOG\tFAILED\tDEAD\tLAST SUCCESS\tWATERMARK\tGAP")
-		for _, s := range st.Streams {
-			last := "-"
-			if s.LastSuccess != nil {
-				last = s.LastSuccess.Format(time.RFC3339)
-			}
-			gap := "-"
-			if s.GapFrom != 0 {
-				gap = fmt.Sprintf("%d (open %s)", s.GapFrom, ago(s.GapOpen))
-			}
-			fmt.Fprintf(tw, "%s\t%v\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%s\n", s.Stream, s.Leader, orDash(s.HeadID), ago(s.HeadAge),
-				ago(s.HeadBlocked), s.Backlog, s.Failed, s.Dead, last, s.Watermark, gap)
-		}
-		for _, s := range st.Streams {
-			if s.MailboxUnreadable > 0 {
-				fmt.Fprintf(tw, "%s: mailbox unreadable for %s: %s\n", s.Stream, ago(s.MailboxUnreadable), orDash(s.MailboxError))
-			}
-		}
-		fmt.Fprintln(tw)
-		fmt.Fprintln(tw, "TARGET\tPENDING\tLAG\tDEAD\tPAUSED\tLAST ERROR")
-		for _, t := range st.Targets {
-			paused := "no"
-			if t.Paused && t.PausedSince != nil {
-				paused = "since " + t.PausedSince.Format(time.RFC3339)
-			}
-			lastErr := "-"
-			if t.LastError != "" && t.LastErrorAt != nil {
-				lastErr = t.LastErrorAt.Format(time.RFC3339) + " " + clip(t.LastError, 80)
-			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\n", t.Target, t.Pending, ago(t.Lag), t.Dead, paused, lastErr)
-		}
-		fmt.Fprintln(tw)
-		fmt.Fprintln(tw, "CHECK\tOK\tERROR")
-		for _, ch := range st.Checks {
-			fmt.Fprintf(tw, "%s\t%v\t%s\n", ch.Name, ch.OK, orDash(ch.Error))
-		}
-		return tw.Flush()
+		return printStatus(out, st)
 	}
 	return cmd
 }
+
+// printStatus renders GET /v1/status for a reader in a hurry: one block of
+// labelled lines per stream (a new field is one more line), a table of the
+// relay targets and one of the readiness checks. Every absolute time has its
+// age beside it, measured from the status's own time.
+func printStatus(out io.Writer, st admin.Status) error {
+	now := st.Time
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	for _, s := range st.Streams {
+		fmt.Fprintf(tw, "STREAM %s\n", s.Stream)
+		line := func(label, format string, args ...any) {
+			fmt.Fprintf(tw, "  %s\t"+format+"\n", append([]any{label}, args...)...)
+		}
+		switch {
+		case s.LeaseHolder == "":
+			line("lease", "held by no instance: nothing pumps the stream")
+		case s.LeaseExpires != nil && !s.LeaseExpires.After(now):
+			line("lease", "last held by %s, expired %s: nothing pumps the stream", s.LeaseHolder, when(*s.LeaseExpires, now))
+		default:
+			this := ""
+			if s.Leader {
+				this = " (the instance answering)"
+			}
+			line("lease", "held by %s%s, until %s", s.LeaseHolder, this, when(*s.LeaseExpires, now))
+		}
+		if s.HeadID == 0 {
+			line("head", "- (nothing unfinished)")
+		} else {
+			head := fmt.Sprintf("%d %s", s.HeadID, s.HeadStatus)
+			if s.HeadReceived != nil {
+				head += ", received " + when(*s.HeadReceived, now)
+			}
+			if s.HeadAttempts > 0 {
+				head += fmt.Sprintf(", %d attempts", s.HeadAttempts)
+			}
+			if s.HeadBlocked > 0 {
+				head += ", retried for " + roughly(secondsD(s.HeadBlocked))
+			}
+			line("head", "%s", head)
+			if s.HeadClass != "" || s.HeadReason != "" {
+				line("head error", "%s", reasonLine(s.HeadClass, s.HeadReason))
+			}
+		}
+		line("backlog", "%d unfinished (%d failed, awaiting retry); %d dead", s.Backlog, s.Failed, s.Dead)
+		if s.LastSuccess != nil {
+			line("last success", "%s, by the instance answering", when(*s.LastSuccess, now))
+		} else {
+			line("last success", "- (none by the instance answering since it started)")
+		}
+		if s.MailboxUnreadable > 0 {
+			line("mailbox", "unreadable for %s: %s", roughly(secondsD(s.MailboxUnreadable)), orDash(s.MailboxError))
+		}
+		line("watermark", "%d", s.Watermark)
+		if s.GapFrom != 0 {
+			line("gap", "waiting for id %d for %s; %d declared so far (%d ids skipped)", s.GapFrom, roughly(secondsD(s.GapOpen)), s.GapsSkipped, s.IDsSkipped)
+		} else {
+			line("gap", "- (%d declared so far, %d ids skipped)", s.GapsSkipped, s.IDsSkipped)
+		}
+		fmt.Fprintln(tw)
+	}
+	fmt.Fprintln(tw, "TARGET\tRELAY\tPENDING\tLAG\tDEAD\tPAUSED\tLAST ERROR")
+	for _, t := range st.Targets {
+		paused := "no"
+		if t.Paused && t.PausedSince != nil {
+			paused = "since " + when(*t.PausedSince, now) + " (broker unavailable)"
+		}
+		lastErr := "-"
+		if t.LastError != "" && t.LastErrorAt != nil {
+			lastErr = when(*t.LastErrorAt, now) + " " + clip(t.LastError, 80)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\n", t.Target, targetState(t), t.Pending, ago(t.Lag), t.Dead, paused, lastErr)
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "CHECK\tOK\tERROR")
+	for _, ch := range st.Checks {
+		fmt.Fprintf(tw, "%s\t%v\t%s\n", ch.Name, ch.OK, orDash(ch.Error))
+	}
+	return tw.Flush()
+}
+
+// targetState says whether a relay of the instance answering serves the
+// target (whether it has it paused is the PAUSED column).
+func targetState(t admin.TargetStatus) string {
+	if !t.Relayed {
+		return "NO RELAY (relay.targets lacks it)"
+	}
+	return "relayed"
+}
+
+// reasonLine is a failure's class and reason with the class said once,
+// whether or not the stored reason starts with it.
+func reasonLine(class, reason string) string {
+	switch {
+	case class == "":
+		return clip(reason, 200)
+	case reason == "":
+		return class
+	case strings.HasPrefix(reason, class+": "):
+		return clip(reason, 200)
+	}
+	return clip(class+": "+reason, 200)
+}
+
+// when is t in UTC with how long ago (or how soon) it is from now:
+// "2026-12-06T06:20:01Z (4 min ago)".
+func when(t, now time.Time) string {
+	abs := t.UTC().Format(time.RFC3339)
+	if d := now.Sub(t); d < 0 {
+		return abs + " (in " + roughly(-d) + ")"
+	}
+	return abs + " (" + roughly(now.Sub(t)) + " ago)"
+}
+
+// roughly is a duration as an operator reads it at a glance: "12 s",
+// "4 min", "2 h 5 min", "3 d 4 h".
+func roughly(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%d s", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%d min", int(d.Minutes()))
+	case d < 24*time.Hour:
+		return fmt.Sprintf("%d h %d min", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%d d %d h", int(d.Hours())/24, int(d.Hours())%24)
+}
+
+func secondsD(sec float64) time.Duration { return time.Duration(sec * float64(time.Second)) }
 
 func newDeadCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "dead", Short: "Dead letters of the inbox streams and the relay targets"}
@@ -200,21 +293,18 @@ func newReplayCmd() *cobra.Command {
 		if err := c.call(cmd.Context(), "POST", "/v1/replay", nil, preview, &dry); err != nil {
 			return err
 		}
-		if !yes {
+		if !yes || len(dry.Replayed) == 0 {
 			if c.json {
-				return printJSON(out, dry)
+				if err := printJSON(out, dry); err != nil {
+					return err
+				}
+			} else {
+				printReplay(out, req, dry, "would be replayed")
+				if len(dry.Replayed) > 0 {
+					fmt.Fprintln(out, "dry run: nothing changed; add --yes to replay")
+				}
 			}
-			printReplay(out, dry, "would be replayed")
-			fmt.Fprintln(out, "dry run: nothing changed; add --yes to replay")
-			return nil
-		}
-		if len(dry.Replayed) == 0 {
-			if c.json {
-				return printJSON(out, dry)
-			}
-			printReplay(out, dry, "would be replayed")
-			fmt.Fprintln(out, "nothing to replay")
-			return nil
+			return refusedError(dry)
 		}
 		total := admin.ReplayResult{Source: req.Source, Replayed: []string{}, Refused: map[string]string{}}
 		for k, v := range dry.Refused {
@@ -238,10 +328,13 @@ func newReplayCmd() *cobra.Command {
 			}
 		}
 		if c.json {
-			return printJSON(out, total)
+			if err := printJSON(out, total); err != nil {
+				return err
+			}
+		} else {
+			printReplay(out, req, total, "replayed")
 		}
-		printReplay(out, total, "replayed")
-		return nil
+		return refusedError(total)
 	}
 	f := cmd.Flags()
 	f.StringVar(&req.Source, "source", "inbox", "inbox or outbox")
@@ -255,8 +348,24 @@ func newReplayCmd() *cobra.Command {
 	return cmd
 }
 
-func printReplay(w interface{ Write([]byte) (int, error) }, r admin.ReplayResult, verb string) {
-	fmt.Fprintf(w, "%d %s: %s\n", len(r.Replayed), verb, clip(strings.Join(r.Replayed, ", "), 400))
+// refusedError makes the command fail (exit status 1) when any id was
+// refused, so that a script replaying a list learns that part of it was not.
+func refusedError(r admin.ReplayResult) error {
+	if len(r.Refused) == 0 {
+		return nil
+	}
+	if r.DryRun {
+		return fmt.Errorf("%d of the selected ids refused (listed above); the others would be replayed", len(r.Refused))
+	}
+	return fmt.Errorf("%d of the selected ids refused (listed above); the others were replayed", len(r.Refused))
+}
+
+func printReplay(w io.Writer, req admin.ReplayRequest, r admin.ReplayResult, verb string) {
+	if len(r.Replayed) == 0 {
+		fmt.Fprintf(w, "nothing to replay: %s\n", selection(req))
+	} else {
+		fmt.Fprintf(w, "%d %s: %s\n", len(r.Replayed), verb, clip(strings.Join(r.Replayed, ", "), 400))
+	}
 	keys := make([]string, 0, len(r.Refused))
 	for k := range r.Refused {
 		keys = append(keys, k)
@@ -270,8 +379,31 @@ func printReplay(w interface{ Write([]byte) (int, error) }, r admin.ReplayResult
 	}
 }
 
-// newQueryCmd is a command printing a registered admin query (requests, flights).
-func newQueryCmd(name, short string) *cobra.Command {
+// selection says in words what a replay request selected, for "nothing to
+// replay: …".
+func selection(req admin.ReplayRequest) string {
+	var what string
+	switch {
+	case len(req.IDs) > 0:
+		what = fmt.Sprintf("none of the %d ids given is replayable", len(req.IDs))
+	case req.Source == "outbox" && req.Target != "":
+		what = fmt.Sprintf("no DEAD outbox event of target %s", req.Target)
+	case req.Source == "outbox":
+		what = "no DEAD outbox event matches"
+	case req.Class != "":
+		what = fmt.Sprintf("no replayable FAILED or DEAD message of class %s", strings.ToUpper(req.Class))
+	default:
+		what = "no replayable FAILED or DEAD message"
+	}
+	if req.Source != "outbox" && req.Stream != "" && len(req.IDs) == 0 {
+		what += " in stream " + req.Stream
+	}
+	return what
+}
+
+// newQueryCmd is a command printing a registered admin query (requests,
+// flights) as a table, or its JSON with --json. print renders the answer.
+func newQueryCmd(name, short string, print func(out io.Writer, raw json.RawMessage, now time.Time) error) *cobra.Command {
 	var params []string
 	cmd := &cobra.Command{Use: name, Short: short, Args: cobra.NoArgs}
 	c := clientFlags(cmd)
@@ -288,11 +420,55 @@ func newQueryCmd(name, short string) *cobra.Command {
 		if err := c.call(cmd.Context(), "GET", "/v1/"+name, q, nil, &raw); err != nil {
 			return err
 		}
-		_, err := cmd.OutOrStdout().Write(raw)
-		return err
+		if c.json {
+			_, err := cmd.OutOrStdout().Write(raw)
+			return err
+		}
+		return print(cmd.OutOrStdout(), raw, time.Now())
 	}
 	cmd.Flags().StringArrayVar(&params, "param", nil, "query parameter key=value (repeatable)")
 	return cmd
+}
+
+// printFlights renders GET /v1/flights: one line per flight.
+func printFlights(out io.Writer, raw json.RawMessage, _ time.Time) error {
+	var page sis.FlightPage
+	if err := json.Unmarshal(raw, &page); err != nil {
+		return fmt.Errorf("the flight query's answer: %w", err)
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "FLID\tDAY\tSTATUS\tFLNO\tVERSION\tLAST MSG")
+	for _, f := range page.Flights {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\n", f.FLID, orDash(f.OperationDay), f.Status, orDash(f.Fields["FLNO"]), f.StateVersion, f.LastMsgID)
+	}
+	fmt.Fprintf(tw, "(%d flights)\n", len(page.Flights))
+	if page.Next != "" {
+		fmt.Fprintf(tw, "next page: --param after=%s\n", page.Next)
+	}
+	return tw.Flush()
+}
+
+// printRequests renders GET /v1/requests: one line per request, newest
+// first, its times with their ages.
+func printRequests(out io.Writer, raw json.RawMessage, now time.Time) error {
+	var page struct {
+		Requests []sis.Request `json:"requests"`
+		Next     int64         `json:"next"`
+	}
+	if err := json.Unmarshal(raw, &page); err != nil {
+		return fmt.Errorf("the requests query's answer: %w", err)
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tKIND\tANSWER\tSTATUS\tREGISTERED\tEXPIRES\tREASON")
+	for _, r := range page.Requests {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Kind, orDash(r.AnswerType), r.Status, when(r.RegisteredAt, now),
+			when(r.ExpiresAt, now), orDash(clip(r.Reason, 80)))
+	}
+	fmt.Fprintf(tw, "(%d requests)\n", len(page.Requests))
+	if page.Next != 0 {
+		fmt.Fprintf(tw, "next page: --param before=%d\n", page.Next)
+	}
+	return tw.Flush()
 }
 
 func newBackfillCmd() *cobra.Command {

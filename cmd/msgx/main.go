@@ -35,8 +35,8 @@ func newRoot() *cobra.Command {
 	}
 	root.AddCommand(newVersionCmd(), newDemoCmd(), newMigrateCmd(), newBenchCmd(),
 		newServeCmd(), newStatusCmd(), newDeadCmd(), newReplayCmd(),
-		newQueryCmd("requests", "Outbound requests (RQFD/RQRD) of the SIS pipeline"),
-		newQueryCmd("flights", "The flight query of the SIS pipeline"),
+		newQueryCmd("requests", "Outbound requests (RQFD/RQRD) of the SIS pipeline: a table, or --json", printRequests),
+		newQueryCmd("flights", "The flight query of the SIS pipeline: a table, or --json", printFlights),
 		newBackfillCmd(), newRouteCmd())
 	return root
 }

@@ -48,7 +48,7 @@ func TestMigrateSQLite(t *testing.T) {
 // applied after it.
 func TestPrintReplayShowsWarnings(t *testing.T) {
 	var b strings.Builder
-	printReplay(&b, admin.ReplayResult{Replayed: []string{"7"}, Refused: map[string]string{},
+	printReplay(&b, admin.ReplayRequest{IDs: []string{"7"}}, admin.ReplayResult{Replayed: []string{"7"}, Refused: map[string]string{},
 		Warnings: map[string]string{"7": "older than what was applied: replaying it applies it after the newer messages"}}, "would be replayed")
 	if !strings.Contains(b.String(), "warning 7: older than what was applied") {
 		t.Fatalf("printed:\n%s", b.String())

@@ -535,8 +535,10 @@ func TestServeProduction(t *testing.T) {
 		return err == nil && json.Unmarshal([]byte(out), &dl) == nil && len(dl.Inbox) == 1 &&
 			strconv.FormatInt(dl.Inbox[0].ID, 10) == badID && dl.Inbox[0].Class == "MALFORMED"
 	})
+	// A refused id makes the command exit non-zero.
 	out, err = cli(opTok, "replay", "--stream", "sis", "--ids", badID, "--reason", "check", "--yes")
-	if err != nil || !strings.Contains(out, "not replayable") || !strings.Contains(out, "nothing to replay") {
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(out, "not replayable") || !strings.Contains(out, "nothing to replay") {
 		t.Errorf("replay of a MALFORMED message: %v\n%s", err, out)
 	}
 	if out, err := cli(readTok, "dead", "show", "inbox", "sis", badID); err != nil || !strings.Contains(out, "MALFORMED") {

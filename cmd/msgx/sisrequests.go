@@ -155,7 +155,8 @@ func sisHistory(d app.Deps, o map[string]string) (*app.Pipeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &app.Pipeline{Run: h.Run}, nil
+	// The sweep enqueues the tombstones of the flights it purges.
+	return &app.Pipeline{Run: h.Run, Targets: []string{sis.TargetSchd}}, nil
 }
 
 // durationOptions reads the positive durations of settings into options,

@@ -360,6 +360,11 @@ func TestDecodeClassifies(t *testing.T) {
 			t.Errorf("%q: %v", bad, err)
 		}
 	}
+	// The reason recorded is the error's text: the class said once.
+	_, err = p.Decode([]byte("not xml"))
+	if msg := err.Error(); !strings.HasPrefix(msg, "MALFORMED: ") || strings.Count(msg, "MALFORMED") != 1 {
+		t.Errorf("the reason of a malformed message: %q", msg)
+	}
 }
 
 func TestFlopSubtypesCoverTheInterface(t *testing.T) {

@@ -3,10 +3,13 @@ package sis
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/msgx/msgx/admin"
 	"github.com/msgx/msgx/store"
 )
 
@@ -41,16 +44,8 @@ func QueryFlights(ctx context.Context, db store.Querier, f FlightFilter) (Flight
 	if f.Limit == 0 {
 		f.Limit = 100
 	}
-	if f.Limit < 0 || f.Limit > MaxFlightPage {
-		return FlightPage{}, fmt.Errorf("sis: flight query: limit %d: want 1 to %d", f.Limit, MaxFlightPage)
-	}
-	if f.Day != "" {
-		if _, err := time.Parse(time.DateOnly, f.Day); err != nil {
-			return FlightPage{}, fmt.Errorf("sis: flight query: day %q: want yyyy-mm-dd", f.Day)
-		}
-	}
-	if f.Status != "" && f.Status != StatusActive && f.Status != StatusDeleted {
-		return FlightPage{}, fmt.Errorf("sis: flight query: status %q: want %s or %s", f.Status, StatusActive, StatusDeleted)
+	if err := f.check(); err != nil {
+		return FlightPage{}, fmt.Errorf("sis: flight query: %w", err)
 	}
 	q, err := queries.For(db.Dialect())
 	if err != nil {
@@ -103,6 +98,50 @@ func QueryFlights(ctx context.Context, db store.Querier, f FlightFilter) (Flight
 	return out, nil
 }
 
+// check refuses a filter no page can answer.
+func (f FlightFilter) check() error {
+	if f.Limit < 0 || f.Limit > MaxFlightPage {
+		return fmt.Errorf("limit %d: want 1 to %d", f.Limit, MaxFlightPage)
+	}
+	if f.Day != "" {
+		if _, err := time.Parse(time.DateOnly, f.Day); err != nil {
+			return fmt.Errorf("day %q: want yyyy-mm-dd", f.Day)
+		}
+	}
+	if f.Status != "" && f.Status != StatusActive && f.Status != StatusDeleted {
+		return fmt.Errorf("status %q: want %s or %s", f.Status, StatusActive, StatusDeleted)
+	}
+	if len(f.FLIDs) > MaxFlightPage {
+		return fmt.Errorf("flid: %d FLIDs; at most %d", len(f.FLIDs), MaxFlightPage)
+	}
+	return nil
+}
+
+// queryParams reads the parameters of an admin query: single are the names
+// given at most once, multi those that may repeat; any other name, and a
+// single one given twice, is refused (admin.ErrBadParameter), so that a
+// misspelt filter does not silently answer everything.
+func queryParams(params map[string][]string, single, multi []string) (map[string]string, error) {
+	one := map[string]string{}
+	for _, name := range slices.Sorted(maps.Keys(params)) {
+		values := params[name]
+		switch {
+		case slices.Contains(single, name):
+			if len(values) > 1 {
+				return nil, fmt.Errorf("%w: %s is given %d times; give it once", admin.ErrBadParameter, name, len(values))
+			}
+			if len(values) == 1 {
+				one[name] = values[0]
+			}
+		case slices.Contains(multi, name):
+		default:
+			known := slices.Sorted(slices.Values(append(slices.Clone(single), multi...)))
+			return nil, fmt.Errorf("%w: %q is not a parameter of this query (known: %s)", admin.ErrBadParameter, name, strings.Join(known, ", "))
+		}
+	}
+	return one, nil
+}
+
 // FlightsQuery answers the admin query "flights" (GET /v1/flights):
 // parameters day (yyyy-mm-dd), status (ACTIVE, DELETED), flid (repeatable,
 // or comma-separated), after (the cursor: the previous page's next) and
@@ -110,13 +149,11 @@ func QueryFlights(ctx context.Context, db store.Querier, f FlightFilter) (Flight
 // flight as the schd events carry it.
 func FlightsQuery(db store.Querier) func(ctx context.Context, params map[string][]string) (any, error) {
 	return func(ctx context.Context, params map[string][]string) (any, error) {
-		get := func(k string) string {
-			if v := params[k]; len(v) > 0 {
-				return v[0]
-			}
-			return ""
+		one, err := queryParams(params, []string{"day", "status", "after", "limit"}, []string{"flid"})
+		if err != nil {
+			return nil, err
 		}
-		f := FlightFilter{Day: get("day"), Status: strings.ToUpper(get("status")), After: get("after")}
+		f := FlightFilter{Day: one["day"], Status: strings.ToUpper(one["status"]), After: one["after"]}
 		for _, v := range params["flid"] {
 			for _, id := range strings.Split(v, ",") {
 				if id = strings.TrimSpace(id); id != "" {
@@ -124,12 +161,15 @@ func FlightsQuery(db store.Querier) func(ctx context.Context, params map[string]
 				}
 			}
 		}
-		if s := get("limit"); s != "" {
+		if s, ok := one["limit"]; ok {
 			n, err := strconv.Atoi(s)
-			if err != nil {
-				return nil, fmt.Errorf("limit %q is not a number", s)
+			if err != nil || n < 1 {
+				return nil, fmt.Errorf("%w: limit %q: want 1 to %d", admin.ErrBadParameter, s, MaxFlightPage)
 			}
 			f.Limit = n
+		}
+		if err := f.check(); err != nil {
+			return nil, fmt.Errorf("%w: %w", admin.ErrBadParameter, err)
 		}
 		return QueryFlights(ctx, db, f)
 	}

@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/msgx/msgx/admin"
 	"github.com/msgx/msgx/broker/driver"
 	"github.com/msgx/msgx/store"
 )
@@ -21,25 +24,26 @@ import (
 // page, 0 at the end>}.
 func RequestsQuery(db store.Querier) func(ctx context.Context, params map[string][]string) (any, error) {
 	return func(ctx context.Context, params map[string][]string) (any, error) {
-		get := func(k string) string {
-			if v := params[k]; len(v) > 0 {
-				return v[0]
-			}
-			return ""
+		one, err := queryParams(params, []string{"status", "before", "limit"}, nil)
+		if err != nil {
+			return nil, err
 		}
 		limit, before := 100, int64(0)
-		var err error
-		if s := get("limit"); s != "" {
+		if s, ok := one["limit"]; ok {
 			if limit, err = strconv.Atoi(s); err != nil || limit <= 0 || limit > 1000 {
-				return nil, fmt.Errorf("limit %q: want 1 to 1000", s)
+				return nil, fmt.Errorf("%w: limit %q: want 1 to 1000", admin.ErrBadParameter, s)
 			}
 		}
-		if s := get("before"); s != "" {
+		if s, ok := one["before"]; ok {
 			if before, err = strconv.ParseInt(s, 10, 64); err != nil || before < 0 {
-				return nil, fmt.Errorf("before %q: want a request id", s)
+				return nil, fmt.Errorf("%w: before %q: want a request id (the previous page's next)", admin.ErrBadParameter, s)
 			}
 		}
-		list, err := ListRequests(ctx, db, get("status"), before, limit)
+		status := strings.ToUpper(one["status"])
+		if statuses := []string{ReqRegistered, ReqSent, ReqWaiting, ReqDone, ReqExpired}; status != "" && !slices.Contains(statuses, status) {
+			return nil, fmt.Errorf("%w: status %q: want one of %s", admin.ErrBadParameter, one["status"], strings.Join(statuses, ", "))
+		}
+		list, err := ListRequests(ctx, db, status, before, limit)
 		if err != nil {
 			return nil, err
 		}

@@ -207,6 +207,10 @@ func NewProcessor(cfg Config, opts ...Option) (*Processor, error) {
 // Config returns the configuration in effect (defaults filled in).
 func (p *Processor) Config() Config { return p.cfg }
 
+// OutboxTargets lists the outbox targets the processor enqueues to: the
+// service refuses to start unless its relay serves all three.
+func (p *Processor) OutboxTargets() []string { return []string{TargetMsg, TargetSchd, TargetRef} }
+
 // Decode implements inbox.Processor: the codec's classification carries
 // over (MALFORMED goes DEAD, CODEC_ERROR is retried). Identity is
 // SNDR|TYPE|STYP|SEQN (|yyyyMMdd of DTTM with IncludeDayBoundary), kind

@@ -32,3 +32,7 @@ SELECT l.expires_at > COALESCE($6::timestamptz, now())
 FROM msgx_lease l, (SELECT set_config('statement_timeout', $4, true), set_config('lock_timeout', $5, true)) AS t
 WHERE l.name = $1 AND l.owner = $2 AND l.epoch = $3
 FOR KEY SHARE OF l
+
+-- name: LeaseHolder
+-- Who holds (or last held, when expired) a lease: status shows it.
+SELECT owner, expires_at FROM msgx_lease WHERE name = $1

@@ -21,3 +21,7 @@ DELETE FROM msgx_lease WHERE name = ?1 AND owner = ?2
 -- taker): a batch of an owner that lost the lease finds no row. Returns
 -- whether the lease is still unexpired.
 SELECT expires_at > ?4 FROM msgx_lease WHERE name = ?1 AND owner = ?2 AND epoch = ?3
+
+-- name: LeaseHolder
+-- Who holds (or last held, when expired) a lease: status shows it.
+SELECT owner, expires_at FROM msgx_lease WHERE name = ?1
