@@ -717,7 +717,18 @@ func (f *finishing) dead(ctx context.Context) {
 			f.st.Covered += int(n)
 			f.l.met.covered.Add(float64(n))
 		} else {
-			_, err = o.finish(ctx, "MarkDead", target, []rowRef{e.rowRef}, f.lease, f.now, reason)
+			var n int64
+			n, err = o.finish(ctx, "MarkDead", target, []rowRef{e.rowRef}, f.lease, f.now, reason)
+			if err == nil && n == 0 {
+				// The lease ran out under the send and another relay took
+				// the row: it is that relay's now, not DEAD. Counting or
+				// logging it as dead would report an event that is later
+				// sent.
+				f.st.LeaseLost++
+				f.l.log.Warn("outbox lease lost before the event was marked dead; another relay has it",
+					"event_id", e.eventID, "topic", e.topic, "attempts", e.attempts, "err", f.errs[i])
+				continue
+			}
 		}
 		f.all = append(f.all, err)
 		f.st.Dead++

@@ -2,13 +2,18 @@ package outbox_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/msgx/msgx/broker"
+	"github.com/msgx/msgx/broker/driver"
 	"github.com/msgx/msgx/internal/clock"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
@@ -177,4 +182,88 @@ func TestEventsOfAHostAheadAreDueAtOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDeadOnlyWhenMarkedDead runs a relay whose send outlasts its lease and
+// then fails for the event itself (Rejected): meanwhile a second relay took
+// the row and sent it. The first relay's DEAD statement, fenced by its
+// lease, finds no row: the event is not DEAD, so the first relay must not
+// count it (Stats, msgx_outbox_dead_total) nor log it as dead.
+func TestDeadOnlyWhenMarkedDead(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		clk := clock.NewFake(t0)
+		dest := &sink{}
+		var logs syncBuffer
+		reg := prometheus.NewRegistry()
+		opts := []outbox.Option{outbox.WithLease(time.Minute), outbox.WithPublishTimeout(20 * time.Second), outbox.WithDBTimeout(time.Second)}
+		var (
+			b      *outbox.Relay
+			bStats outbox.Stats
+			bErr   error
+		)
+		slow := publisherFunc(func(ctx context.Context, topic string, msgs ...*broker.Message) error {
+			clk.Advance(2 * time.Minute) // the lease runs out under the send
+			bStats, bErr = b.Flush(ctx)
+			return driver.Classify(driver.Rejected, errors.New("record too large"))
+		})
+		a := newRelay(t, db, clk, append(opts, outbox.Target("u", slow, outbox.Unordered),
+			outbox.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))), outbox.WithRegisterer(reg))...)
+		b = newRelay(t, db, clk, append(opts, outbox.Target("u", dest, outbox.Unordered))...)
+		enqueue(t, db, t0, ev("u", "K", 1))
+
+		st := flush(t, a)
+		if bErr != nil || bStats.Published != 1 {
+			t.Fatalf("second relay: %+v %v", bStats, bErr)
+		}
+		if st.Dead != 0 || st.LeaseLost != 1 {
+			t.Errorf("first relay counted %+v, want no DEAD and one lease lost", st)
+		}
+		if rec := get(t, db, "u-K-1"); rec.Status != outbox.StatusSent {
+			t.Errorf("event: %+v, want SENT", rec)
+		}
+		if n := metricSum(t, reg, "msgx_outbox_dead_total"); n != 0 {
+			t.Errorf("msgx_outbox_dead_total = %v, want 0", n)
+		}
+		if strings.Contains(logs.String(), "outbox event dead") || !strings.Contains(logs.String(), "lease lost before the event was marked dead") {
+			t.Errorf("log:\n%s", logs.String())
+		}
+	})
+}
+
+// metricSum is the sum of every series of the metric name in reg (0 when it
+// has none).
+func metricSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return sum
+}
+
+// syncBuffer is a log destination the relay's goroutines may share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

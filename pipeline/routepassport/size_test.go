@@ -16,7 +16,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -25,19 +24,6 @@ import (
 	"github.com/msgx/msgx/broker/kafka"
 	"github.com/msgx/msgx/store/storetest"
 )
-
-// classified is the Kafka adapter with its publish errors classified as the
-// adapter's error mapping does (a record the broker refuses as too large is
-// Rejected), for a driver that does not classify them itself yet.
-type classified struct{ *kafka.Driver }
-
-func (c classified) Publish(ctx context.Context, topic string, msgs []*driver.Message) error {
-	err := c.Driver.Publish(ctx, topic, msgs)
-	if driver.Code(err) == driver.Unknown && errors.Is(err, kerr.MessageTooLarge) {
-		return driver.Classify(driver.Rejected, err)
-	}
-	return err
-}
 
 // startedBroker starts a port over drv and stops it when the test ends.
 func startedBroker(t *testing.T, drv driver.Broker) *broker.Broker {
@@ -175,14 +161,14 @@ func TestOversizedDeadLetterGoesByReference(t *testing.T) {
 		e.waitCommitted(int64(2*n), 60*time.Second)
 	}
 
-	stop := startPipeline(t, newPipeline(t, db, startedBroker(t, classified{testDriver(e)}), opts()...))
+	stop := startPipeline(t, newPipeline(t, db, startedBroker(t, testDriver(e)), opts()...))
 	e.produceLarge(bad[0], record("OK-1", "ok", line(1)))
 	check(1)
 	stop()
 
 	// A new instance (new client, same group) goes on from the committed
 	// offset: the next oversized record passes the same way.
-	startPipeline(t, newPipeline(t, db, startedBroker(t, classified{testDriver(e)}), opts()...))
+	startPipeline(t, newPipeline(t, db, startedBroker(t, testDriver(e)), opts()...))
 	e.produceLarge(bad[1], record("OK-2", "ok", line(2)))
 	check(2)
 	if recs := dlq.drain(300 * time.Millisecond); len(recs) != 2 {
