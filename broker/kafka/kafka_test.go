@@ -164,10 +164,10 @@ func (h *harness) Outage(context.Context) (func(), error) {
 // RefusedTopic is a topic whose max.message.bytes no record fits.
 func (h *harness) RefusedTopic() string { return h.refused }
 
-// MaxMessageBytes is franz-go's default ProducerBatchMaxBytes, below kfake's
-// default max.message.bytes: the client refuses a larger record before
+// MaxMessageBytes is the adapter's default limit (WithMaxMessageBytes), which
+// the harness's drivers keep: the client refuses a larger record before
 // sending it.
-func (h *harness) MaxMessageBytes() int { return 1_000_012 }
+func (h *harness) MaxMessageBytes() int { return kafka.DefaultMaxMessageBytes }
 
 func (h *harness) CreateTopic(ctx context.Context, name string) error {
 	return h.c.createTopic(ctx, name, partitions)

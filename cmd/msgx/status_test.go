@@ -72,7 +72,7 @@ func TestPrintStatus(t *testing.T) {
 		"last success  2026-12-06T02:59:48Z (12 s ago), by the instance answering",
 		"last held by msgx-b, expired 2026-12-06T02:58:30Z (1 min ago): nothing pumps the stream",
 		"MALFORMED: no body\n",
-		"kafka:ref  NO RELAY (relay.targets lacks it)  40",
+		"kafka:ref   NO RELAY (relay.targets lacks it)  40",
 		"since 2026-12-06T02:57:00Z (3 min ago) (broker unavailable)  2026-12-06T02:59:50Z (10 s ago) dial tcp 127.0.0.1:9092: connection refused",
 	} {
 		if !strings.Contains(out, want) {
