@@ -15,6 +15,7 @@ import (
 	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/broker/driver"
 	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/internal/logtest"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -193,7 +194,7 @@ func TestDeadOnlyWhenMarkedDead(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		clk := clock.NewFake(t0)
 		dest := &sink{}
-		var logs syncBuffer
+		var logs logtest.Buffer
 		reg := prometheus.NewRegistry()
 		opts := []outbox.Option{outbox.WithLease(time.Minute), outbox.WithPublishTimeout(20 * time.Second), outbox.WithDBTimeout(time.Second)}
 		var (
@@ -248,22 +249,4 @@ func metricSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
 		}
 	}
 	return sum
-}
-
-// syncBuffer is a log destination the relay's goroutines may share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

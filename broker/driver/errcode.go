@@ -59,6 +59,27 @@ func Classify(code ErrorCode, err error) error {
 	return &Error{Code: code, Err: err}
 }
 
+// ClassifyBy gives err the class code finds for it, unless err already has
+// one: an adapter's mapping of its client's errors, applied once at the
+// adapter's edge. A nil err stays nil.
+func ClassifyBy(err error, code func(error) ErrorCode) error {
+	if err == nil || Code(err) != Unknown {
+		return err
+	}
+	return Classify(code(err), err)
+}
+
+// IsAny reports whether err matches any of targets (errors.Is): an
+// adapter's lists of its client's errors of one class.
+func IsAny(err error, targets []error) bool {
+	for _, t := range targets {
+		if errors.Is(err, t) {
+			return true
+		}
+	}
+	return false
+}
+
 // Code returns the class of err: the outermost Error in its chain, or
 // Unknown when it has none.
 func Code(err error) ErrorCode {

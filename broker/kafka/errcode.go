@@ -14,7 +14,7 @@ import (
 // it again fails the same way. UnknownTopicOrPartition reaches a publish only
 // after the client's unknown-topic retries (WithUnknownTopicRetries): the
 // topic does not exist and is not auto-created.
-var rejected = []*kerr.Error{
+var rejected = []error{
 	kerr.MessageTooLarge,
 	kerr.RecordListTooLarge,
 	kerr.InvalidRecord,
@@ -29,17 +29,12 @@ var rejected = []*kerr.Error{
 
 // classify gives a publish error its class (see docs/adapters/kafka.md).
 func classify(err error) error {
-	if err == nil {
-		return nil
-	}
-	return driver.Classify(errorCode(err), err)
+	return driver.ClassifyBy(err, errorCode)
 }
 
 func errorCode(err error) driver.ErrorCode {
-	for _, r := range rejected {
-		if errors.Is(err, r) {
-			return driver.Rejected
-		}
+	if driver.IsAny(err, rejected) {
+		return driver.Rejected
 	}
 	switch {
 	case kerr.IsRetriable(err), // no leader, not enough replicas, request timed out, ...

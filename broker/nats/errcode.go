@@ -43,22 +43,15 @@ var rejected = []error{
 
 // classify gives a publish error its class (see docs/adapters/nats.md).
 func classify(err error) error {
-	if err == nil || driver.Code(err) != driver.Unknown {
-		return err
-	}
-	return driver.Classify(errorCode(err), err)
+	return driver.ClassifyBy(err, errorCode)
 }
 
 func errorCode(err error) driver.ErrorCode {
-	for _, r := range rejected {
-		if errors.Is(err, r) {
-			return driver.Rejected
-		}
+	if driver.IsAny(err, rejected) {
+		return driver.Rejected
 	}
-	for _, u := range unavailable {
-		if errors.Is(err, u) {
-			return driver.Unavailable
-		}
+	if driver.IsAny(err, unavailable) {
+		return driver.Unavailable
 	}
 	// A PubAck with an error: 4xx, the stream refused the message (sealed,
 	// too large, ...); 503, JetStream cannot take it now.

@@ -12,10 +12,7 @@ import (
 
 // classify gives a publish error its class (see docs/adapters/pulsar.md).
 func classify(err error) error {
-	if err == nil || driver.Code(err) != driver.Unknown {
-		return err
-	}
-	return driver.Classify(errorCode(err), err)
+	return driver.ClassifyBy(err, errorCode)
 }
 
 func errorCode(err error) driver.ErrorCode {

@@ -11,10 +11,7 @@ import (
 
 // classify gives a publish error its class (see docs/adapters/rabbitmq.md).
 func classify(err error) error {
-	if err == nil || driver.Code(err) != driver.Unknown {
-		return err
-	}
-	return driver.Classify(errorCode(err), err)
+	return driver.ClassifyBy(err, errorCode)
 }
 
 func errorCode(err error) driver.ErrorCode {

@@ -11,15 +11,23 @@ import (
 
 func run(t *testing.T, args ...string) string {
 	t.Helper()
+	out, err := execute(args...)
+	if err != nil {
+		t.Fatalf("msgx %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// execute runs the command line args in process and returns what it printed
+// and its error.
+func execute(args ...string) (string, error) {
 	var out bytes.Buffer
 	root := newRoot()
 	root.SetOut(&out)
 	root.SetErr(&out)
 	root.SetArgs(args)
-	if err := root.ExecuteContext(context.Background()); err != nil {
-		t.Fatalf("msgx %s: %v\n%s", strings.Join(args, " "), err, out.String())
-	}
-	return out.String()
+	err := root.ExecuteContext(context.Background())
+	return out.String(), err
 }
 
 func TestVersion(t *testing.T) {

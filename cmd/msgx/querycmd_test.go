@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -24,15 +23,7 @@ func TestQueryCommands(t *testing.T) {
 	}
 	hs := httptest.NewServer(srv)
 	defer hs.Close()
-	msgx := func(args ...string) (string, error) {
-		var out bytes.Buffer
-		root := newRoot()
-		root.SetOut(&out)
-		root.SetErr(&out)
-		root.SetArgs(append(args, "--admin", hs.URL))
-		err := root.ExecuteContext(context.Background())
-		return out.String(), err
-	}
+	msgx := func(args ...string) (string, error) { return execute(append(args, "--admin", hs.URL)...) }
 	if out, err := msgx("flights", "--param", "day=2003-12-15"); err != nil || !strings.HasPrefix(out, "FLID  DAY  STATUS") || !strings.Contains(out, "(0 flights)") {
 		t.Errorf("flights: %v\n%s", err, out)
 	}

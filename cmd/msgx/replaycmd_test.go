@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"net/http/httptest"
 	"strings"
@@ -55,13 +54,7 @@ func TestReplayCommandRefusals(t *testing.T) {
 	hs := httptest.NewServer(srv)
 	defer hs.Close()
 	msgx := func(args ...string) (string, error) {
-		var out bytes.Buffer
-		root := newRoot()
-		root.SetOut(&out)
-		root.SetErr(&out)
-		root.SetArgs(append(args, "--admin", hs.URL, "--reason", "test"))
-		err := root.ExecuteContext(context.Background())
-		return out.String(), err
+		return execute(append(args, "--admin", hs.URL, "--reason", "test")...)
 	}
 
 	out, err := msgx("replay", "--stream", "s1", "--class", "CODEC_ERROR")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -14,12 +13,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/msgx/msgx/broker"
-	"github.com/msgx/msgx/broker/brokertest"
 	"github.com/msgx/msgx/broker/kafka"
 	"github.com/msgx/msgx/broker/mem"
 	"github.com/msgx/msgx/internal/backoff"
 	"github.com/msgx/msgx/outbox"
-	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
 
@@ -106,24 +103,9 @@ func TestRedeliveryCreatesNoSecondPair(t *testing.T) {
 // once it is back, every record comes out once.
 func TestDatabaseCutLosesNothing(t *testing.T) {
 	e := newEnv(t, 3)
-	_, dsn := storetest.NewSchema(t)
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := brokertest.NewProxy(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
-	u.Host = proxy.Addr()
+	db, proxy := cutDB(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	db, err := store.Open(ctx, u.String(), store.WithMigrate(), store.WithLogger(quietLogger()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
 	reg := prometheus.NewRegistry()
 	p := newPipeline(t, db, e.broker(quietLogger()), append(e.options(reg, quietLogger()), WithDBTimeout(2*time.Second),
 		// A relay that loses the database after a send keeps its claim

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/msgx/msgx/internal/logtest"
 	"github.com/msgx/msgx/store/storetest"
 )
 
@@ -21,7 +22,7 @@ func TestEndToEnd(t *testing.T) {
 	e := newEnv(t, 3)
 	db := storetest.NewPostgres(t)
 	reg := prometheus.NewRegistry()
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	p := newPipeline(t, db, e.broker(quietLogger()), e.options(reg, log)...)
 	startPipeline(t, p)

@@ -2,7 +2,6 @@ package routepassport
 
 import (
 	"context"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -78,25 +77,7 @@ func TestOldUnacknowledgedRecordFailsCheck(t *testing.T) {
 // that can cut it.
 func cutDB(t *testing.T) (*store.DB, *brokertest.Proxy) {
 	t.Helper()
-	_, dsn := storetest.NewSchema(t)
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := brokertest.NewProxy(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
-	u.Host = proxy.Addr()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	db, err := store.Open(ctx, u.String(), store.WithMigrate(), store.WithLogger(quietLogger()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
-	return db, proxy
+	return storetest.NewCuttablePostgres(t, store.WithLogger(quietLogger()))
 }
 
 // waitCheck waits, within a bound, until p.Check's answer satisfies cond.

@@ -278,31 +278,9 @@ func TestThroughTheStreamsMailbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var dead atomic.Value
-	if _, err := b.Listen(ctx, broker.Subscription{Topic: topic + ".dlq", Group: driver.DeadLetterGroup}, func(_ context.Context, d *broker.Delivery) error {
-		dead.Store(d.Header(broker.HeaderDeadReason))
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	sctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- src.Run(sctx, nil) }()
-	defer func() { stop(); <-done }()
-	// Run declares the topology; until then a publish would go nowhere.
-	for _, m := range []string{"one", "\xff\xfe not UTF-8", "two"} {
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			err := b.SendConfirmed(ctx, topic, &broker.Message{Payload: []byte(m)})
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal(err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
+	dead := listenDeadReasons(ctx, t, b, topic)
+	runSource(ctx, t, src)
+	sendOnceDeclared(ctx, t, b, topic, "one", "\xff\xfe not UTF-8", "two")
 	waitFor(t, "two messages in the inbox", func() bool { return len(rows(t, db, "m")) == 2 })
 	got := rows(t, db, "m")
 	mrows, err := mb.Scan(ctx, 0, 10)
@@ -341,31 +319,10 @@ func TestMailboxColumnsAndUnstorableMessages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var dead atomic.Value
-	if _, err := b.Listen(ctx, broker.Subscription{Topic: topic + ".dlq", Group: driver.DeadLetterGroup}, func(_ context.Context, d *broker.Delivery) error {
-		dead.Store(d.Header(broker.HeaderDeadReason))
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	sctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- src.Run(sctx, nil) }()
-	defer func() { stop(); <-done }()
+	dead := listenDeadReasons(ctx, t, b, topic)
+	runSource(ctx, t, src)
 	const sis = `<MSG><META><SNDR>AODB</SNDR><SEQN>77</SEQN><DTTM>20120229090511</DTTM><TYPE>FLOP</TYPE><STYP>ETA</STYP></META><FLOP/></MSG>`
-	for _, m := range []string{"<MSG>a\x00b</MSG>", sis} {
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			err := b.SendConfirmed(ctx, topic, &broker.Message{Payload: []byte(m)})
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal(err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
+	sendOnceDeclared(ctx, t, b, topic, "<MSG>a\x00b</MSG>", sis)
 	waitFor(t, "the NUL message in the dead-letter queue", func() bool {
 		r, _ := dead.Load().(string)
 		return strings.Contains(r, "NUL")
@@ -382,5 +339,47 @@ func TestMailboxColumnsAndUnstorableMessages(t *testing.T) {
 	want := time.Date(2012, 2, 29, 9, 5, 11, 0, time.FixedZone("CST", 8*3600))
 	if name != "AODB" || seq != 77 || !sent.Equal(want) || typ != "FLOP" || styp != "ETA" {
 		t.Fatalf("columns %q %d %v %q %q", name, seq, sent, typ, styp)
+	}
+}
+
+// listenDeadReasons consumes topic's dead-letter queue and keeps the reason
+// of the latest dead letter.
+func listenDeadReasons(ctx context.Context, t *testing.T, b *broker.Broker, topic string) *atomic.Value {
+	t.Helper()
+	var dead atomic.Value
+	if _, err := b.Listen(ctx, broker.Subscription{Topic: topic + ".dlq", Group: driver.DeadLetterGroup}, func(_ context.Context, d *broker.Delivery) error {
+		dead.Store(d.Header(broker.HeaderDeadReason))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return &dead
+}
+
+// runSource runs src until the test ends.
+func runSource(ctx context.Context, t *testing.T, src *brokersource.Source) {
+	sctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- src.Run(sctx, nil) }()
+	t.Cleanup(func() { stop(); <-done })
+}
+
+// sendOnceDeclared sends each payload to topic, retrying each for up to 30 s:
+// the source's Run declares the topology, and until then a publish would go
+// nowhere.
+func sendOnceDeclared(ctx context.Context, t *testing.T, b *broker.Broker, topic string, payloads ...string) {
+	t.Helper()
+	for _, m := range payloads {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			err := b.SendConfirmed(ctx, topic, &broker.Message{Payload: []byte(m)})
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal(err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net/url"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,10 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/msgx/msgx/broker"
-	"github.com/msgx/msgx/broker/brokertest"
 	"github.com/msgx/msgx/internal/backoff"
 	"github.com/msgx/msgx/source/brokersource"
-	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
 
@@ -26,21 +23,7 @@ import (
 func TestStopDuringAStoreRetryIsPrompt(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	_, dsn := storetest.NewSchema(t)
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := brokertest.NewProxy(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
-	u.Host = proxy.Addr()
-	db, err := store.Open(ctx, u.String(), store.WithMigrate())
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, proxy := storetest.NewCuttablePostgres(t)
 	t.Cleanup(db.Close)
 	topic, group := storetest.UniqueName("bsrc-stop"), "msgx"
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))

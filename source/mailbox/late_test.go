@@ -2,6 +2,7 @@ package mailbox_test
 
 import (
 	"context"
+	"database/sql"
 	"slices"
 	"strings"
 	"testing"
@@ -187,13 +188,11 @@ func TestEveryLateRowOfAWideGapIsFound(t *testing.T) {
 	})
 }
 
-// The sequence with a max commit delay of 10 s: the gap at a row is
-// declared permanent, the row after it is processed, then the row commits.
-// By default it is not processed — its older change would overwrite the
-// newer one — but kept DEAD as LATE with what an operator needs to decide.
-func TestLateRowIsNotAppliedOverANewerOneOnMariaDB(t *testing.T) {
-	e := newMariaDBEnv(t)
-	ctx := context.Background()
+// lateInsert writes rows 1 and 3 and row 2 between them in a transaction
+// left open, which the caller commits when row 2 is to come late; the test's
+// end rolls it back if it was not.
+func (e *env) lateInsert(t *testing.T, ctx context.Context) *sql.Tx {
+	t.Helper()
 	if _, err := e.table.Insert(ctx, []byte(payload(1)), t0, mailbox.Meta{}); err != nil {
 		t.Fatal(err)
 	}
@@ -201,13 +200,24 @@ func TestLateRowIsNotAppliedOverANewerOneOnMariaDB(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = late.Rollback() }()
+	t.Cleanup(func() { _ = late.Rollback() })
 	if _, err := late.ExecContext(ctx, "INSERT INTO "+e.table.Name()+" (CMINMSGS_CLOB_MSG) VALUES (?)", payload(2)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.table.Insert(ctx, []byte(payload(3)), t0, mailbox.Meta{}); err != nil {
 		t.Fatal(err)
 	}
+	return late
+}
+
+// The sequence with a max commit delay of 10 s: the gap at a row is
+// declared permanent, the row after it is processed, then the row commits.
+// By default it is not processed — its older change would overwrite the
+// newer one — but kept DEAD as LATE with what an operator needs to decide.
+func TestLateRowIsNotAppliedOverANewerOneOnMariaDB(t *testing.T) {
+	e := newMariaDBEnv(t)
+	ctx := context.Background()
+	late := e.lateInsert(t, ctx)
 	clk := clock.NewFake(t0)
 	proc := &orderProc{}
 	p := e.poller(clk, mailbox.WithMaxCommitDelay(10*time.Second)) // the default late-row policy
@@ -226,6 +236,7 @@ func TestLateRowIsNotAppliedOverANewerOneOnMariaDB(t *testing.T) {
 	p.Nudge()
 	var r inbox.Row
 	eventually(t, "the late row recorded", func() bool {
+		var err error
 		r, err = inbox.Get(ctx, e.db, "sis", 2)
 		return err == nil
 	})
@@ -263,20 +274,7 @@ func TestLateRowIsNotAppliedOverANewerOneOnMariaDB(t *testing.T) {
 func TestLateRowOfAWriterThatEnqueuesItselfOnMariaDB(t *testing.T) {
 	e := newMariaDBEnv(t)
 	ctx := context.Background()
-	if _, err := e.table.Insert(ctx, []byte(payload(1)), t0, mailbox.Meta{}); err != nil {
-		t.Fatal(err)
-	}
-	late, err := e.raw.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = late.Rollback() }()
-	if _, err := late.ExecContext(ctx, "INSERT INTO "+e.table.Name()+" (CMINMSGS_CLOB_MSG) VALUES (?)", payload(2)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.table.Insert(ctx, []byte(payload(3)), t0, mailbox.Meta{}); err != nil {
-		t.Fatal(err)
-	}
+	late := e.lateInsert(t, ctx)
 	clk := clock.NewFake(t0)
 	p := e.poller(clk, mailbox.WithMaxCommitDelay(10*time.Second))
 	e.poll(p)

@@ -8,6 +8,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -20,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/msgx/msgx/broker/brokertest"
 	"github.com/msgx/msgx/store"
 )
 
@@ -113,6 +115,25 @@ func NewPostgres(t testing.TB, opts ...store.Option) *store.DB {
 	t.Helper()
 	_, dsn := NewSchema(t)
 	return open(t, dsn, opts)
+}
+
+// NewCuttablePostgres opens a migrated database in a fresh schema through a
+// TCP proxy, which the test cuts and restores to take the database away and
+// bring it back.
+func NewCuttablePostgres(t testing.TB, opts ...store.Option) (*store.DB, *brokertest.Proxy) {
+	t.Helper()
+	_, dsn := NewSchema(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := brokertest.NewProxy(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	u.Host = proxy.Addr()
+	return open(t, u.String(), opts), proxy
 }
 
 // NewSQLite opens a migrated database in a fresh file.
