@@ -14,6 +14,7 @@ import (
 	"github.com/msgx/msgx/admin"
 	"github.com/msgx/msgx/inbox"
 	"github.com/msgx/msgx/internal/backoff"
+	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
@@ -371,5 +372,40 @@ func TestQueryAndGaps(t *testing.T) {
 	gapRow := regexp.MustCompile(`<td>s1</td><td class="num">5</td><td class="num">7</td><td class="num">3</td>.*<td class="num">1</td></tr>`)
 	if r.code != 200 || !gapRow.MatchString(r.body) {
 		t.Errorf("gaps: %d\n%s", r.code, r.body)
+	}
+}
+
+// The overview's relay table says which target is paused on an unavailable
+// broker, since when, and the last error, and which target no relay serves.
+func TestOverviewShowsPausedAndUnservedTargets(t *testing.T) {
+	db := storetest.NewPostgres(t)
+	since := time.Date(2026, 12, 6, 2, 57, 0, 0, time.UTC)
+	adm, err := admin.New(admin.Config{DB: db, Targets: []string{"kafka:msg", "kafka:schd"}, ReadToken: readTok,
+		TargetStates: func() []outbox.TargetState {
+			return []outbox.TargetState{{Target: "kafka:msg"}, {Target: "kafka:schd", Paused: true, PausedSince: since,
+				LastError: "dial tcp 127.0.0.1:9092: connection refused", LastErrorAt: since.Add(3 * time.Minute)}}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	con, err := New(adm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.InTx(context.Background(), func(ctx context.Context, tx store.Tx) error {
+		return outbox.Enqueue(ctx, tx, time.Now(), outbox.Event{Target: "kafka:ref", Topic: "sis.ref", Key: "k", Payload: []byte("{}")})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{con: con, db: db}
+	r := f.do(t, "GET", "/console/", f.login(t, readTok), nil)
+	for _, want := range []string{
+		"paused</span>: broker unavailable since 2026-12-06 02:57:00Z",
+		"2026-12-06 03:00:00Z <span class=\"reason\">dial tcp 127.0.0.1:9092: connection refused</span>",
+		"<b>kafka:ref</b></td>\n  <td><span class=\"bad\">no relay</span>",
+	} {
+		if !strings.Contains(r.body, want) {
+			t.Errorf("the overview lacks %q:\n%s", want, r.body)
+		}
 	}
 }
