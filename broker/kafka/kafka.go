@@ -221,24 +221,30 @@ func produce(ctx context.Context, cl *kgo.Client, topic string, msgs []*driver.M
 		}
 		cl.Produce(ctx, r, w.promise)
 	}
+	var err error
 	select {
 	case <-w.done:
-		return w.err
+		err = w.err
 	case <-ctx.Done():
 		// Produce returns early (and promises fail) only where it is safe;
 		// the caller must not take an unconfirmed publish for a success.
 		select {
 		case <-w.done:
-			return w.err
+			err = w.err
 		default:
+			err = fmt.Errorf("kafka: publish to %s not confirmed: %w", topic, ctx.Err())
+			if errors.Is(err, context.DeadlineExceeded) {
+				// The records are still waiting for a broker.
+				err = driver.Classify(driver.Unavailable, err)
+			}
 		}
-		err := fmt.Errorf("kafka: publish to %s not confirmed: %w", topic, ctx.Err())
-		if errors.Is(err, context.DeadlineExceeded) {
-			// The records are still waiting for a broker.
-			return driver.Classify(driver.Unavailable, err)
-		}
-		return err
 	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		if missing := topicMissing(cl, topic); missing != nil {
+			return driver.Classify(driver.Rejected, fmt.Errorf("%w: %w", err, missing))
+		}
+	}
+	return err
 }
 
 // Errors implements driver.Broker: asynchronous client failures (lost broker

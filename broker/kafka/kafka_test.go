@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -243,6 +244,44 @@ func TestPublishToMissingTopicFailsInBoundedTime(t *testing.T) {
 		t.Errorf("publish to a missing topic: class %v, want %v", code, driver.Rejected)
 	}
 	t.Logf("failed after %v: %v", time.Since(start), err)
+}
+
+// A publish deadline shorter than the client's wait for a new topic's
+// metadata (refreshes 5 s apart) ends before the client gives up on the
+// topic. The publish must still say the topic is missing (Rejected), not
+// that the broker did not answer (Unavailable): a relay would otherwise hold
+// the whole target for ever on one event for a topic nobody created, while
+// the broker answers every probe.
+func TestPublishToMissingTopicWithAShortDeadlineIsRejected(t *testing.T) {
+	c := newCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	d := c.driver()
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close(ctx)
+	topic := "missing-" + randomSuffix()
+	for i := range 2 { // the second publish finds the client already waiting on the topic
+		pctx, pcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		err := d.Publish(pctx, topic, []*driver.Message{{Payload: []byte("x")}})
+		pcancel()
+		if code := driver.Code(err); code != driver.Rejected {
+			t.Fatalf("publish %d to a missing topic with a short deadline: class %v, want %v (%v)", i, code, driver.Rejected, err)
+		}
+		if !errors.Is(err, kerr.UnknownTopicOrPartition) {
+			t.Errorf("publish %d: %v does not carry the broker's UNKNOWN_TOPIC_OR_PARTITION", i, err)
+		}
+	}
+	// An existing topic's publish with the same deadline still succeeds.
+	if err := c.createTopic(ctx, topic, 1); err != nil {
+		t.Fatal(err)
+	}
+	pctx, pcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer pcancel()
+	if err := d.Publish(pctx, topic, []*driver.Message{{Payload: []byte("y")}}); err != nil {
+		t.Fatalf("publish to the created topic: %v", err)
+	}
 }
 
 // A publish the cut-off brokers never confirm ends with the caller's deadline

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -51,6 +52,30 @@ func ensureTopics(ctx context.Context, cl *kgo.Client, topics ...topicSpec) erro
 		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 			return fmt.Errorf("create topic %q: %w", t.name, err)
 		}
+	}
+	return nil
+}
+
+// missingTopicCheck bounds topicMissing's metadata request.
+const missingTopicCheck = 2 * time.Second
+
+// topicMissing asks the cluster whether topic exists, after a publish to it
+// ran out of time. The client waits for a new topic's metadata between
+// metadata refreshes (5 s apart by default) before it gives up on an unknown
+// topic; a publish deadline shorter than those retries ends first and looks
+// like a broker that does not answer. Asked directly, a broker that answers
+// that the topic does not exist returns the broker's error: the message is
+// refused, not waiting for a broker. Any other answer, or none within
+// missingTopicCheck, returns nil.
+func topicMissing(cl *kgo.Client, topic string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), missingTopicCheck)
+	defer cancel()
+	details, err := kadm.NewClient(cl).ListTopics(ctx, topic)
+	if err != nil {
+		return nil
+	}
+	if d, ok := details[topic]; ok && errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+		return fmt.Errorf("topic %s does not exist: %w", topic, d.Err)
 	}
 	return nil
 }

@@ -556,6 +556,26 @@ func TestServeProduction(t *testing.T) {
 		r, err := outbox.Get(ctx, db, "late-1")
 		return err == nil && r.Status == outbox.StatusDead
 	})
+	// It is the only dead event: every other topic exists.
+	var deadIDs []string
+	rows, err := db.Query(ctx, "SELECT event_id FROM msgx_outbox WHERE status = 'DEAD' ORDER BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		deadIDs = append(deadIDs, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(deadIDs, []string{"late-1"}) {
+		t.Errorf("dead outbox events %v, want only late-1", deadIDs)
+	}
 	adm := kadm.NewClient(mustClient(t, seeds))
 	// The sample configuration declares the SIS state topic compacted.
 	rcs, err := adm.DescribeTopicConfigs(ctx, "sis.schd")
@@ -839,7 +859,7 @@ func newProdDeps(t *testing.T, ctx context.Context) *prodDeps {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = d.mb.Drop(context.Background()); _ = d.mb.Close() })
-	kf, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "sis.msg"))
+	kf, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "sis.msg", "sis.ref"))
 	if err != nil {
 		t.Fatal(err)
 	}
