@@ -94,7 +94,7 @@ type Server struct {
 	srv  *http.Server
 	ln   net.Listener
 	m    *metrics
-	logs *sampler
+	logs *Sampler
 
 	mu       sync.Mutex
 	conns    map[net.Conn]http.ConnState
@@ -110,7 +110,7 @@ func New(ln net.Listener, cfg Config) *Server {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
 	}
-	s := &Server{cfg: cfg, m: newMetrics(cfg.Registerer), logs: newSampler(cfg.Clock, time.Minute),
+	s := &Server{cfg: cfg, m: newMetrics(cfg.Registerer), logs: NewSampler(cfg.Clock, time.Minute),
 		conns: map[net.Conn]http.ConnState{}, bodies: map[*rateBody]struct{}{}}
 	l := cfg.Limits
 	ln = &clientLimiter{Listener: ln, s: s, max: l.MaxConnsPerClient, held: map[netip.Addr]int{}}
@@ -359,7 +359,7 @@ func (b *rateBody) Read(p []byte) (int, error) {
 			return n, fmt.Errorf("%w: %w", errStopping, err)
 		}
 		b.s.m.slow.WithLabelValues(b.s.cfg.Name).Inc()
-		b.s.logs.warn(b.s.cfg.Logger, "slow-body "+b.client.String(), "request body cut off: it arrived below the minimum rate",
+		b.s.logs.Warn(b.s.cfg.Logger, "slow-body "+b.client.String(), "request body cut off: it arrived below the minimum rate",
 			"listener", b.s.cfg.Name, "client", b.client.String(), "bytes", b.n, "elapsed", time.Since(b.start).Round(time.Millisecond),
 			"min_rate", l.MinBodyRate, "grace", l.BodyGrace)
 		return n, fmt.Errorf("%w: %w", errSlowBody, err)
@@ -403,7 +403,7 @@ func (l *clientLimiter) Accept() (net.Conn, error) {
 			l.mu.Unlock()
 			_ = c.Close()
 			l.s.m.refused.WithLabelValues(l.s.cfg.Name).Inc()
-			l.s.logs.warn(l.s.cfg.Logger, "conns "+a.String(), "connection refused: the client holds the most connections allowed",
+			l.s.logs.Warn(l.s.cfg.Logger, "conns "+a.String(), "connection refused: the client holds the most connections allowed",
 				"listener", l.s.cfg.Name, "client", a.String(), "max_conns_per_client", l.max)
 			continue
 		}
@@ -471,10 +471,10 @@ func register[C prometheus.Collector](r prometheus.Registerer, c C) C {
 	return c
 }
 
-// sampler lets one log line per key through per period, and says in it how
+// Sampler lets one log line per key through per period, and says in it how
 // many were held back since the last: a flood of refused clients is
 // counted in full by the metrics and summarised in the log.
-type sampler struct {
+type Sampler struct {
 	clock  clock.Clock
 	period time.Duration
 	mu     sync.Mutex
@@ -482,11 +482,14 @@ type sampler struct {
 	held   map[string]int
 }
 
-func newSampler(c clock.Clock, period time.Duration) *sampler {
-	return &sampler{clock: c, period: period, last: map[string]time.Time{}, held: map[string]int{}}
+// NewSampler lets one line per key through per period of c.
+func NewSampler(c clock.Clock, period time.Duration) *Sampler {
+	return &Sampler{clock: c, period: period, last: map[string]time.Time{}, held: map[string]int{}}
 }
 
-func (s *sampler) warn(log *slog.Logger, key, msg string, args ...any) {
+// Warn logs msg at level WARN unless a line of the same key went out
+// within the period.
+func (s *Sampler) Warn(log *slog.Logger, key, msg string, args ...any) {
 	s.mu.Lock()
 	now := s.clock.Now()
 	if t, ok := s.last[key]; ok && now.Sub(t) < s.period {

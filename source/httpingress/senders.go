@@ -1,0 +1,152 @@
+package httpingress
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/xml"
+	"io"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/msgx/msgx/internal/httpserve"
+)
+
+// Sender is a client allowed to post, and the SNDR values its messages may
+// claim. A request is the sender's when every check the sender has passes:
+// its address is in Networks, it carries Token as a bearer token, its
+// verified client certificate names one of CertNames (the common name or a
+// DNS name). A sender has at least one check.
+type Sender struct {
+	Name string
+	// Networks are the client addresses (behind a trusted proxy, the
+	// forwarded address; see httpserve.ClientAddr).
+	Networks []netip.Prefix
+	// Token is the bearer token the sender sends (Authorization: Bearer).
+	Token string
+	// CertNames are names of the sender's client certificate, verified by
+	// the listener's TLS against its client CAs.
+	CertNames []string
+	// SNDR are the META/SNDR values the sender's messages may claim: the
+	// first part of the business identity (SNDR|TYPE|STYP|SEQN), so a
+	// sender cannot take another's identities.
+	SNDR []string
+}
+
+// WithSenders authenticates every request as one of senders (default: none,
+// every client may post any message — only on a trusted network; the
+// service's production profile refuses it unless told it is meant).
+func WithSenders(senders ...Sender) Option {
+	return func(o *options) {
+		o.senders = nil
+		for _, s := range senders {
+			o.senders = append(o.senders, sender{Sender: s, token: sha256.Sum256([]byte(s.Token))})
+		}
+	}
+}
+
+type sender struct {
+	Sender
+	token [sha256.Size]byte
+}
+
+// Refusal reasons of msgx_ingress_refused_total.
+const (
+	refusedUnauthenticated = "unauthenticated"
+	refusedSNDR            = "sndr"
+)
+
+// authenticate returns the senders r qualifies as (nil: none), and whether
+// a bearer token was given.
+func (h *Handler) authenticate(r *http.Request) ([]*sender, bool) {
+	addr := httpserve.ClientAddr(r)
+	tok, hasToken := bearer(r)
+	tokSum := sha256.Sum256([]byte(tok))
+	var certNames []string
+	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
+		leaf := r.TLS.VerifiedChains[0][0]
+		certNames = append([]string{leaf.Subject.CommonName}, leaf.DNSNames...)
+	}
+	var out []*sender
+	for i := range h.o.senders {
+		s := &h.o.senders[i]
+		if len(s.Networks) > 0 && !slices.ContainsFunc(s.Networks, func(p netip.Prefix) bool { return p.Contains(addr) }) {
+			continue
+		}
+		// Compared as hashes, in constant time: the time taken says
+		// nothing about how much of a token was right.
+		if s.Token != "" && (!hasToken || subtle.ConstantTimeCompare(tokSum[:], s.token[:]) != 1) {
+			continue
+		}
+		if len(s.CertNames) > 0 && !slices.ContainsFunc(certNames, func(n string) bool { return n != "" && slices.Contains(s.CertNames, n) }) {
+			continue
+		}
+		out = append(out, s)
+	}
+	return out, hasToken
+}
+
+func bearer(r *http.Request) (string, bool) {
+	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimSpace(tok), true
+}
+
+// mayClaim reports whether one of senders may claim sndr.
+func mayClaim(senders []*sender, sndr string) bool {
+	for _, s := range senders {
+		if slices.Contains(s.SNDR, sndr) {
+			return true
+		}
+	}
+	return false
+}
+
+// claimedSenders returns the META/SNDR values a message claims, read as the
+// SIS codec reads them: every <SNDR> child of every <META> child of the root
+// <MSG>, its text pieces joined and XML white space trimmed. It stops at
+// the end of the root element or at the first error: a message that is not
+// well-formed up to there is no message the codec decodes, and it claims
+// no identity.
+func claimedSenders(doc []byte) []string {
+	d := xml.NewDecoder(bytes.NewReader(doc))
+	// The text is UTF-8 whatever its declaration says (toUTF8).
+	d.CharsetReader = func(_ string, r io.Reader) (io.Reader, error) { return r, nil }
+	var (
+		path   []string
+		text   strings.Builder
+		claims []string
+	)
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			return claims
+		}
+		switch tok := tok.(type) {
+		case xml.StartElement:
+			path = append(path, tok.Name.Local)
+			if len(path) == 1 && tok.Name.Local != "MSG" {
+				return nil
+			}
+			if len(path) == 3 {
+				text.Reset()
+			}
+		case xml.CharData:
+			if len(path) == 3 {
+				text.Write(tok)
+			}
+		case xml.EndElement:
+			if len(path) == 3 && path[1] == "META" && path[2] == "SNDR" {
+				claims = append(claims, strings.Trim(text.String(), " \t\r\n"))
+			}
+			path = path[:len(path)-1]
+			if len(path) == 0 {
+				return claims
+			}
+		}
+	}
+}
