@@ -171,11 +171,17 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if err != nil {
 		_ = s.srv.Close()
 	}
+	// Never served: the http.Server does not know the listener.
+	_ = s.ln.Close()
 	return err
 }
 
 // Close closes the listener and every connection at once.
-func (s *Server) Close() error { return s.srv.Close() }
+func (s *Server) Close() error {
+	err := s.srv.Close()
+	_ = s.ln.Close()
+	return err
+}
 
 func (s *Server) track(c net.Conn, st http.ConnState) {
 	s.mu.Lock()
@@ -216,6 +222,18 @@ func (s *Server) wrap(h http.Handler) http.Handler {
 			}
 			defer s.removeBody(b)
 			r.Body = b
+			// Also a handler that never reads the body is bounded: the
+			// server reads (to discard) what it left before answering.
+			b.extend()
+			defer func() {
+				if !b.done {
+					// After the handler the server would discard the rest
+					// of the body before the next request: a body not read
+					// to its end closes the connection instead, so that a
+					// stop does not wait for a slow client's remainder.
+					_ = b.rc.SetReadDeadline(time.Now())
+				}
+			}()
 		}
 		h.ServeHTTP(w, r)
 	})
@@ -337,12 +355,7 @@ func (b *rateBody) Read(p []byte) (int, error) {
 	if b.s.isStopping() {
 		return 0, errStopping
 	}
-	l := b.s.cfg.Limits
-	deadline := b.start.Add(l.BodyGrace + time.Duration(float64(b.n)/float64(l.MinBodyRate)*float64(time.Second)))
-	if l.ReadTimeout > 0 {
-		deadline = minTime(deadline, b.start.Add(l.ReadTimeout))
-	}
-	_ = b.rc.SetReadDeadline(deadline)
+	b.extend()
 	n, err := b.ReadCloser.Read(p)
 	b.n += int64(n)
 	if errors.Is(err, io.EOF) {
@@ -359,12 +372,24 @@ func (b *rateBody) Read(p []byte) (int, error) {
 			return n, fmt.Errorf("%w: %w", errStopping, err)
 		}
 		b.s.m.slow.WithLabelValues(b.s.cfg.Name).Inc()
+		l := b.s.cfg.Limits
 		b.s.logs.Warn(b.s.cfg.Logger, "slow-body "+b.client.String(), "request body cut off: it arrived below the minimum rate",
 			"listener", b.s.cfg.Name, "client", b.client.String(), "bytes", b.n, "elapsed", time.Since(b.start).Round(time.Millisecond),
 			"min_rate", l.MinBodyRate, "grace", l.BodyGrace)
 		return n, fmt.Errorf("%w: %w", errSlowBody, err)
 	}
 	return n, err
+}
+
+// extend sets the connection's read deadline to when the bytes received so
+// far stop covering the time elapsed.
+func (b *rateBody) extend() {
+	l := b.s.cfg.Limits
+	deadline := b.start.Add(l.BodyGrace + time.Duration(float64(b.n)/float64(l.MinBodyRate)*float64(time.Second)))
+	if l.ReadTimeout > 0 {
+		deadline = minTime(deadline, b.start.Add(l.ReadTimeout))
+	}
+	_ = b.rc.SetReadDeadline(deadline)
 }
 
 func minTime(a, b time.Time) time.Time {
