@@ -76,7 +76,9 @@ func (c Class) Retryable() bool {
 }
 
 // Replayable reports whether messages that failed with class c may be replayed.
-func (c Class) Replayable() bool { return c.Retryable() || c == Unsupported || c == Exhausted || c == Late }
+func (c Class) Replayable() bool {
+	return c.Retryable() || c == Unsupported || c == Exhausted || c == Late
+}
 
 // Failure is a classified processing error. Processors return one with Fail;
 // any other error is INFRA.
