@@ -639,7 +639,7 @@ func ingressSenders(m map[string]config.IngressSender) ([]httpingress.Sender, er
 		if err != nil {
 			return nil, fmt.Errorf("ingress.senders.%s.addresses: %w", name, err)
 		}
-		out = append(out, httpingress.Sender{Name: name, Networks: nets, Token: c.Token, CertNames: c.CertNames, SNDR: c.SNDR})
+		out = append(out, httpingress.Sender{Name: name, Networks: nets, Token: c.Token, CertNames: c.CertNames, SNDR: c.SNDR, MaxPerMinute: c.MaxPerMinute})
 	}
 	return out, nil
 }

@@ -173,6 +173,8 @@ type IngressSender struct {
 	CertNames []string `yaml:"cert-names"`
 	// SNDR are the META/SNDR values its messages may claim.
 	SNDR []string `yaml:"sndr"`
+	// MaxPerMinute caps its posts a minute (0: no cap).
+	MaxPerMinute int `yaml:"max-per-minute"`
 }
 
 // Broker is one broker connection.

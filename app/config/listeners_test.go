@@ -76,6 +76,7 @@ func TestListenerSettingsChecked(t *testing.T) {
 	base := strings.Replace(production, "profile: production", "profile: embedded", 1)
 	for _, c := range []struct{ name, yml, key, fragment string }{
 		{"no check", `ingress: {listen: "127.0.0.1:0", senders: {a: {sndr: [A]}}}`, "ingress.senders.a", "needs addresses, a token or cert-names"},
+		{"negative cap", `ingress: {listen: "127.0.0.1:0", senders: {a: {addresses: [10.0.0.1], sndr: [A], max-per-minute: -1}}}`, "ingress.senders.a.max-per-minute", "negative"},
 		{"no sndr", `ingress: {listen: "127.0.0.1:0", senders: {a: {addresses: [10.0.0.1]}}}`, "ingress.senders.a.sndr", "missing"},
 		{"bad address", `ingress: {listen: "127.0.0.1:0", senders: {a: {addresses: [10.0.0.0/33], sndr: [A]}}}`, "ingress.senders.a.addresses", "neither"},
 		{"short token", `ingress: {listen: "127.0.0.1:0", senders: {a: {token: short, sndr: [A]}}}`, "ingress.senders.a.token", "16 characters"},

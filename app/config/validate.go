@@ -225,6 +225,9 @@ func (c *Config) validateSenders(p *problems, prod bool) {
 		if len(s.CertNames) > 0 && in.TLS.ClientCAFile == "" {
 			p.addf(key+".cert-names", "client certificates need ingress.tls.client-ca-file (the CAs that sign them)")
 		}
+		if s.MaxPerMinute < 0 {
+			p.addf(key+".max-per-minute", "must not be negative (0 is no cap)")
+		}
 		if len(s.SNDR) == 0 {
 			p.addf(key+".sndr", "missing: the META/SNDR values this sender's messages may claim")
 		}

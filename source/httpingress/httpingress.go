@@ -13,7 +13,8 @@
 // With senders configured (WithSenders) every request must be one of them —
 // by client address, bearer token or verified client certificate — before it
 // takes a request slot, and its message may only claim the SNDR values of
-// that sender; the rest is answered 401 or 403, counted and logged. The
+// that sender, at most its MaxPerMinute; the rest is answered 401, 403 or
+// 429, counted and logged. The
 // server around the handler (timeouts, body rate, connection limits, TLS) is
 // internal/httpserve's.
 package httpingress
@@ -152,8 +153,13 @@ func New(mb Mailbox, opts ...Option) *Handler {
 	}
 	h := &Handler{mb: mb, o: o, slots: make(chan struct{}, o.concurrent), logs: httpserve.NewSampler(o.clock, time.Minute),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_ingress_refused_total",
-			Help: "Ingress requests refused: unauthenticated (no configured sender matches) or sndr (a META/SNDR the sender may not claim)."}, []string{"reason"})}
-	for _, r := range []string{refusedUnauthenticated, refusedSNDR} {
+			Help: "Ingress requests refused: unauthenticated (no configured sender matches), sndr (a META/SNDR the sender may not claim) or rate (over the sender's max-per-minute)."}, []string{"reason"})}
+	for i := range h.o.senders {
+		if n := h.o.senders[i].MaxPerMinute; n > 0 {
+			h.o.senders[i].bucket = &bucket{size: float64(n), tokens: float64(n), last: o.clock.Now()}
+		}
+	}
+	for _, r := range []string{refusedUnauthenticated, refusedSNDR, refusedRate} {
 		h.refused.WithLabelValues(r)
 	}
 	if o.registerer != nil {
@@ -190,6 +196,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			h.refuse(w, r, refusedUnauthenticated, http.StatusForbidden, "not an authorized sender")
+			return
+		}
+		if ok, wait := h.admit(senders); !ok {
+			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(wait.Seconds()+0.999))))
+			h.refuse(w, r, refusedRate, http.StatusTooManyRequests, "over this sender's messages a minute", "sender", senders[0].Name)
 			return
 		}
 	}

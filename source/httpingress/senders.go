@@ -10,6 +10,8 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/msgx/msgx/internal/httpserve"
 )
@@ -33,6 +35,10 @@ type Sender struct {
 	// first part of the business identity (SNDR|TYPE|STYP|SEQN), so a
 	// sender cannot take another's identities.
 	SNDR []string
+	// MaxPerMinute caps the messages the sender may post a minute (a
+	// bucket of that many, refilled evenly); beyond, 429 with Retry-After.
+	// 0: no cap.
+	MaxPerMinute int
 }
 
 // WithSenders authenticates every request as one of senders (default: none,
@@ -50,12 +56,59 @@ func WithSenders(senders ...Sender) Option {
 type sender struct {
 	Sender
 	token [sha256.Size]byte
+	// bucket holds the sender's allowance (nil: no cap); New makes it.
+	bucket *bucket
+}
+
+// bucket is a token bucket of MaxPerMinute tokens, refilled evenly over a
+// minute of the handler's clock.
+type bucket struct {
+	mu     sync.Mutex
+	size   float64
+	tokens float64
+	last   time.Time
+}
+
+// take takes a token, or says how long until one is there.
+func (b *bucket) take(now time.Time) (bool, time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if elapsed := now.Sub(b.last); elapsed > 0 {
+		b.tokens = min(b.size, b.tokens+elapsed.Minutes()*b.size)
+		b.last = now
+	}
+	if b.tokens >= 1 {
+		b.tokens--
+		return true, 0
+	}
+	return false, time.Duration((1 - b.tokens) / b.size * float64(time.Minute))
+}
+
+// admit takes a token from the first of senders that has one (or no cap);
+// otherwise it says when to come back.
+func (h *Handler) admit(senders []*sender) (bool, time.Duration) {
+	now := h.o.clock.Now()
+	wait := time.Duration(-1)
+	for _, s := range senders {
+		if s.bucket == nil {
+			return true, 0
+		}
+		ok, d := s.bucket.take(now)
+		if ok {
+			return true, 0
+		}
+		if wait < 0 || d < wait {
+			wait = d
+		}
+	}
+	return false, wait
 }
 
 // Refusal reasons of msgx_ingress_refused_total.
 const (
 	refusedUnauthenticated = "unauthenticated"
 	refusedSNDR            = "sndr"
+	refusedRate            = "rate"
 )
 
 // authenticate returns the senders r qualifies as (nil: none), and whether

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -151,5 +152,37 @@ func TestSenderByClientCertificate(t *testing.T) {
 	}
 	if n := s.stored(t); n != 1 {
 		t.Fatalf("%d stored, want 1", n)
+	}
+}
+
+// A sender's max-per-minute caps its posts: beyond, 429 with Retry-After,
+// nothing stored; the allowance refills with the clock.
+func TestSenderRateCap(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	s := newSetup(t, engine, httpingress.WithRegisterer(reg), httpingress.WithSenders(
+		httpingress.Sender{Name: "local", Networks: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, SNDR: []string{"AODB"}, MaxPerMinute: 3}))
+	for i := range 3 {
+		if code := postAs(t, http.DefaultClient, s.srv.URL, "", msg("AODB", i+1)); code != http.StatusOK {
+			t.Fatalf("post %d within the cap: %d", i+1, code)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodPost, s.srv.URL+httpingress.Path, strings.NewReader(msg("AODB", 4)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "20" {
+		t.Fatalf("over the cap: %d, Retry-After %q; want 429 and 20 s", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if n := s.stored(t); n != 3 {
+		t.Fatalf("%d stored, want 3", n)
+	}
+	if n := refused(t, reg, "rate"); n != 1 {
+		t.Errorf("refused rate %v", n)
+	}
+	s.clk.Advance(20 * time.Second)
+	if code := postAs(t, http.DefaultClient, s.srv.URL, "", msg("AODB", 4)); code != http.StatusOK {
+		t.Fatalf("after a third of a minute: %d", code)
 	}
 }
