@@ -26,6 +26,8 @@ func TestAlertRules(t *testing.T) {
 		// the mailbox poller
 		"msgx_mailbox_anomalies_total": true, "msgx_mailbox_late_rows_total": true, "msgx_mailbox_scan_errors_total": true,
 		"msgx_mailbox_unreadable_seconds": true,
+		// the listeners
+		"msgx_tls_certificate_expiry_timestamp_seconds": true, "msgx_tls_reloads_total": true, "msgx_ingress_refused_total": true,
 		// the route-passport pipeline
 		"route_passport_ingest_failure_total": true, "route_passport_consecutive_failures": true,
 		"route_passport_oldest_unacknowledged_seconds": true,

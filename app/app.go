@@ -8,6 +8,7 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -36,6 +37,8 @@ import (
 	"github.com/msgx/msgx/internal/backoff"
 	"github.com/msgx/msgx/internal/clock"
 	"github.com/msgx/msgx/internal/failpoint"
+	"github.com/msgx/msgx/internal/httpserve"
+	"github.com/msgx/msgx/internal/tlsfiles"
 	"github.com/msgx/msgx/internal/tracing"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/source/brokersource"
@@ -72,8 +75,7 @@ type App struct {
 	admin     *admin.Server
 	console   *console.Console
 
-	adminLn, ingressLn net.Listener
-	adminSrv, ingSrv   *http.Server
+	adminSrv, ingSrv *httpserve.Server
 	// stopping makes /readyz fail from the moment a stop begins, so that a
 	// load balancer stops sending before the ingress closes.
 	stopping atomic.Bool
@@ -203,16 +205,52 @@ func newLogger(c config.Log, w io.Writer) *slog.Logger {
 func (a *App) Logger() *slog.Logger { return a.log }
 
 // AdminAddr is the admin listener's address ("" when disabled).
-func (a *App) AdminAddr() string { return addr(a.adminLn) }
+func (a *App) AdminAddr() string { return addr(a.adminSrv) }
 
 // IngressAddr is the HTTP ingress's address ("" when disabled).
-func (a *App) IngressAddr() string { return addr(a.ingressLn) }
+func (a *App) IngressAddr() string { return addr(a.ingSrv) }
 
-func addr(l net.Listener) string {
-	if l == nil {
+func addr(s *httpserve.Server) string {
+	if s == nil {
 		return ""
 	}
-	return l.Addr().String()
+	return s.Addr().String()
+}
+
+// listener binds one of the HTTP listeners with its limits, its TLS (the
+// certificate reloaded when its files change; client certificates verified
+// when given, against clientCAs) or the proxies trusted to terminate TLS in
+// front of it.
+func (a *App) listener(name, listen string, tc config.ListenerTLS, proxies []string, l config.HTTPLimits, h http.Handler) (*httpserve.Server, error) {
+	trusted, err := config.ParsePrefixes(proxies)
+	if err != nil {
+		return nil, fmt.Errorf("%s.trusted-proxies: %w", name, err)
+	}
+	limits := httpserve.DefaultLimits()
+	limits.ReadHeaderTimeout, limits.ReadTimeout = l.ReadHeaderTimeout.D(), l.ReadTimeout.D()
+	limits.WriteTimeout, limits.IdleTimeout = l.WriteTimeout.D(), l.IdleTimeout.D()
+	limits.MinBodyRate, limits.MaxConnsPerClient = l.MinBodyRate, l.MaxConnsPerClient
+	cfg := httpserve.Config{Name: name, Handler: h, Limits: limits, TrustedProxies: trusted, Logger: a.log, Registerer: a.metrics, Clock: a.clock}
+	if tc.On() {
+		cert, err := tlsfiles.Load(tc.CertFile, tc.KeyFile, tlsfiles.WithName(name), tlsfiles.WithLogger(a.log), tlsfiles.WithRegisterer(a.metrics), tlsfiles.WithClock(a.clock))
+		if err != nil {
+			return nil, fmt.Errorf("%s.tls: %w", name, err)
+		}
+		cfg.TLS = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: cert.GetCertificate}
+		if tc.ClientCAFile != "" {
+			if cfg.TLS.ClientCAs, err = tlsfiles.LoadCAPool(tc.ClientCAFile); err != nil {
+				return nil, fmt.Errorf("%s.tls.client-ca-file: %w", name, err)
+			}
+			// Senders without certificates (by address or token) still
+			// connect; a certificate given must verify.
+			cfg.TLS.ClientAuth = tls.VerifyClientCertIfGiven
+		}
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, fmt.Errorf("%s.listen: %w", name, err)
+	}
+	return httpserve.New(ln, cfg), nil
 }
 
 func (a *App) openBrokers(ctx context.Context) error {
@@ -533,11 +571,9 @@ func (a *App) buildAdmin(reg *Registry, deps Deps) error {
 			mux.Handle(pattern, srv.RequireOperator(h))
 		}
 	}
-	if a.adminLn, err = net.Listen("tcp", a.cfg.Admin.Listen); err != nil {
-		return fmt.Errorf("admin.listen: %w", err)
-	}
-	a.adminSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	return nil
+	c := a.cfg.Admin
+	a.adminSrv, err = a.listener("admin", c.Listen, c.TLS, c.TrustedProxies, c.Limits, mux)
+	return err
 }
 
 // mailboxCheck is the readiness of a mailbox: its server answers, and no
@@ -578,16 +614,34 @@ func (a *App) buildIngress() error {
 		}
 		return fmt.Errorf("ingress.stream: stream %q is not running", c.Stream)
 	}
+	senders, err := ingressSenders(c.Senders)
+	if err != nil {
+		return err
+	}
+	if len(senders) == 0 {
+		a.log.Warn("HTTP ingress open: any client that reaches it may post any message, under any SNDR; configure ingress.senders", "addr", c.Listen, "open", c.Open)
+	}
 	h := httpingress.New(s.table, httpingress.WithEnqueuer(s.engine), httpingress.WithNudge(s.poller.Nudge),
-		httpingress.WithMaxBytes(c.MaxBytes), httpingress.WithTimeout(c.Timeout.D()), httpingress.WithLogger(a.log), httpingress.WithClock(a.clock))
+		httpingress.WithMaxBytes(c.MaxBytes), httpingress.WithTimeout(c.Timeout.D()), httpingress.WithLogger(a.log), httpingress.WithClock(a.clock),
+		httpingress.WithSenders(senders...), httpingress.WithRegisterer(a.metrics))
 	mux := http.NewServeMux()
 	mux.Handle(httpingress.Path, tracing.WrapIngest(a.tracing.Tracer(), h))
-	var err error
-	if a.ingressLn, err = net.Listen("tcp", c.Listen); err != nil {
-		return fmt.Errorf("ingress.listen: %w", err)
+	a.ingSrv, err = a.listener("ingress", c.Listen, c.TLS, c.TrustedProxies, c.Limits, mux)
+	return err
+}
+
+// ingressSenders translates ingress.senders (validated).
+func ingressSenders(m map[string]config.IngressSender) ([]httpingress.Sender, error) {
+	var out []httpingress.Sender
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		c := m[name]
+		nets, err := config.ParsePrefixes(c.Addresses)
+		if err != nil {
+			return nil, fmt.Errorf("ingress.senders.%s.addresses: %w", name, err)
+		}
+		out = append(out, httpingress.Sender{Name: name, Networks: nets, Token: c.Token, CertNames: c.CertNames, SNDR: c.SNDR, MaxPerMinute: c.MaxPerMinute})
 	}
-	a.ingSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	return nil
+	return out, nil
 }
 
 // Run serves until ctx ends, then stops: the HTTP ingress first (no new
@@ -604,18 +658,18 @@ func (a *App) Run(ctx context.Context) error {
 			fatalOnce.Do(func() { fatal <- fmt.Errorf("%s: %w", what, err) })
 		}
 	}
-	serve := func(srv *http.Server, ln net.Listener, what string) {
+	serve := func(srv *httpserve.Server, what string) {
 		if srv == nil {
 			return
 		}
-		a.log.Info(what+" listening", "addr", ln.Addr().String())
+		a.log.Info(what+" listening", "addr", srv.Addr().String())
 		go func() {
-			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			if err := srv.Serve(); !errors.Is(err, http.ErrServerClosed) {
 				fail(what, err)
 			}
 		}()
 	}
-	serve(a.adminSrv, a.adminLn, "admin")
+	serve(a.adminSrv, "admin")
 
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWork()
@@ -635,7 +689,7 @@ func (a *App) Run(ctx context.Context) error {
 	if a.relay != nil {
 		wg.Go(func() { fail("relay", a.relay.Run(workCtx)) })
 	}
-	serve(a.ingSrv, a.ingressLn, "ingress")
+	serve(a.ingSrv, "ingress")
 	if a.admin != nil {
 		// Events already waiting for a target no relay serves (left by an
 		// earlier configuration or another build): an ERROR line now, and
@@ -691,11 +745,11 @@ func workBudget(budget time.Duration) time.Duration {
 func (a *App) close(stopCtx context.Context) {
 	if a.adminSrv != nil {
 		_ = a.adminSrv.Shutdown(stopCtx)
-	} else if a.adminLn != nil {
-		_ = a.adminLn.Close()
 	}
-	if a.ingSrv == nil && a.ingressLn != nil {
-		_ = a.ingressLn.Close()
+	if a.ingSrv != nil {
+		// Shut down in Run; a listener bound by a New that failed later,
+		// or never served, is closed here.
+		_ = a.ingSrv.Close()
 	}
 	if a.relay != nil {
 		a.relay.Close()

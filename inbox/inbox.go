@@ -45,9 +45,9 @@ func (s Status) Terminal() bool { return s == Succeeded || s == Skipped || s == 
 // Class classifies a processing failure.
 type Class string
 
-// Failure classes. MALFORMED and PROTOCOL go DEAD at once; the others are
-// retried with backoff until the attempts or the head deadline run out, which
-// makes the message DEAD with class EXHAUSTED.
+// Failure classes. MALFORMED, PROTOCOL and UNSUPPORTED go DEAD at once; the
+// others are retried with backoff until the attempts or the head deadline run
+// out, which makes the message DEAD with class EXHAUSTED.
 const (
 	// Malformed: the payload is not a message at all (not parsable, missing).
 	Malformed Class = "MALFORMED"
@@ -55,7 +55,10 @@ const (
 	Protocol Class = "PROTOCOL"
 	// CodecError: the decoder cannot handle it yet; a codec fix makes it replayable.
 	CodecError Class = "CODEC_ERROR"
-	// Unsupported: no processor (or capability) for it yet.
+	// Unsupported: no processor (or capability) for it yet. That is a
+	// property of the build, which no retry changes: the message goes DEAD at
+	// once instead of holding the head through every attempt, and stays
+	// replayable for when a build that supports it runs.
 	Unsupported Class = "UNSUPPORTED"
 	// Infra: infrastructure or execution failure (the default for unclassified errors).
 	Infra Class = "INFRA"
@@ -69,11 +72,13 @@ const (
 
 // Retryable reports whether a failure of class c is retried with backoff.
 func (c Class) Retryable() bool {
-	return c == CodecError || c == Unsupported || c == Infra
+	return c == CodecError || c == Infra
 }
 
 // Replayable reports whether messages that failed with class c may be replayed.
-func (c Class) Replayable() bool { return c.Retryable() || c == Exhausted || c == Late }
+func (c Class) Replayable() bool {
+	return c.Retryable() || c == Unsupported || c == Exhausted || c == Late
+}
 
 // Failure is a classified processing error. Processors return one with Fail;
 // any other error is INFRA.

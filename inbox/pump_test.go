@@ -105,7 +105,7 @@ func TestHeadDeadlineEndsRetries(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		f := newFixture(t, db, inbox.WithMaxAttempts(100), inbox.WithHeadDeadline(5*time.Second))
 		f.lead(f.eng)
-		f.proc.set(1, "fail:UNSUPPORTED")
+		f.proc.set(1, "fail:INFRA")
 		f.enqueue(f.stream, map[int64]string{1: "a;K", 2: "b;K"})
 		f.step(f.eng)              // t0: attempt 1, retry at +1s
 		f.clk.Advance(time.Second) // attempt 2, retry at +2s (t0+3s)
@@ -132,7 +132,7 @@ func TestFailureClasses(t *testing.T) {
 		f := newFixture(t, db, inbox.WithGroupSize(1))
 		f.lead(f.eng)
 		f.proc.set(4, "fail:PROTOCOL")
-		f.proc.set(5, "fail:UNSUPPORTED", "ok")
+		f.proc.set(5, "fail:UNSUPPORTED")
 		f.proc.set(6, "plain", "ok")
 		f.proc.set(7, "panic", "ok")
 		f.proc.set(8, "badstatus", "ok")
@@ -167,10 +167,9 @@ func TestFailureClasses(t *testing.T) {
 		f.step(f.eng)
 		expect(4, want{inbox.Dead, inbox.Protocol, "scripted"})
 		f.step(f.eng)
-		expect(5, want{inbox.Failed, inbox.Unsupported, "scripted"})
-		f.clk.Advance(time.Second)
-		f.step(f.eng)
-		expect(5, want{inbox.Succeeded, "", ""})
+		// DEAD at once: no retry makes a processor appear, and the head
+		// moves on without waiting (replayable once supported).
+		expect(5, want{inbox.Dead, inbox.Unsupported, "scripted"})
 		f.step(f.eng)
 		expect(6, want{inbox.Failed, inbox.Infra, "unclassified"})
 		f.clk.Advance(time.Second)
@@ -186,7 +185,7 @@ func TestFailureClasses(t *testing.T) {
 		expect(9, want{inbox.Skipped, "", "ignored"})
 		expect(10, want{inbox.Failed, inbox.CodecError, "decoder panic"})
 		// Business writes of failed attempts were rolled back; of the SKIPPED one kept.
-		if got := f.bizIDs(f.stream); !slices.Equal(got, []int64{5, 6, 7, 8, 9}) {
+		if got := f.bizIDs(f.stream); !slices.Equal(got, []int64{6, 7, 8, 9}) {
 			t.Fatalf("business rows %v", got)
 		}
 	})

@@ -24,7 +24,8 @@ func TestReplay(t *testing.T) {
 			f.clk.Advance(time.Minute)
 			f.drain(f.eng)
 		}
-		// 1 and 3 exhausted their two attempts, 2 is malformed, 4 and 5 succeeded.
+		// 1 exhausted its two attempts, 2 is malformed, 3 unsupported (DEAD at
+		// once), 4 and 5 succeeded.
 		f.wantStatus(map[int64]inbox.Status{1: inbox.Dead, 2: inbox.Dead, 3: inbox.Dead, 4: inbox.Succeeded, 5: inbox.Succeeded})
 		if _, err := f.eng.SweepBackfill(ctx); err != nil {
 			t.Fatal(err)
@@ -55,7 +56,7 @@ func TestReplay(t *testing.T) {
 		}
 		r := f.row(f.stream, 3)
 		if r.Status != inbox.Pending || r.Attempts != 0 || r.NextAttemptAt != nil || r.ProcessingStartedAt != nil ||
-			r.FinishedAt != nil || r.BackfillNextAt != nil || r.BackfilledAt != nil || r.Identity != "C" || r.ErrorClass != inbox.Exhausted {
+			r.FinishedAt != nil || r.BackfillNextAt != nil || r.BackfilledAt != nil || r.Identity != "C" || r.ErrorClass != inbox.Unsupported {
 			t.Fatalf("replayed row = %+v", r)
 		}
 		// By class.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/msgx/msgx/admin"
+	"github.com/msgx/msgx/internal/httpserve"
 )
 
 const cookieName = "msgx_console"
@@ -134,12 +135,12 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	}
 	s := session{Scope: scope, Expires: c.clk.Now().Add(c.ttl).Unix(), ID: hex.EncodeToString(nonce[:]), Name: strings.ToValidUTF8(name, "?")}
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: c.encode(s), Path: Prefix, MaxAge: int(c.ttl / time.Second),
-		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+		HttpOnly: true, Secure: httpserve.Secure(r), SameSite: http.SameSiteStrictMode})
 	c.log.Info("console: login", "scope", scope.String(), "name", s.Name, "remote", r.RemoteAddr)
 	http.Redirect(w, r, Prefix, http.StatusSeeOther)
 }
 
 func (c *Console) logout(w http.ResponseWriter, r *http.Request, _ session) {
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: Prefix, MaxAge: -1, HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: Prefix, MaxAge: -1, HttpOnly: true, Secure: httpserve.Secure(r), SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, Prefix+"login", http.StatusSeeOther)
 }

@@ -8,8 +8,10 @@
 // The production profile refuses what is only safe on a developer's machine:
 // the in-memory broker, SQLite, Kafka producers without acks=all and
 // idempotence, an admin listener without a token, a shared mailbox without
-// an explicit start position, and Kafka TLS that verifies nothing or a SASL
-// PLAIN password sent without TLS.
+// an explicit start position, Kafka TLS that verifies nothing or a SASL
+// PLAIN password sent without TLS, a listener on a non-loopback address
+// without TLS or a trusted TLS proxy, and an HTTP ingress without senders
+// unless ingress.open says it is meant.
 package config
 
 import (
@@ -104,6 +106,40 @@ type Admin struct {
 	Listen        string `yaml:"listen"`
 	ReadToken     string `yaml:"read-token"`
 	OperatorToken string `yaml:"operator-token"`
+	// TLS serves HTTPS from a certificate and key reloaded when they change.
+	TLS ListenerTLS `yaml:"tls"`
+	// TrustedProxies are the addresses (CIDR or single) of the
+	// TLS-terminating proxies in front of the listener; their
+	// X-Forwarded-Proto and X-Forwarded-For are believed, no one else's.
+	TrustedProxies []string   `yaml:"trusted-proxies"`
+	Limits         HTTPLimits `yaml:"limits"`
+}
+
+// ListenerTLS is the TLS of one of msgx's own listeners.
+type ListenerTLS struct {
+	// CertFile and KeyFile are the server certificate (with its chain) and
+	// key, PEM; both are read again when either changes.
+	CertFile string `yaml:"cert-file"`
+	KeyFile  string `yaml:"key-file"`
+	// ClientCAFile (ingress only) is a PEM bundle of the CAs whose client
+	// certificates authenticate senders (ingress.senders.NAME.cert-names).
+	ClientCAFile string `yaml:"client-ca-file"`
+}
+
+// On reports whether the listener serves TLS.
+func (t ListenerTLS) On() bool { return t.CertFile != "" || t.KeyFile != "" }
+
+// HTTPLimits bound what one client can hold of a listener.
+type HTTPLimits struct {
+	ReadHeaderTimeout Duration `yaml:"read-header-timeout"`
+	ReadTimeout       Duration `yaml:"read-timeout"`
+	WriteTimeout      Duration `yaml:"write-timeout"`
+	IdleTimeout       Duration `yaml:"idle-timeout"`
+	// MinBodyRate is the slowest a request body may arrive after its first
+	// 5 s, in bytes per second.
+	MinBodyRate int64 `yaml:"min-body-rate"`
+	// MaxConnsPerClient bounds the connections of one client address.
+	MaxConnsPerClient int `yaml:"max-conns-per-client"`
 }
 
 // Ingress is the legacy HTTP entry point POST /cminmsgs/send.
@@ -114,6 +150,31 @@ type Ingress struct {
 	Stream   string   `yaml:"stream"`
 	MaxBytes int64    `yaml:"max-bytes"`
 	Timeout  Duration `yaml:"timeout"`
+	// Senders are the clients allowed to post and the SNDR values each may
+	// claim. With none, any client that reaches the listener may post any
+	// message: the production profile wants Open then.
+	Senders map[string]IngressSender `yaml:"senders"`
+	// Open says that an ingress without senders is meant (production).
+	Open           bool        `yaml:"open"`
+	TLS            ListenerTLS `yaml:"tls"`
+	TrustedProxies []string    `yaml:"trusted-proxies"`
+	Limits         HTTPLimits  `yaml:"limits"`
+}
+
+// IngressSender is a client allowed to post: every check it has must hold.
+type IngressSender struct {
+	// Addresses are its client addresses (CIDR or single addresses).
+	Addresses []string `yaml:"addresses"`
+	// Token is the bearer token it sends (at least 16 characters; from the
+	// environment: MSGX_INGRESS_SENDERS_NAME_TOKEN).
+	Token string `yaml:"token"`
+	// CertNames are the names (common name or DNS name) of its client
+	// certificate, verified against ingress.tls.client-ca-file.
+	CertNames []string `yaml:"cert-names"`
+	// SNDR are the META/SNDR values its messages may claim.
+	SNDR []string `yaml:"sndr"`
+	// MaxPerMinute caps its posts a minute (0: no cap).
+	MaxPerMinute int `yaml:"max-per-minute"`
 }
 
 // Broker is one broker connection.
@@ -402,6 +463,8 @@ func (c *Config) setDefaults() {
 	orDefault(&c.ShutdownTimeout, Duration(30*time.Second))
 	orDefault(&c.Ingress.MaxBytes, 16<<20-1)
 	orDefault(&c.Ingress.Timeout, Duration(10*time.Second))
+	c.Admin.Limits.setDefaults()
+	c.Ingress.Limits.setDefaults()
 	if c.Ingress.Stream == "" && len(c.Streams) == 1 {
 		for name := range c.Streams {
 			c.Ingress.Stream = name
@@ -474,6 +537,16 @@ func (c *Config) setDefaults() {
 		r.Targets[name] = t
 	}
 	orDefault(&c.Tracing.ServiceName, "msgx")
+}
+
+// setDefaults: the limits of internal/httpserve.DefaultLimits.
+func (l *HTTPLimits) setDefaults() {
+	orDefault(&l.ReadHeaderTimeout, Duration(10*time.Second))
+	orDefault(&l.ReadTimeout, Duration(time.Minute))
+	orDefault(&l.WriteTimeout, Duration(30*time.Second))
+	orDefault(&l.IdleTimeout, Duration(time.Minute))
+	orDefault(&l.MinBodyRate, 1<<10)
+	orDefault(&l.MaxConnsPerClient, 16)
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/netip"
 	"os"
 	"regexp"
 	"slices"
@@ -63,6 +64,10 @@ func (c *Config) validate() []string {
 	if c.Admin.ReadToken != "" && c.Admin.ReadToken == c.Admin.OperatorToken {
 		p.addf("admin.read-token", "must differ from admin.operator-token")
 	}
+	validateListener(&p, "admin", c.Admin.Listen, c.Admin.TLS, c.Admin.TrustedProxies, c.Admin.Limits, prod)
+	if c.Admin.TLS.ClientCAFile != "" {
+		p.addf("admin.tls.client-ca-file", "the admin listener takes no client certificates (its clients have tokens)")
+	}
 
 	for _, name := range slices.Sorted(maps.Keys(c.Brokers)) {
 		c.validateBroker(&p, name, c.Brokers[name], prod)
@@ -109,6 +114,8 @@ func (c *Config) validate() []string {
 			p.addf("ingress.stream", "stream %q has no mailbox to store the messages in", c.Ingress.Stream)
 		}
 	}
+	validateListener(&p, "ingress", c.Ingress.Listen, c.Ingress.TLS, c.Ingress.TrustedProxies, c.Ingress.Limits, prod)
+	c.validateSenders(&p, prod)
 	if c.Ingress.MaxBytes < 1 {
 		p.addf("ingress.max-bytes", "must be positive")
 	}
@@ -119,6 +126,121 @@ func (c *Config) validate() []string {
 		p.addf("tracing.service-name", "must not be empty")
 	}
 	return p
+}
+
+// validateListener checks a listener's TLS, proxies and limits; the
+// production profile refuses a non-loopback listener that neither serves
+// TLS nor sits behind a trusted TLS proxy: its tokens, cookies and messages
+// would cross the network in clear.
+func validateListener(p *problems, key, listen string, t ListenerTLS, proxies []string, l HTTPLimits, prod bool) {
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		p.addf(key+".tls", "cert-file and key-file go together (the server certificate and its key)")
+	}
+	for _, f := range []struct{ k, path string }{{"cert-file", t.CertFile}, {"key-file", t.KeyFile}, {"client-ca-file", t.ClientCAFile}} {
+		if f.path == "" {
+			continue
+		}
+		if _, err := os.Stat(f.path); err != nil {
+			p.addf(key+".tls."+f.k, "cannot read %s: %v", f.path, errors.Unwrap(err))
+		}
+	}
+	if t.ClientCAFile != "" && t.CertFile == "" {
+		p.addf(key+".tls.client-ca-file", "client certificates need TLS: set cert-file and key-file too")
+	}
+	if _, err := ParsePrefixes(proxies); err != nil {
+		p.addf(key+".trusted-proxies", "%v", err)
+	}
+	if t.On() && len(proxies) > 0 {
+		p.addf(key+".trusted-proxies", "set either tls (msgx terminates TLS) or trusted-proxies (a proxy in front does), not both")
+	}
+	if prod && listen != "" && !loopback(listen) && !t.On() && len(proxies) == 0 {
+		p.addf(key+".listen", "the production profile refuses %s on a non-loopback address over plain HTTP: set %s.tls.cert-file and key-file, or %s.trusted-proxies when a TLS proxy in front terminates TLS", listen, key, key)
+	}
+	for _, d := range []struct {
+		k string
+		v Duration
+	}{{"read-header-timeout", l.ReadHeaderTimeout}, {"read-timeout", l.ReadTimeout}, {"write-timeout", l.WriteTimeout}, {"idle-timeout", l.IdleTimeout}} {
+		if d.v <= 0 {
+			p.addf(key+".limits."+d.k, "must be positive")
+		}
+	}
+	if l.MinBodyRate < 0 {
+		p.addf(key+".limits.min-body-rate", "must not be negative (0 is off)")
+	}
+	if l.MaxConnsPerClient < 0 {
+		p.addf(key+".limits.max-conns-per-client", "must not be negative (0 is no limit)")
+	}
+}
+
+// loopback reports whether a listen address can only be reached from this
+// host.
+func loopback(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.IsLoopback()
+}
+
+// ParsePrefixes reads addresses, each a CIDR prefix or a single address.
+func ParsePrefixes(list []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range list {
+		if pfx, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, pfx.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("%q is neither an address nor a CIDR prefix", s)
+		}
+		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+	}
+	return out, nil
+}
+
+func (c *Config) validateSenders(p *problems, prod bool) {
+	in := c.Ingress
+	if in.Open && len(in.Senders) > 0 {
+		p.addf("ingress.open", "set either open or senders: with senders, only they may post")
+	}
+	if prod && in.Listen != "" && !in.Open && len(in.Senders) == 0 {
+		p.addf("ingress.senders", "the production profile refuses an ingress anyone who reaches it may write to: configure senders (addresses, token or cert-names, and the sndr each may claim), or set ingress.open: true if that is meant")
+	}
+	for _, name := range slices.Sorted(maps.Keys(in.Senders)) {
+		s, key := in.Senders[name], "ingress.senders."+name
+		if len(s.Addresses) == 0 && s.Token == "" && len(s.CertNames) == 0 {
+			p.addf(key, "needs addresses, a token or cert-names: something that tells this sender from anyone else")
+		}
+		if _, err := ParsePrefixes(s.Addresses); err != nil {
+			p.addf(key+".addresses", "%v", err)
+		}
+		if s.Token != "" && len(s.Token) < 16 {
+			p.addf(key+".token", "a token must have at least 16 characters")
+		}
+		if len(s.CertNames) > 0 && in.TLS.ClientCAFile == "" {
+			p.addf(key+".cert-names", "client certificates need ingress.tls.client-ca-file (the CAs that sign them)")
+		}
+		if s.MaxPerMinute < 0 {
+			p.addf(key+".max-per-minute", "must not be negative (0 is no cap)")
+		}
+		if len(s.SNDR) == 0 {
+			p.addf(key+".sndr", "missing: the META/SNDR values this sender's messages may claim")
+		}
+	}
+	seen := map[string]string{}
+	for _, name := range slices.Sorted(maps.Keys(in.Senders)) {
+		if tok := in.Senders[name].Token; tok != "" {
+			if other, ok := seen[tok]; ok {
+				p.addf("ingress.senders."+name+".token", "the same as %s's: each sender needs its own", other)
+			}
+			seen[tok] = name
+		}
+	}
 }
 
 func (c *Config) validateBroker(p *problems, name string, b Broker, prod bool) {

@@ -879,6 +879,8 @@ func (d *prodDeps) env() []string {
 		"MSGX_BROKERS_MAIN_SEEDS=" + strings.Join(d.seeds, ","),
 		"MSGX_ADMIN_LISTEN=127.0.0.1:0",
 		"MSGX_INGRESS_LISTEN=127.0.0.1:0",
+		// The sample's sender, posting from this host.
+		"MSGX_INGRESS_SENDERS_AODB_ADDRESSES=127.0.0.1",
 		"MSGX_ADMIN_READ_TOKEN=" + readTok,
 		"MSGX_ADMIN_OPERATOR_TOKEN=" + opTok,
 		"MSGX_STREAMS_SIS_POLL_INTERVAL=100ms",

@@ -335,6 +335,8 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 		"MSGX_BROKERS_MAIN_SEEDS=" + strings.Join(kf.ListenAddrs(), ","),
 		"MSGX_ADMIN_LISTEN=127.0.0.1:0",
 		"MSGX_INGRESS_LISTEN=127.0.0.1:0",
+		// The sample's sender, posting from this host.
+		"MSGX_INGRESS_SENDERS_AODB_ADDRESSES=127.0.0.1",
 		"MSGX_INGRESS_MAX_BYTES=1048576",
 		"MSGX_ADMIN_READ_TOKEN=reliability-read-token-0123456789",
 		"MSGX_ADMIN_OPERATOR_TOKEN=reliability-operator-token-0123456789",

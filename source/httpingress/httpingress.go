@@ -8,8 +8,15 @@
 // Bodies in GBK, GB18030 (GB2312-labelled ones too) or UTF-16 are transcoded
 // to UTF-8, the mailbox column being text; the received bytes are kept
 // byte-exact beside the inbox, and so is the request's W3C trace context,
-// which the processing continues. Concurrent requests are limited (503 beyond),
-// and Server returns an http.Server with read and write timeouts.
+// which the processing continues. Concurrent requests are limited (503 beyond).
+//
+// With senders configured (WithSenders) every request must be one of them —
+// by client address, bearer token or verified client certificate — before it
+// takes a request slot, and its message may only claim the SNDR values of
+// that sender, at most its MaxPerMinute; the rest is answered 401, 403 or
+// 429, counted and logged. The
+// server around the handler (timeouts, body rate, connection limits, TLS) is
+// internal/httpserve's.
 package httpingress
 
 import (
@@ -19,12 +26,16 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/msgx/msgx/inbox"
 	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/internal/httpserve"
 	"github.com/msgx/msgx/internal/tracing"
 	"github.com/msgx/msgx/source/mailbox"
 )
@@ -65,6 +76,8 @@ type options struct {
 	meta       func([]byte) mailbox.Meta
 	timeout    time.Duration
 	concurrent int
+	senders    []sender
+	registerer prometheus.Registerer
 }
 
 // Option configures the handler.
@@ -105,11 +118,17 @@ func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout =
 // connections.
 func WithMaxConcurrent(n int) Option { return func(o *options) { o.concurrent = n } }
 
+// WithRegisterer registers msgx_ingress_refused_total{reason} (default:
+// none).
+func WithRegisterer(r prometheus.Registerer) Option { return func(o *options) { o.registerer = r } }
+
 // Handler serves POST /cminmsgs/send.
 type Handler struct {
-	mb    Mailbox
-	o     options
-	slots chan struct{}
+	mb      Mailbox
+	o       options
+	slots   chan struct{}
+	refused *prometheus.CounterVec
+	logs    *httpserve.Sampler
 }
 
 // New returns the handler.
@@ -132,25 +151,30 @@ func New(mb Mailbox, opts ...Option) *Handler {
 	if o.concurrent < 1 {
 		o.concurrent = 1
 	}
-	return &Handler{mb: mb, o: o, slots: make(chan struct{}, o.concurrent)}
+	h := &Handler{mb: mb, o: o, slots: make(chan struct{}, o.concurrent), logs: httpserve.NewSampler(o.clock, time.Minute),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_ingress_refused_total",
+			Help: "Ingress requests refused: unauthenticated (no configured sender matches), sndr (a META/SNDR the sender may not claim) or rate (over the sender's max-per-minute)."}, []string{"reason"})}
+	for i := range h.o.senders {
+		if n := h.o.senders[i].MaxPerMinute; n > 0 {
+			h.o.senders[i].bucket = &bucket{size: float64(n), tokens: float64(n), last: o.clock.Now()}
+		}
+	}
+	for _, r := range []string{refusedUnauthenticated, refusedSNDR, refusedRate} {
+		h.refused.WithLabelValues(r)
+	}
+	if o.registerer != nil {
+		o.registerer.MustRegister(h.refused)
+	}
+	return h
 }
 
-// Server returns a server for the handler at addr with timeouts that bound
-// what a slow or idle client holds: 10 s for the headers, 60 s for the
-// request, 30 s for the answer, 2 min idle, 64 KiB of headers.
-func (h *Handler) Server(addr string) *http.Server {
-	mux := http.NewServeMux()
-	h.Register(mux)
-	return &http.Server{
-		Addr:              addr,
-		Handler:           mux,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       time.Minute,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(h.o.log.Handler(), slog.LevelWarn),
-	}
+// refuse answers a refused request, counts it and logs it (one line per
+// reason and client a minute, with the count of those held back).
+func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, reason string, status int, msg string, args ...any) {
+	h.refused.WithLabelValues(reason).Inc()
+	client := httpserve.ClientAddr(r).String()
+	h.logs.Warn(h.o.log, reason+" "+client, "httpingress: request refused", append([]any{"reason", reason, "client", client}, args...)...)
+	http.Error(w, msg, status)
 }
 
 // Register adds the endpoint to mux.
@@ -161,6 +185,24 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", http.MethodPost)
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
+	}
+	var senders []*sender
+	if len(h.o.senders) > 0 {
+		var hasToken bool
+		if senders, hasToken = h.authenticate(r); len(senders) == 0 {
+			if !hasToken && slices.ContainsFunc(h.o.senders, func(s sender) bool { return s.Token != "" }) {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="msgx ingress"`)
+				h.refuse(w, r, refusedUnauthenticated, http.StatusUnauthorized, "not an authorized sender")
+				return
+			}
+			h.refuse(w, r, refusedUnauthenticated, http.StatusForbidden, "not an authorized sender")
+			return
+		}
+		if ok, wait := h.admit(senders); !ok {
+			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(wait.Seconds()+0.999))))
+			h.refuse(w, r, refusedRate, http.StatusTooManyRequests, "over this sender's messages a minute", "sender", senders[0].Name)
+			return
+		}
 	}
 	select {
 	case h.slots <- struct{}{}:
@@ -202,6 +244,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
+	}
+	if senders != nil {
+		for _, sndr := range claimedSenders(doc.text) {
+			if !mayClaim(senders, sndr) {
+				names := make([]string, len(senders))
+				for i, s := range senders {
+					names[i] = s.Name
+				}
+				h.refuse(w, r, refusedSNDR, http.StatusForbidden, "this sender may not send SNDR "+strconv.Quote(sndr), "sender", strings.Join(names, ","), "sndr", sndr)
+				return
+			}
+		}
 	}
 	in := inbox.Incoming{Payload: doc.text}
 	// The request's trace context (the ingest span, when tracing wraps the

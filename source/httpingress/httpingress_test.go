@@ -43,6 +43,7 @@ type setup struct {
 	table  *mailbox.Table
 	eng    *inbox.Engine
 	srv    *httptest.Server
+	clk    *clock.Fake
 	nudges atomic.Int32
 }
 
@@ -54,6 +55,7 @@ func newSetup(t *testing.T, enq func(*inbox.Engine) httpingress.Enqueuer, opts .
 		t.Fatal(err)
 	}
 	clk := clock.NewFake(t0)
+	s.clk = clk
 	if s.eng, err = inbox.New(s.db, "sis", identityProc{}, inbox.WithClock(clk), inbox.WithLogger(quiet)); err != nil {
 		t.Fatal(err)
 	}
