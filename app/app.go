@@ -485,6 +485,11 @@ func (a *App) buildAdmin(reg *Registry, deps Deps) error {
 		}
 		cfg.Streams = append(cfg.Streams, st)
 	}
+	for _, s := range a.streams {
+		// A stream whose lease a live twin of this instance id took over is
+		// no longer pumped here (inbox.ErrSuperseded).
+		cfg.Checks = append(cfg.Checks, admin.Check{Name: "stream " + s.name, Check: func(context.Context) error { return s.engine.Superseded() }})
+	}
 	for _, name := range slices.Sorted(maps.Keys(a.mailboxes)) {
 		cfg.Checks = append(cfg.Checks, admin.Check{Name: "mailbox " + name, Check: a.mailboxCheck(name)})
 	}
