@@ -521,17 +521,24 @@ func (a *App) checkRelayed() error {
 	return nil
 }
 
+// relayPolicy is the relay's retry budget, lease, timeouts and periods as
+// the configuration sets them.
+func relayPolicy(rc config.Relay) []outbox.Option {
+	return []outbox.Option{
+		outbox.WithRetry(backoff.Policy{MaxAttempts: rc.MaxAttempts, Initial: rc.Backoff.Initial.D(), Max: rc.Backoff.Max.D(), Jitter: 0.2}),
+		outbox.WithLease(rc.Lease.D()), outbox.WithPublishTimeout(rc.PublishTimeout.D()),
+		outbox.WithPollInterval(rc.PollInterval.D()), outbox.WithRetention(rc.Retention.D()),
+	}
+}
+
 func (a *App) buildRelay() error {
 	rc := a.cfg.Relay
 	if len(rc.Targets) == 0 {
 		return nil
 	}
-	opts := []outbox.Option{
+	opts := append([]outbox.Option{
 		outbox.WithLogger(a.log), outbox.WithRegisterer(a.metrics), outbox.WithHostClock(a.clock), outbox.WithFailpoints(a.fp),
-		outbox.WithRetry(backoff.Policy{MaxAttempts: rc.MaxAttempts, Initial: rc.Backoff.Initial.D(), Max: rc.Backoff.Max.D(), Jitter: 0.2}),
-		outbox.WithLease(rc.Lease.D()), outbox.WithPublishTimeout(rc.PublishTimeout.D()),
-		outbox.WithPollInterval(rc.PollInterval.D()), outbox.WithRetention(rc.Retention.D()),
-	}
+	}, relayPolicy(rc)...)
 	for _, name := range slices.Sorted(maps.Keys(rc.Targets)) {
 		t := rc.Targets[name]
 		kind, err := outbox.ParseLaneKind(t.Lane)
