@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -117,6 +119,11 @@ relay: {poll-interval: 20ms, backoff: {initial: 100ms, max: 1s}, targets: {"t:rm
 		return code == 503 && strings.Contains(failed["broker rmq"], "not started after")
 	})
 
+	if m := scrape(t, a.AdminAddr()); !strings.Contains(m, `msgx_broker_connected{broker="rmq"} 0`) ||
+		!regexp.MustCompile(`msgx_broker_start_failures_total\{broker="rmq"\} [1-9]`).MatchString(m) {
+		t.Errorf("the broker's start metrics while it is down:\n%s", grepLines(m, "msgx_broker_"))
+	}
+
 	// A consumer of the events, straight to RabbitMQ.
 	direct := broker.New("direct", rabbitmq.New(rabbitmq.WithURL("amqp://guest:guest@127.0.0.1:5672/")), broker.WithLogger(a.Logger()))
 	if err := direct.Start(ctx); err != nil {
@@ -141,6 +148,9 @@ relay: {poll-interval: 20ms, backoff: {initial: 100ms, max: 1s}, targets: {"t:rm
 		return len(got) == 5
 	})
 	waitReadyz(t, a.AdminAddr(), 30*time.Second, "ready", func(code int, _ map[string]string) bool { return code == 200 })
+	if m := scrape(t, a.AdminAddr()); !strings.Contains(m, `msgx_broker_connected{broker="rmq"} 1`) {
+		t.Errorf("the broker's start metrics once it started:\n%s", grepLines(m, "msgx_broker_"))
+	}
 	// The broker source listens now: a message published to its topic is
 	// processed too. Its queue exists once the source has declared it.
 	waitFor(t, "a message through the broker source", 60*time.Second, func() bool {
@@ -156,6 +166,21 @@ relay: {poll-interval: 20ms, backoff: {initial: 100ms, max: 1s}, targets: {"t:rm
 		}
 		return false
 	})
+}
+
+// scrape reads /metrics.
+func scrape(t *testing.T, addr string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // syncBuffer is a log sink the test reads while the service writes.
