@@ -34,7 +34,10 @@ func TestBrokerStartRetryLogsBoundedly(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); h.connect(ctx, backoff.Policy{Initial: time.Second, Max: 30 * time.Second, Multiplier: 2, Jitter: 0.2}) }()
+	go func() {
+		defer close(done)
+		h.connect(ctx, backoff.Policy{Initial: time.Second, Max: 30 * time.Second, Multiplier: 2, Jitter: 0.2})
+	}()
 	const steps = 12
 	for i := range steps {
 		deadline := time.Now().Add(10 * time.Second)
