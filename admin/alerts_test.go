@@ -21,7 +21,7 @@ func TestAlertRules(t *testing.T) {
 		"msgx_mailbox_gap_ids_skipped": true, "msgx_backfill_overdue": true, "msgx_relay_dead": true, "msgx_status_up": true,
 		"msgx_relay_unserved_pending": true,
 		// inbox, outbox and broker metrics
-		"msgx_inbox_leader": true, "msgx_inbox_settled_total": true, "msgx_inbox_backfill_failures_total": true,
+		"msgx_inbox_leader": true, "msgx_inbox_lease_superseded": true, "msgx_inbox_settled_total": true, "msgx_inbox_backfill_failures_total": true,
 		"msgx_inbox_prepare_failures_total": true, "msgx_outbox_lag_seconds": true, "msgx_outbox_target_up": true, "msgx_broker_publish_errors_total": true,
 		// the mailbox poller
 		"msgx_mailbox_anomalies_total": true, "msgx_mailbox_late_rows_total": true, "msgx_mailbox_scan_errors_total": true,

@@ -23,8 +23,10 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.opentelemetry.io/otel/trace"
@@ -160,7 +162,7 @@ func New(ctx context.Context, cfg *config.Config, reg *Registry, opts ...Option)
 	if *cfg.Store.Migrate {
 		sopts = append(sopts, store.WithMigrate())
 	}
-	if a.db, err = store.Open(ctx, cfg.Store.DSN, sopts...); err != nil {
+	if a.db, err = a.openStore(ctx, sopts); err != nil {
 		return nil, err
 	}
 	if err := a.openBrokers(ctx); err != nil {
@@ -189,6 +191,55 @@ func New(ctx context.Context, cfg *config.Config, reg *Registry, opts ...Option)
 		return nil, err
 	}
 	return a, nil
+}
+
+// openStore opens the store, retrying a server that cannot be reached with
+// backoff for store.start-timeout: the store is the one thing the service
+// cannot work without, and it may be restarting too. Any other failure (a
+// refused login, a failed migration) ends the start at once.
+func (a *App) openStore(ctx context.Context, sopts []store.Option) (*store.DB, error) {
+	deadline := a.clock.Now().Add(a.cfg.Store.StartTimeout.D())
+	retry := backoff.Policy{Initial: time.Second, Max: 15 * time.Second, Multiplier: 2}
+	for attempt := 1; ; attempt++ {
+		db, err := store.Open(ctx, a.cfg.Store.DSN, sopts...)
+		if err == nil {
+			if attempt > 1 {
+				a.log.Info("store reached", "attempts", attempt)
+			}
+			return db, nil
+		}
+		wait := retry.Delay(attempt)
+		left := deadline.Sub(a.clock.Now())
+		if ctx.Err() != nil || !storeUnreachable(err) || left <= 0 {
+			if attempt > 1 {
+				return nil, fmt.Errorf("%w (gave up after %d attempts in store.start-timeout %s)", err, attempt, a.cfg.Store.StartTimeout.D())
+			}
+			return nil, err
+		}
+		wait = min(wait, left)
+		a.log.Warn("store unreachable at start; retrying", "attempt", attempt, "retry_in", wait, "gives_up_in", left.Round(time.Second), "err", err)
+		t := a.clock.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("%w (start cancelled while waiting for the store)", err)
+		case <-t.C():
+		}
+	}
+}
+
+// storeUnreachable reports whether a failure to open the store says that
+// the server could not be reached or is not accepting connections now
+// (starting, shutting down), as opposed to refusing us.
+func storeUnreachable(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// Class 08: connection exceptions; 57P01-57P03: shutting down,
+		// crashed, starting up.
+		return strings.HasPrefix(pgErr.Code, "08") || pgErr.Code == "57P01" || pgErr.Code == "57P02" || pgErr.Code == "57P03"
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED)
 }
 
 func newLogger(c config.Log, w io.Writer) *slog.Logger {
@@ -253,7 +304,19 @@ func (a *App) listener(name, listen string, tc config.ListenerTLS, proxies []str
 	return httpserve.New(ln, cfg), nil
 }
 
+// openBrokers builds every broker and tries to start it once. A broker that
+// does not start (unreachable, or refusing the login: the two look alike) is
+// kept, not ready with the reason, and Run keeps starting it in the
+// background (connect): everything that does not need it runs meanwhile,
+// the relay holds its events pending, and its consumers start when it does.
 func (a *App) openBrokers(ctx context.Context) error {
+	connected := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "msgx_broker_connected",
+		Help: "1 once the broker has started (connected), 0 while the service keeps trying to start it."}, []string{"broker"})
+	failures := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_broker_start_failures_total",
+		Help: "Failed attempts to start (connect) the broker, at the service's start and in the background after."}, []string{"broker"})
+	if err := errors.Join(a.metrics.Register(connected), a.metrics.Register(failures)); err != nil {
+		return err
+	}
 	for _, name := range slices.Sorted(maps.Keys(a.cfg.Brokers)) {
 		c := a.cfg.Brokers[name]
 		drv, closer, err := newDriver(name, c, a.cfg.InstanceID, a.log, a.metrics)
@@ -264,15 +327,21 @@ func (a *App) openBrokers(ctx context.Context) error {
 			a.closers = append(a.closers, closer)
 		}
 		b := broker.New(name, drv, broker.WithLogger(a.log), broker.WithRegisterer(a.metrics), broker.WithClock(a.clock))
-		if err := b.Start(ctx); err != nil {
-			if c.SASL.Mechanism != "" {
-				// A refused SASL login shows as a closed connection.
-				return fmt.Errorf("%w (SASL %s as %q: a wrong user or password also ends so)", err, c.SASL.Mechanism, c.SASL.User)
-			}
-			return err
+		h := &brokerHealth{b: b, window: 30 * time.Second, pingTimeout: 2 * time.Second, clock: a.clock,
+			connected: connected.WithLabelValues(name), failures: failures.WithLabelValues(name), log: a.log}
+		if c.SASL.Mechanism != "" {
+			// A refused SASL login shows as a closed connection.
+			h.hint = fmt.Sprintf(" (SASL %s as %q: a wrong user or password also ends so)", c.SASL.Mechanism, c.SASL.User)
 		}
 		a.brokers[name] = b
-		a.health = append(a.health, &brokerHealth{b: b, window: 30 * time.Second, pingTimeout: 2 * time.Second, clock: a.clock})
+		a.health = append(a.health, h)
+		if err := h.start(ctx); err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			a.log.Warn("broker did not start; the service starts without it and keeps trying in the background",
+				"broker", name, "err", err)
+		}
 	}
 	return nil
 }
@@ -295,8 +364,14 @@ func (a *App) openMailboxes(ctx context.Context) error {
 				return fmt.Errorf("mailbox %s: %w", name, err)
 			}
 			a.mysql[name] = db
-			if err = db.PingContext(ctx); err != nil {
-				return fmt.Errorf("mailbox %s: %w", name, err)
+			if perr := db.PingContext(ctx); perr != nil {
+				if ctx.Err() != nil {
+					return fmt.Errorf("mailbox %s: %w", name, perr)
+				}
+				// Only the store is needed to work: the streams on this
+				// mailbox wait for it (their pollers retry with backoff
+				// and /readyz names it), the rest runs.
+				a.log.Warn("mailbox unreachable; the service starts without it and its pollers keep trying", "mailbox", name, "err", perr)
 			}
 			t, err = mailbox.NewMySQL(db, opts...)
 		} else {
@@ -343,7 +418,13 @@ func (a *App) startPosition(ctx context.Context, stream, mbName string) ([]mailb
 		}
 		max, err := a.mailboxes[mbName].MaxID(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("mailbox %s: newest id: %w", mbName, err)
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("mailbox %s: newest id: %w", mbName, err)
+			}
+			// The mailbox is unreachable: the poller reads the newest id
+			// at its first scan that reaches it instead.
+			a.log.Warn("mailbox unreachable: the stream's from-now start is the newest id when the mailbox is first read", "stream", stream, "mailbox", mbName, "err", err)
+			return []mailbox.PollerOption{mailbox.WithStart(mailbox.FromNow())}, nil
 		}
 		return []mailbox.PollerOption{mailbox.WithStart(mailbox.FromID(max))}, nil
 	}
@@ -478,17 +559,24 @@ func (a *App) checkRelayed() error {
 	return nil
 }
 
+// relayPolicy is the relay's retry budget, lease, timeouts and periods as
+// the configuration sets them.
+func relayPolicy(rc config.Relay) []outbox.Option {
+	return []outbox.Option{
+		outbox.WithRetry(backoff.Policy{MaxAttempts: rc.MaxAttempts, Initial: rc.Backoff.Initial.D(), Max: rc.Backoff.Max.D(), Jitter: 0.2}),
+		outbox.WithLease(rc.Lease.D()), outbox.WithPublishTimeout(rc.PublishTimeout.D()),
+		outbox.WithPollInterval(rc.PollInterval.D()), outbox.WithRetention(rc.Retention.D()),
+	}
+}
+
 func (a *App) buildRelay() error {
 	rc := a.cfg.Relay
 	if len(rc.Targets) == 0 {
 		return nil
 	}
-	opts := []outbox.Option{
+	opts := append([]outbox.Option{
 		outbox.WithLogger(a.log), outbox.WithRegisterer(a.metrics), outbox.WithHostClock(a.clock), outbox.WithFailpoints(a.fp),
-		outbox.WithRetry(backoff.Policy{MaxAttempts: rc.MaxAttempts, Initial: rc.Backoff.Initial.D(), Max: rc.Backoff.Max.D(), Jitter: 0.2}),
-		outbox.WithLease(rc.Lease.D()), outbox.WithPublishTimeout(rc.PublishTimeout.D()),
-		outbox.WithPollInterval(rc.PollInterval.D()), outbox.WithRetention(rc.Retention.D()),
-	}
+	}, relayPolicy(rc)...)
 	for _, name := range slices.Sorted(maps.Keys(rc.Targets)) {
 		t := rc.Targets[name]
 		kind, err := outbox.ParseLaneKind(t.Lane)
@@ -522,6 +610,11 @@ func (a *App) buildAdmin(reg *Registry, deps Deps) error {
 			st.Mailbox = s.poller.Unreadable
 		}
 		cfg.Streams = append(cfg.Streams, st)
+	}
+	for _, s := range a.streams {
+		// A stream whose lease a live twin of this instance id took over is
+		// no longer pumped here (inbox.ErrSuperseded).
+		cfg.Checks = append(cfg.Checks, admin.Check{Name: "stream " + s.name, Check: func(context.Context) error { return s.engine.Superseded() }})
 	}
 	for _, name := range slices.Sorted(maps.Keys(a.mailboxes)) {
 		cfg.Checks = append(cfg.Checks, admin.Check{Name: "mailbox " + name, Check: a.mailboxCheck(name)})
@@ -676,6 +769,9 @@ func (a *App) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for _, h := range a.health {
 		wg.Go(func() { h.follow(workCtx) })
+		wg.Go(func() {
+			h.connect(workCtx, backoff.Policy{Initial: time.Second, Max: 30 * time.Second, Multiplier: 2, Jitter: 0.2})
+		})
 	}
 	if a.console != nil {
 		wg.Go(func() { a.console.Sample(workCtx) })

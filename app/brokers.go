@@ -25,6 +25,7 @@ import (
 	"github.com/msgx/msgx/broker/nats"
 	"github.com/msgx/msgx/broker/pulsar"
 	"github.com/msgx/msgx/broker/rabbitmq"
+	"github.com/msgx/msgx/internal/backoff"
 	"github.com/msgx/msgx/internal/clock"
 )
 
@@ -133,10 +134,77 @@ type brokerHealth struct {
 	window      time.Duration
 	pingTimeout time.Duration
 	clock       clock.Clock // the broker's: its events are stamped on it
+	log         *slog.Logger
+	connected   prometheus.Gauge
+	failures    prometheus.Counter
+	// hint is added to a start error (what else ends so).
+	hint string
 
 	mu      sync.Mutex
 	lastErr error
 	lastAt  time.Time
+	// startErr is the last failed start while the broker is not started;
+	// starts counts the attempts.
+	startErr error
+	starts   int
+}
+
+// startAttemptTimeout bounds one attempt to start a broker, so that a broker
+// that does not answer (a black-holed address) is tried again.
+const startAttemptTimeout = 15 * time.Second
+
+// start tries once to start the broker, bounded by startAttemptTimeout, and
+// records the outcome for readiness and the metrics.
+func (h *brokerHealth) start(ctx context.Context) error {
+	sctx, cancel := context.WithTimeout(ctx, startAttemptTimeout)
+	defer cancel()
+	err := h.b.Start(sctx)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.starts++
+	if err != nil {
+		h.startErr = fmt.Errorf("%w%s", err, h.hint)
+		h.failures.Inc()
+		return h.startErr
+	}
+	h.startErr = nil
+	h.connected.Set(1)
+	return nil
+}
+
+// connect keeps starting a broker that has not started, with backoff p,
+// until it starts or ctx ends. It logs the first failure here and then at
+// most one line a minute (each with the number of attempts), and a line when
+// the broker starts.
+func (h *brokerHealth) connect(ctx context.Context, p backoff.Policy) {
+	select {
+	case <-h.b.Started():
+		return
+	default:
+	}
+	logged := h.clock.Now() // the first failure was logged at the start
+	for failures := 1; ; failures++ {
+		t := h.clock.NewTimer(p.Delay(failures))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+		err := h.start(ctx)
+		if err == nil {
+			h.log.Info("broker started after its start had failed; its consumers start now, and the relay sends its pending events",
+				"broker", h.b.Name(), "attempts", failures+1)
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if now := h.clock.Now(); now.Sub(logged) >= time.Minute {
+			logged = now
+			h.log.Warn("broker still does not start; retrying", "broker", h.b.Name(), "attempts", failures+1, "err", err)
+		}
+	}
 }
 
 func (h *brokerHealth) follow(ctx context.Context) {
@@ -153,6 +221,12 @@ func (h *brokerHealth) follow(ctx context.Context) {
 }
 
 func (h *brokerHealth) check(ctx context.Context) error {
+	h.mu.Lock()
+	startErr, starts := h.startErr, h.starts
+	h.mu.Unlock()
+	if startErr != nil {
+		return fmt.Errorf("not started after %d attempts, retrying: %w", starts, startErr)
+	}
 	pctx, cancel := context.WithTimeout(ctx, h.pingTimeout)
 	defer cancel()
 	err := h.b.Ping(pctx)

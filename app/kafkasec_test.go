@@ -53,8 +53,8 @@ func selfSigned(t *testing.T) (tls.Certificate, string) {
 
 // A Kafka that takes only TLS and SASL/SCRAM-SHA-512 connections: the
 // service connects, publishes and is ready with the broker's CA and the
-// right password; a wrong password or an unknown CA fails its start with the
-// reason.
+// right password; with a wrong password or an unknown CA it starts without
+// the broker and /readyz says why.
 func TestKafkaTLSAndSASL(t *testing.T) {
 	cert, caFile := selfSigned(t)
 	kf, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "sec"),
@@ -94,20 +94,25 @@ brokers:
 	}
 	a.close(ctx)
 
+	// A wrong password or an unknown CA looks like a broker that cannot be
+	// reached: the service starts without the broker, keeps trying, and
+	// /readyz names it with the reason.
+	notReady := func(what string, cfg *config.Config, want string) {
+		t.Helper()
+		a, err := New(ctx, cfg, registry(), WithLogOutput(io.Discard))
+		if err != nil {
+			t.Fatalf("%s: the start failed: %v", what, err)
+		}
+		defer a.close(ctx)
+		res, ok := a.admin.Ready(ctx)
+		if ok || !strings.Contains(fmt.Sprintf("%+v", res), want) {
+			t.Errorf("%s: ready %v: %+v", what, ok, res)
+		}
+	}
 	wrong := yml(secure)
 	b := wrong.Brokers["k"]
 	b.SASL.Password = "not-the-password"
 	wrong.Brokers["k"] = b
-	if a, err := New(ctx, wrong, registry(), WithLogOutput(io.Discard)); err == nil {
-		a.close(ctx)
-		t.Error("started with a wrong password")
-	} else if !strings.Contains(err.Error(), `SASL scram-sha-512 as "msgx"`) {
-		t.Errorf("wrong password: %v", err)
-	}
-	if a, err := New(ctx, yml("    tls: {enabled: true}\n    sasl: {mechanism: scram-sha-512, user: msgx}\n"), registry(), WithLogOutput(io.Discard)); err == nil {
-		a.close(ctx)
-		t.Error("started trusting a certificate no CA of the system signed")
-	} else if !strings.Contains(err.Error(), "certificate") {
-		t.Errorf("unknown CA: %v", err)
-	}
+	notReady("a wrong password", wrong, `SASL scram-sha-512 as "msgx"`)
+	notReady("an unknown CA", yml("    tls: {enabled: true}\n    sasl: {mechanism: scram-sha-512, user: msgx}\n"), "certificate")
 }

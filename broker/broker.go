@@ -55,6 +55,9 @@ type Broker struct {
 	// regErr is a failed metrics registration; Start returns it.
 	regErr error
 
+	// startedCh is closed when Start succeeds (Started).
+	startedCh chan struct{}
+
 	mu        sync.Mutex
 	started   bool
 	stopped   bool
@@ -142,6 +145,7 @@ func New(name string, drv driver.Broker, opts ...Option) *Broker {
 		regErr:    regErr,
 		listeners: map[*Listener]struct{}{},
 		events:    make(chan Event, o.eventBuffer),
+		startedCh: make(chan struct{}),
 	}
 	met.oldest.b = b
 	return b
@@ -150,7 +154,13 @@ func New(name string, drv driver.Broker, opts ...Option) *Broker {
 // Name is the adapter name given to New.
 func (b *Broker) Name() string { return b.name }
 
-// Start connects the adapter. A connection failure is returned.
+// Started is closed once Start has succeeded: a consumer of a broker that
+// the service keeps trying to start (its broker was unreachable) waits on it
+// before it listens.
+func (b *Broker) Started() <-chan struct{} { return b.startedCh }
+
+// Start connects the adapter. A connection failure is returned, and Start
+// may be called again after one.
 func (b *Broker) Start(ctx context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -166,6 +176,7 @@ func (b *Broker) Start(ctx context.Context) error {
 	}
 	b.caps = b.drv.Capabilities()
 	b.started = true
+	close(b.startedCh)
 	b.opts.logger.Info("broker started", "adapter", b.name, "capabilities", fmt.Sprintf("%+v", b.caps))
 	if errs := b.drv.Errors(); errs != nil {
 		b.fwdDone = make(chan struct{})

@@ -261,6 +261,9 @@ type Engine struct {
 	txMark  TxBackfiller
 	leader  atomic.Bool
 	running atomic.Bool
+	// superseded is set, once and for good, when another live process of
+	// this instance id took the lease over (ErrSuperseded).
+	superseded atomic.Pointer[error]
 	// isolate counts messages still to be processed one per transaction after
 	// a group transaction failed as a whole (e.g. at commit), so that the
 	// failure is charged to the message that causes it.
@@ -382,6 +385,19 @@ func (e *Engine) Clock() clock.Clock { return e.clk }
 // IsLeader reports whether this engine holds the stream lease right now.
 func (e *Engine) IsLeader() bool { return e.leader.Load() }
 
+// Superseded returns an error wrapping ErrSuperseded once another live
+// process with this process's instance id has taken the stream's lease over,
+// and nil before: from then on this engine no longer pumps the stream nor
+// tries to take it back (the two would take it from each other at every
+// renewal), until this process is restarted. The service's /readyz fails
+// with it.
+func (e *Engine) Superseded() error {
+	if p := e.superseded.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
 // Wake makes an idle pump look for work now.
 func (e *Engine) Wake() {
 	select {
@@ -431,6 +447,11 @@ func (e *Engine) Run(ctx context.Context) error {
 			standbyLogged = false
 			e.lead(ctx)
 			if ctx.Err() != nil {
+				return nil
+			}
+			if e.Superseded() != nil {
+				// Stay out of the stream: the twin pumps it.
+				<-ctx.Done()
 				return nil
 			}
 		case !standbyLogged:
@@ -491,7 +512,9 @@ func (e *Engine) lead(ctx context.Context) {
 	wg.Wait()
 	cause := context.Cause(lctx)
 	if errors.Is(cause, ErrLeaseLost) {
-		e.log.Warn("inbox: stream lease lost; standing by")
+		if !e.checkSuperseded(ctx) {
+			e.log.Warn("inbox: stream lease lost; standing by")
+		}
 		return
 	}
 	// Give the lease up so a standby takes over at once.
@@ -500,6 +523,35 @@ func (e *Engine) lead(ctx context.Context) {
 	if err := e.lease.release(rctx); err != nil {
 		e.log.Warn("inbox: lease release failed", "err", err)
 	}
+}
+
+// checkSuperseded, once the lease is lost, asks who holds it now. Another
+// incarnation of this process's instance id means two live processes share
+// the id: the later one took the lease over at once, as a restart does
+// (OwnerFor). This one records it (Superseded, the metric, an ERROR line) and
+// reports true. Not knowing (the database does not answer) is not a twin.
+func (e *Engine) checkSuperseded(ctx context.Context) bool {
+	inst, ok := instanceOf(e.o.owner)
+	if !ok {
+		return false
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	h, held, err := HolderOf(rctx, e.db, e.stream)
+	if err != nil {
+		e.log.Warn("inbox: stream lease lost; its holder could not be read", "err", err)
+		return false
+	}
+	if !held || h.Instance != inst || h.Owner == e.o.owner {
+		return false
+	}
+	err = fmt.Errorf("%w: %s holds it, this process is %s: two live processes run with instance-id %q; this one stops pumping stream %s until it is restarted with an instance-id of its own",
+		ErrSuperseded, h.Owner, e.o.owner, inst, e.stream)
+	e.superseded.Store(&err)
+	e.m.superseded.Set(1)
+	e.log.Error("inbox: another live process with this instance id took the stream's lease over; this process stops pumping the stream",
+		"instance", inst, "owner", e.o.owner, "holder", h.Owner, "err", err)
+	return true
 }
 
 // renew keeps the lease alive; it cancels the leader context when the lease

@@ -16,10 +16,21 @@ import (
 // stream's lease: it stops working on the stream at once.
 var ErrLeaseLost = errors.New("inbox: stream lease lost")
 
+// ErrSuperseded is returned (wrapped, with who) when a later process of this
+// process's instance id took the stream's lease over: two live processes
+// share one instance id. The superseded engine stops pumping the stream for
+// good and stays so until it is restarted (see Engine.Superseded).
+var ErrSuperseded = errors.New("inbox: stream lease taken over by another process with this instance id")
+
 // OwnerFor is the lease owner a service process of the given instance id
-// takes its leases as: the instance id, "/", and a random token of this run.
-// Status and logs show the instance id; the token keeps two processes that
-// were given one id by mistake from both believing they hold the lease.
+// takes its leases as: the instance id, "/", and a random token of this run
+// (its incarnation). A process takes a lease held by another incarnation of
+// its own instance id at once, without waiting for it to expire: that is its
+// own run before a restart, whose lease would otherwise hold the stream for
+// its whole time to live. Should that earlier incarnation still be alive
+// (two processes given one id by mistake), its next renewal or pump
+// transaction finds the token replaced and the epoch moved on: it stops
+// pumping and reports the twin (ErrSuperseded).
 func OwnerFor(instance string) string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
@@ -57,6 +68,14 @@ func HolderOf(ctx context.Context, q store.Querier, stream string) (h LeaseHolde
 	return h, true, nil
 }
 
+// instanceOf is the instance id part of an owner made by OwnerFor, and
+// whether it is one: other owners (tests, the engine's default) are never
+// taken over before their lease expires.
+func instanceOf(owner string) (string, bool) {
+	inst, _, ok := strings.Cut(owner, "/")
+	return inst, ok && inst != ""
+}
+
 func leaseName(stream string) string { return "inbox:" + stream }
 
 // lease is one process's claim on a named job in msgx_lease.
@@ -86,15 +105,20 @@ func (l *lease) now(now time.Time) any {
 	return nil
 }
 
-// acquire takes the lease if it is free, expired or ours; it reports whether
-// this process now holds it. On PostgreSQL expiry is the database's time, not
-// now (which only SQLite and tests use).
+// acquire takes the lease if it is free, expired, ours, or held by another
+// incarnation of our instance id (OwnerFor); it reports whether this process
+// now holds it. On PostgreSQL expiry is the database's time, not now (which
+// only SQLite and tests use).
 func (l *lease) acquire(ctx context.Context, now time.Time) (bool, error) {
 	var (
 		owner string
 		epoch int64
 	)
-	err := l.db.QueryRow(ctx, l.q.Get("LeaseAcquire"), l.name, l.owner, l.ttl.Microseconds(), l.now(now)).Scan(&owner, &epoch)
+	var instance any // NULL: no takeover by instance id
+	if inst, ok := instanceOf(l.owner); ok {
+		instance = inst
+	}
+	err := l.db.QueryRow(ctx, l.q.Get("LeaseAcquire"), l.name, l.owner, l.ttl.Microseconds(), l.now(now), instance).Scan(&owner, &epoch)
 	if errors.Is(err, store.ErrNoRows) {
 		return false, nil
 	}

@@ -13,6 +13,7 @@ type metrics struct {
 	batch            prometheus.Observer
 	batchFailures    prometheus.Counter
 	leader           prometheus.Gauge
+	superseded       prometheus.Gauge
 	backfilled       prometheus.Counter
 	backfillFailures prometheus.Counter
 	prepareFailures  prometheus.Counter
@@ -37,6 +38,10 @@ func newMetrics(reg prometheus.Registerer, stream string, headAge func() float64
 	leader := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "msgx_inbox_leader", Help: "1 while this process holds the stream lease.", ConstLabels: labels,
 	})
+	superseded := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "msgx_inbox_lease_superseded", ConstLabels: labels,
+		Help: "1 once another live process with this process's instance id took the stream lease over: this process stopped pumping the stream until it is restarted.",
+	})
 	backfilled := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "msgx_inbox_backfilled_total", Help: "Processed marks written back to the source.", ConstLabels: labels,
 	})
@@ -55,9 +60,9 @@ func newMetrics(reg prometheus.Registerer, stream string, headAge func() float64
 		Name: "msgx_inbox_head_age_seconds", ConstLabels: labels,
 		Help: "How long the current head (the oldest unfinished message, whatever its status) has been the head; 0 when there is none. It grows while the pump is stuck.",
 	}, headAge)
-	m := &metrics{headBlocked, processed, failures, batch, batchFailures, leader, backfilled, backfillFailures, prepareFailures}
+	m := &metrics{headBlocked, processed, failures, batch, batchFailures, leader, superseded, backfilled, backfillFailures, prepareFailures}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{headBlocked, processed, failures, batch, batchFailures, leader, backfilled, backfillFailures, prepareFailures, age} {
+		for _, c := range []prometheus.Collector{headBlocked, processed, failures, batch, batchFailures, leader, superseded, backfilled, backfillFailures, prepareFailures, age} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("inbox: register metrics: %w", err)
 			}

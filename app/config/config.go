@@ -98,6 +98,10 @@ type Store struct {
 	MaxConns int    `yaml:"max-conns"`
 	// Migrate applies the embedded migrations at start (default true).
 	Migrate *bool `yaml:"migrate"`
+	// StartTimeout is how long the service keeps trying to reach the store
+	// at start before it gives up (default 2m); the store is the one thing
+	// it cannot work without.
+	StartTimeout Duration `yaml:"start-timeout"`
 }
 
 // Admin is the admin listener: the admin API, /metrics, /healthz, /readyz.
@@ -460,6 +464,7 @@ func (c *Config) setDefaults() {
 	orDefault(&c.Log.Level, "info")
 	orDefault(&c.Log.Format, "text")
 	orDefault(&c.Store.Migrate, ptr(true))
+	orDefault(&c.Store.StartTimeout, Duration(2*time.Minute))
 	orDefault(&c.ShutdownTimeout, Duration(30*time.Second))
 	orDefault(&c.Ingress.MaxBytes, 16<<20-1)
 	orDefault(&c.Ingress.Timeout, Duration(10*time.Second))

@@ -38,6 +38,9 @@ func (c *Config) validate() []string {
 	if c.Store.MaxConns < 0 {
 		p.addf("store.max-conns", "must not be negative")
 	}
+	if c.Store.StartTimeout < 0 {
+		p.addf("store.start-timeout", "must not be negative")
+	}
 	switch {
 	case c.InstanceID == "":
 		p.addf("instance-id", "missing and the host name is unknown: set %s", EnvName("instance-id"))

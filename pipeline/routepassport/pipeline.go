@@ -151,6 +151,18 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		return errors.New("routepassport: already running")
 	}
 	defer p.running.Store(false)
+	// A broker the service is still trying to start (unreachable at start):
+	// its capabilities and listeners wait for it.
+	select {
+	case <-p.b.Started():
+	default:
+		p.log.Warn("route-passport pipeline waiting for its broker to connect", "broker", p.b.Name())
+		select {
+		case <-p.b.Started():
+		case <-ctx.Done():
+			return nil
+		}
+	}
 	sub := broker.Subscription{Topic: p.cfg.inputTopic, Group: p.cfg.group, DeadLetterTopic: p.cfg.dlqTopic,
 		Concurrency: p.cfg.concurrency, BatchSize: p.cfg.batchSize}
 	var (

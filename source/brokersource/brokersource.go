@@ -186,6 +186,19 @@ func New(b *broker.Broker, sub broker.Subscription, db *store.DB, stream string,
 // Run implements inbox.Source: it listens until ctx ends, then stops the
 // listener, waiting up to the stop timeout for the delivery in hand.
 func (s *Source) Run(ctx context.Context, wake func()) error {
+	// A broker that was unreachable when the service started is started in
+	// the background: listen once it is up, and keep the stream's other
+	// sources running meanwhile.
+	select {
+	case <-s.b.Started():
+	default:
+		s.log.Warn("broker source waiting for its broker to connect", "broker", s.b.Name())
+		select {
+		case <-s.b.Started():
+		case <-ctx.Done():
+			return nil
+		}
+	}
 	l, err := s.b.Listen(ctx, s.sub, func(hctx context.Context, d *broker.Delivery) error {
 		return s.handle(hctx, d, wake)
 	})

@@ -3,14 +3,18 @@
 -- their own time there.
 
 -- name: LeaseAcquire
--- Takes the lease when it is free, expired, or already ours; a new owner gets
--- the next epoch. Setting the epoch (a unique key column) locks the row FOR
--- UPDATE, so a takeover waits for the old owner's running batch to end.
+-- Takes the lease when it is free, expired, already ours, or held by another
+-- incarnation of our instance id ($5, the part of the owner before "/"; NULL
+-- for an owner without one): a restarted process takes its lease back at
+-- once. A new owner gets the next epoch. Setting the epoch (a unique key
+-- column) locks the row FOR UPDATE, so a takeover waits for the old owner's
+-- running batch to end, and that owner's next batch finds the epoch moved on.
 INSERT INTO msgx_lease (name, owner, expires_at, epoch)
 VALUES ($1, $2, COALESCE($4::timestamptz, now()) + $3 * interval '1 microsecond', 1)
 ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at,
     epoch = msgx_lease.epoch + CASE WHEN msgx_lease.owner = EXCLUDED.owner THEN 0 ELSE 1 END
 WHERE msgx_lease.owner = EXCLUDED.owner OR msgx_lease.expires_at <= COALESCE($4::timestamptz, now())
+    OR left(msgx_lease.owner, length($5::text) + 1) = $5::text || '/'
 RETURNING owner, epoch
 
 -- name: LeaseRenew

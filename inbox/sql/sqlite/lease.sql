@@ -2,12 +2,14 @@
 -- microseconds like every SQLite time here), ?3 the time to live.
 
 -- name: LeaseAcquire
--- Takes the lease when it is free, expired, or already ours; a new owner gets
--- the next epoch.
+-- Takes the lease when it is free, expired, already ours, or held by another
+-- incarnation of our instance id (?5, NULL for an owner without one); a new
+-- owner gets the next epoch.
 INSERT INTO msgx_lease (name, owner, expires_at, epoch) VALUES (?1, ?2, ?4 + ?3, 1)
 ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at,
     epoch = msgx_lease.epoch + CASE WHEN msgx_lease.owner = EXCLUDED.owner THEN 0 ELSE 1 END
 WHERE msgx_lease.owner = EXCLUDED.owner OR msgx_lease.expires_at <= ?4
+    OR substr(msgx_lease.owner, 1, length(?5) + 1) = ?5 || '/'
 RETURNING owner, epoch
 
 -- name: LeaseRenew
