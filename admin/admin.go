@@ -1,8 +1,14 @@
 // Package admin is the operators' HTTP API of a running msgx service: status
 // of streams and relay targets, dead letters, audited replays (previewed by a
 // dry run first), backfill status and the queries pipelines register, plus
-// /metrics, /healthz and /readyz. Requests carry a bearer token compared in
-// constant time; the read-only scope sees, the operator scope also acts.
+// /metrics, /healthz and /readyz. Requests carry a named bearer token
+// compared in constant time; the read-only scope sees, the operator scope
+// also acts, and the audit records the token's name. Failed authentications
+// are throttled per client address, logged and counted; a request whose Host
+// is not a name of the listener, an API write that is not JSON or comes from
+// another site, and (without tokens) a client not on loopback are refused
+// before anything is served; a failure of the service answers a reference to
+// its log line, never the database's text.
 package admin
 
 import (
