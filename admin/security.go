@@ -323,6 +323,16 @@ func newSecurityMetrics() (authFailures, refused *prometheus.CounterVec, evicted
 		Name: "msgx_admin_refused_total",
 		Help: "Requests the admin listener refused before serving them, by reason (host, open_network, cross_site, content_type, csrf, sessions_full).",
 	}, []string{"reason"})
+	// Every series exists from the start at 0, so that an alert's
+	// increase() sees the first failure.
+	for _, via := range []string{"api", "console"} {
+		for _, reason := range []string{authMissing, authUnknown, authThrottled, authScope} {
+			authFailures.WithLabelValues(via, reason)
+		}
+	}
+	for _, reason := range []string{RefusedHost, RefusedOpenNetwork, RefusedCrossSite, RefusedContentType, RefusedCSRF, RefusedSessions} {
+		refused.WithLabelValues(reason)
+	}
 	evicted = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "msgx_admin_auth_throttle_evictions_total",
 		Help: "Clients whose failed authentications were forgotten early because the throttle's table was full.",

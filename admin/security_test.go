@@ -275,7 +275,7 @@ func TestAuthenticationThrottle(t *testing.T) {
 	// The counter is exported with the other admin metrics.
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(srv.Collector())
-	if n, err := testutil.GatherAndCount(reg, "msgx_admin_auth_failures_total"); err != nil || n != 2 {
+	if n, err := testutil.GatherAndCount(reg, "msgx_admin_auth_failures_total", "msgx_admin_refused_total"); err != nil || n != 8+6 {
 		t.Errorf("msgx_admin_auth_failures_total: %d series, %v", n, err)
 	}
 }
