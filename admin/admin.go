@@ -1,13 +1,18 @@
 // Package admin is the operators' HTTP API of a running msgx service: status
 // of streams and relay targets, dead letters, audited replays (previewed by a
 // dry run first), backfill status and the queries pipelines register, plus
-// /metrics, /healthz and /readyz. Requests carry a bearer token compared in
-// constant time; the read-only scope sees, the operator scope also acts.
+// /metrics, /healthz and /readyz. Requests carry a named bearer token
+// compared in constant time; the read-only scope sees, the operator scope
+// also acts, and the audit records the token's name. Failed authentications
+// are throttled per client address, logged and counted; a request whose Host
+// is not a name of the listener, an API write that is not JSON or comes from
+// another site, and (without tokens) a client not on loopback are refused
+// before anything is served; a failure of the service answers a reference to
+// its log line, never the database's text.
 package admin
 
 import (
 	"context"
-	"crypto/subtle"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -93,11 +98,27 @@ type Config struct {
 	// paused (its broker unavailable) and its last send error
 	// (relay.Targets).
 	TargetStates func() []outbox.TargetState
-	// Tokens; with neither set every request is let through (the embedded
-	// profile on a loopback listener).
+	// Tokens are the named credentials. ReadToken and OperatorToken are
+	// shorthands for the tokens named "read" and "operator". With no token at
+	// all every request is let through as the open-access operator, from
+	// loopback clients only unless OpenNetwork (the embedded profile).
+	Tokens                   []Token
 	ReadToken, OperatorToken string
-	Gatherer                 prometheus.Gatherer
-	Checks                   []Check
+	// OpenNetwork lets the open access (no token) serve clients that are not
+	// on loopback: anyone who reaches the listener can replay.
+	OpenNetwork bool
+	// Hosts are the names of the listener a request's Host may carry beside
+	// an IP address and localhost (a DNS-rebinding page carries its own).
+	Hosts []string
+	// Throttle slows clients down whose authentications fail (default
+	// DefaultThrottle).
+	Throttle Throttle
+	// ReadyCache is how long a /readyz answer is reused (default 1 s): the
+	// checks reach the database, the mailboxes and the brokers, and
+	// /readyz needs no token.
+	ReadyCache time.Duration
+	Gatherer   prometheus.Gatherer
+	Checks     []Check
 	// Queries by name ("requests", "flights"); a missing one answers 501.
 	Queries map[string]QueryFunc
 	// Unavailable explains a missing query (default "not available").
@@ -122,6 +143,14 @@ type Server struct {
 	mux     *http.ServeMux
 	streams map[string]Stream
 	dbClock bool
+
+	tokens   []Token
+	hosts    map[string]bool
+	throttle *throttle
+	ready    readyCache
+
+	authFailures, refused *prometheus.CounterVec
+	evicted               prometheus.Counter
 }
 
 // now is the time ages are measured from.
@@ -154,11 +183,30 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 30 * time.Second
 	}
+	if cfg.ReadyCache <= 0 {
+		cfg.ReadyCache = time.Second
+	}
 	q, err := queries.For(cfg.DB.Dialect())
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, q: q, mux: http.NewServeMux(), streams: map[string]Stream{}, dbClock: dbClock}
+	s := &Server{cfg: cfg, q: q, mux: http.NewServeMux(), streams: map[string]Stream{}, dbClock: dbClock, hosts: map[string]bool{}}
+	if err := s.setTokens(); err != nil {
+		return nil, err
+	}
+	for _, h := range cfg.Hosts {
+		s.hosts[hostName(h)] = true
+	}
+	s.authFailures, s.refused, s.evicted = newSecurityMetrics()
+	hostClk := cfg.HostClock
+	if hostClk == nil {
+		hostClk = clock.Real{}
+	}
+	s.throttle = newThrottle(cfg.Throttle, hostClk, func(client string) {
+		s.evicted.Inc()
+		s.cfg.Logger.Warn("admin: the authentication throttle's table is full: the oldest client's failures are forgotten", "client", client)
+	})
+	s.ready.clk = hostClk
 	for _, st := range cfg.Streams {
 		s.streams[st.Name] = st
 	}
@@ -180,13 +228,49 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// setTokens gathers the named tokens and the two shorthands, refusing an
+// empty name or secret, a scope that acts on nothing and a name or secret
+// given twice.
+func (s *Server) setTokens() error {
+	all := append([]Token(nil), s.cfg.Tokens...)
+	if s.cfg.ReadToken != "" {
+		all = append(all, Token{Name: "read", Scope: Read, Secret: s.cfg.ReadToken})
+	}
+	if s.cfg.OperatorToken != "" {
+		all = append(all, Token{Name: "operator", Scope: Operator, Secret: s.cfg.OperatorToken})
+	}
+	names, secrets := map[string]bool{}, map[string]bool{}
+	for _, t := range all {
+		switch {
+		case t.Name == "" || t.Secret == "":
+			return errors.New("admin: a token needs a name and a secret")
+		case t.Scope != Read && t.Scope != Operator:
+			return fmt.Errorf("admin: token %s: scope %s", t.Name, t.Scope)
+		case names[t.Name]:
+			return fmt.Errorf("admin: two tokens are named %s", t.Name)
+		case secrets[t.Secret]:
+			return fmt.Errorf("admin: token %s has the secret of another token", t.Name)
+		}
+		names[t.Name], secrets[t.Secret] = true, true
+	}
+	s.tokens = all
+	return nil
+}
+
+// ServeHTTP serves the API to the requests Admit lets in.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.Admit(w, r) {
+		s.mux.ServeHTTP(w, r)
+	}
+}
 
 // Problem is the body of every error answer.
 type Problem struct {
 	Error string `json:"error"`
 }
 
+// handler serves an authorized request; actor is how the audit names its
+// caller (Identity.Actor).
 type handler func(ctx context.Context, r *http.Request, actor string) (any, error)
 
 // httpError is an error with the status to answer.
@@ -203,60 +287,26 @@ func errorf(status int, format string, args ...any) error {
 
 func (s *Server) route(pattern string, need Scope, h handler) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		scope := s.scope(r)
-		if scope < need {
-			if scope == Anonymous {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="msgx"`)
-				writeJSON(w, http.StatusUnauthorized, Problem{"missing or unknown bearer token"})
-			} else {
-				writeJSON(w, http.StatusForbidden, Problem{fmt.Sprintf("the %s scope may not do this; it needs the %s scope", scope, need)})
-			}
+		if !s.checkWrite(w, r) {
 			return
 		}
-		actor := scope.String()
-		if who := strings.TrimSpace(r.Header.Get("X-Msgx-Actor")); who != "" && len(who) <= 100 {
-			actor = who + " (" + actor + " token)"
+		id, ok := s.authorize(w, r, need)
+		if !ok {
+			return
 		}
+		// X-Msgx-Actor (the CLI sends $USER) is only a note beside the
+		// token's name: anyone holding the token can write anything there.
+		actor := id.Actor("", r.Header.Get("X-Msgx-Actor"))
 		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
 		defer cancel()
 		out, err := h(ctx, r, actor)
 		if err != nil {
-			if status := ErrorStatus(err); status != http.StatusInternalServerError {
-				writeJSON(w, status, Problem{err.Error()})
-				return
-			}
-			s.cfg.Logger.Error("admin: request failed", "path", r.URL.Path, "err", err)
-			writeJSON(w, http.StatusInternalServerError, Problem{err.Error()})
+			status, msg := s.PublicError(r, err)
+			writeJSON(w, status, Problem{msg})
 			return
 		}
 		writeJSON(w, http.StatusOK, out)
 	})
-}
-
-// scope compares the bearer token with both tokens in constant time.
-func (s *Server) scope(r *http.Request) Scope {
-	tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return s.TokenScope(tok)
-}
-
-// TokenScope is the scope of a token, compared with both tokens in constant
-// time; with no token configured every caller is an operator.
-func (s *Server) TokenScope(tok string) Scope {
-	if s.OpenAccess() {
-		return Operator
-	}
-	if tok == "" {
-		return Anonymous
-	}
-	op := s.cfg.OperatorToken != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.OperatorToken)) == 1
-	rd := s.cfg.ReadToken != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.ReadToken)) == 1
-	switch {
-	case op:
-		return Operator
-	case rd:
-		return Read
-	}
-	return Anonymous
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -274,22 +324,55 @@ type CheckResult struct {
 	Error string `json:"error,omitempty"`
 }
 
+// readyz answers from the checks of the last ReadyCache; a failed check's
+// error text goes to authenticated callers only (it may name hosts,
+// tables and accounts), the others see which check failed.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-	defer cancel()
-	res, ok := s.runChecks(ctx)
+	res, ok := s.Ready(r.Context())
 	status := http.StatusOK
 	if !ok {
 		status = http.StatusServiceUnavailable
 	}
+	if !ok && !s.detailed(r) {
+		shown := make([]CheckResult, len(res))
+		for i, c := range res {
+			shown[i] = CheckResult{Name: c.Name, OK: c.OK}
+			if !c.OK {
+				shown[i].Error = "failed (its error is shown to authenticated callers)"
+			}
+		}
+		res = shown
+	}
 	writeJSON(w, status, map[string]any{"ready": ok, "checks": res})
 }
 
-// OpenAccess tells whether no token is configured (every caller acts).
-func (s *Server) OpenAccess() bool { return s.cfg.ReadToken == "" && s.cfg.OperatorToken == "" }
+// detailed tells whether a /readyz caller may see errors: with a valid token
+// (a wrong one counts as a failed authentication, as anywhere else).
+func (s *Server) detailed(r *http.Request) bool {
+	if s.OpenAccess() {
+		return true
+	}
+	tok := bearer(r)
+	if tok == "" {
+		return false
+	}
+	_, err := s.Authenticate(r, tok, "api")
+	return err == nil
+}
 
-// Ready runs the readiness checks.
-func (s *Server) Ready(ctx context.Context) ([]CheckResult, bool) { return s.runChecks(ctx) }
+// OpenAccess tells whether no token is configured (every caller acts).
+func (s *Server) OpenAccess() bool { return len(s.tokens) == 0 }
+
+// Ready runs the readiness checks, or answers what they answered less than
+// Config.ReadyCache ago; callers at the same time share one run, bounded by
+// 5 s.
+func (s *Server) Ready(ctx context.Context) ([]CheckResult, bool) {
+	return s.ready.get(ctx, s.cfg.ReadyCache, func() ([]CheckResult, bool) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		return s.runChecks(ctx)
+	})
+}
 
 // runChecks runs every check at once, so that a slow one costs the others
 // nothing; a check still running when ctx ends fails as unanswered.
@@ -409,16 +492,15 @@ func ErrorStatus(err error) int {
 	return http.StatusInternalServerError
 }
 
-// RequireOperator guards a handler (a pipeline's) with the operator scope.
+// RequireOperator guards a handler (a pipeline's) as the API's own: the
+// listener's Host and open-access rules, JSON from the same site for a
+// write, and the operator scope.
 func (s *Server) RequireOperator(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch scope := s.scope(r); {
-		case scope == Anonymous:
-			w.Header().Set("WWW-Authenticate", `Bearer realm="msgx"`)
-			writeJSON(w, http.StatusUnauthorized, Problem{"missing or unknown bearer token"})
-		case scope < Operator:
-			writeJSON(w, http.StatusForbidden, Problem{"this needs the operator scope"})
-		default:
+		if !s.Admit(w, r) || !s.checkWrite(w, r) {
+			return
+		}
+		if _, ok := s.authorize(w, r, Operator); ok {
 			h.ServeHTTP(w, r)
 		}
 	})

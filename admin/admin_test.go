@@ -63,7 +63,7 @@ func setup(t *testing.T, db *store.DB) *fixture {
 	go func() { done <- eng.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	srv, err := New(Config{DB: db, Streams: []Stream{{Name: "s1", Engine: eng}}, Targets: []string{"t1"},
-		ReadToken: readTok, OperatorToken: opTok,
+		ReadToken: readTok, OperatorToken: opTok, Hosts: []string{"example.com"},
 		Queries: map[string]QueryFunc{}, Unavailable: map[string]string{"flights": "not available: the SIS pipeline is not enabled"}})
 	if err != nil {
 		t.Fatal(err)
@@ -78,6 +78,9 @@ func (f *fixture) do(t *testing.T, method, path, tok, body string, out any) int 
 		req.Header.Set("Authorization", "Bearer "+tok)
 	}
 	req.Header.Set("X-Msgx-Actor", "alice")
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	rec := httptest.NewRecorder()
 	f.srv.ServeHTTP(rec, req)
 	if out != nil && rec.Code == 200 {
@@ -185,7 +188,7 @@ func TestAdminAPI(t *testing.T) {
 			t.Errorf("outbox replay of a pending event: %+v", res)
 		}
 		var audits int
-		if err := db.QueryRow(ctx, "SELECT COUNT(*) FROM msgx_admin_audit WHERE actor LIKE 'alice%'").Scan(&audits); err != nil || audits != 3 {
+		if err := db.QueryRow(ctx, "SELECT COUNT(*) FROM msgx_admin_audit WHERE actor = 'operator (operator token; note \"alice\")'").Scan(&audits); err != nil || audits != 3 {
 			t.Errorf("audit rows: %d, %v", audits, err)
 		}
 
@@ -216,7 +219,9 @@ func TestNoTokensLetsEverythingThrough(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := httptest.NewRecorder()
-	srv.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/status", nil))
+	req := httptest.NewRequest("GET", "/v1/status", nil)
+	req.RemoteAddr, req.Host = "127.0.0.1:50000", "127.0.0.1:8081"
+	srv.ServeHTTP(rec, req)
 	if rec.Code != http.StatusOK {
 		t.Fatalf("status without tokens configured: %d %s", rec.Code, rec.Body)
 	}

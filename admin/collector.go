@@ -28,7 +28,9 @@ var (
 
 type collector struct{ s *Server }
 
-// Collector returns the scrape-time gauges of the state tables.
+// Collector returns the scrape-time gauges of the state tables and the
+// counters of the listener's security (failed authentications, refused
+// requests, throttle evictions).
 func (s *Server) Collector() prometheus.Collector { return collector{s} }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
@@ -36,9 +38,15 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 		descBfPending, descBfOverdue, descRelayPend, descRelayDead, descUnserved, descLastSuccess, descUp} {
 		ch <- d
 	}
+	c.s.authFailures.Describe(ch)
+	c.s.refused.Describe(ch)
+	c.s.evicted.Describe(ch)
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
+	c.s.authFailures.Collect(ch)
+	c.s.refused.Collect(ch)
+	c.s.evicted.Collect(ch)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	gauge := func(d *prometheus.Desc, v float64, label string) {

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/msgx/msgx/inbox"
@@ -69,11 +72,17 @@ func intParam(r *http.Request, name string, def, max int64) (int64, error) {
 		return def, nil
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 0 || (max > 0 && n > max) {
+	switch {
+	case max > 0 && (err != nil || n < 0 || n > max):
 		return 0, errorf(http.StatusBadRequest, "%s: %q is not a number from 0 to %d", name, v, max)
+	case err != nil || n < 0:
+		return 0, errorf(http.StatusBadRequest, "%s: %q is not a number from 0 up", name, v)
 	}
 	return n, nil
 }
+
+// deadParams are the parameters of GET /v1/dead.
+var deadParams = []string{"after", "class", "limit", "source", "stream", "target"}
 
 // DeadFilter selects dead letters: of one source ("": both), stream, class
 // (inbox), target (outbox); ids after After, at most Limit per stream or target.
@@ -85,6 +94,17 @@ type DeadFilter struct {
 
 func (s *Server) deadList(ctx context.Context, r *http.Request, _ string) (any, error) {
 	qp := r.URL.Query()
+	if err := readableParams(qp); err != nil {
+		return nil, err
+	}
+	for name, vs := range qp {
+		if !slices.Contains(deadParams, name) {
+			return nil, fmt.Errorf("%w: %q is not a parameter of this query (known: %s)", ErrBadParameter, name, strings.Join(deadParams, ", "))
+		}
+		if len(vs) > 1 {
+			return nil, fmt.Errorf("%w: %s is given %d times; give it once", ErrBadParameter, name, len(vs))
+		}
+	}
 	limit, err := intParam(r, "limit", 100, 1000)
 	if err != nil {
 		return nil, err
@@ -103,6 +123,12 @@ func (s *Server) DeadLetters(ctx context.Context, f DeadFilter) (DeadList, error
 	out := DeadList{Inbox: []DeadMessage{}, Outbox: []DeadEvent{}}
 	if f.Source != "" && f.Source != "inbox" && f.Source != "outbox" {
 		return out, errorf(http.StatusBadRequest, "source: %q is neither inbox nor outbox", f.Source)
+	}
+	if f.Class != "" && !classShape.MatchString(f.Class) {
+		return out, fmt.Errorf("%w: class %q: want a failure class (MALFORMED, INFRA, EXHAUSTED, …)", ErrBadParameter, f.Class)
+	}
+	if err := readable(f.Target); err != nil {
+		return out, fmt.Errorf("%w: target %w", ErrBadParameter, err)
 	}
 	if f.Limit <= 0 || f.Limit > 1000 {
 		f.Limit = 100
@@ -214,8 +240,14 @@ func (s *Server) deadOutbox(ctx context.Context, r *http.Request, _ string) (any
 	return s.DeadOutbox(ctx, r.PathValue("event"))
 }
 
+// classShape is what a failure class looks like.
+var classShape = regexp.MustCompile(`^[A-Za-z_]{1,40}$`)
+
 // DeadOutbox reads one outbox event.
 func (s *Server) DeadOutbox(ctx context.Context, eventID string) (DeadEvent, error) {
+	if err := readable(eventID); err != nil {
+		return DeadEvent{}, fmt.Errorf("%w: event id %w", ErrBadParameter, err)
+	}
 	rec, err := outbox.Get(ctx, s.cfg.DB, eventID)
 	if errors.Is(err, outbox.ErrNotFound) {
 		return DeadEvent{}, errorf(http.StatusNotFound, "no outbox event %q", eventID)

@@ -67,6 +67,9 @@ func (s *Server) Replay(ctx context.Context, actor string, req ReplayRequest) (R
 	if strings.TrimSpace(req.Reason) == "" {
 		return res, errorf(http.StatusBadRequest, "a replay needs a reason (it is audited)")
 	}
+	if err := readableRequest(req); err != nil {
+		return res, err
+	}
 	if req.Limit <= 0 {
 		req.Limit = 10000
 	}
@@ -135,6 +138,35 @@ func (s *Server) replayInbox(ctx context.Context, actor string, req ReplayReques
 	// it among the other admin operations.
 	return s.audit(ctx, s.cfg.DB, actor, "replay", req, *res)
 }
+
+// readableRequest refuses text in a replay request that no stream, target,
+// class or id holds and the database would refuse with its own error: not
+// UTF-8, NUL and other control characters (a reason may have line breaks
+// and tabs), or too long.
+func readableRequest(req ReplayRequest) error {
+	for name, v := range map[string]string{"source": req.Source, "stream": req.Stream, "class": req.Class, "target": req.Target} {
+		if err := readable(v); err != nil {
+			return fmt.Errorf("%w: %s %w", ErrBadParameter, name, err)
+		}
+	}
+	for _, id := range req.IDs {
+		if err := readable(id); err != nil {
+			return fmt.Errorf("%w: an id %w", ErrBadParameter, err)
+		}
+	}
+	reason := strings.NewReplacer("\n", "", "\r", "", "\t", "").Replace(req.Reason)
+	if err := readable(reason); err != nil || len(req.Reason) > maxReasonBytes {
+		if err == nil {
+			err = fmt.Errorf("is longer than %d bytes", maxReasonBytes)
+		}
+		return fmt.Errorf("%w: reason %w", ErrBadParameter, err)
+	}
+	return nil
+}
+
+// maxReasonBytes bounds a replay's reason: a sentence or a ticket's
+// summary, not a log.
+const maxReasonBytes = 2000
 
 // previewInbox applies the inbox's replay rule without changing anything.
 func (s *Server) previewInbox(ctx context.Context, stream string, class inbox.Class, ids []int64, limit int, res *ReplayResult) error {

@@ -77,6 +77,9 @@ func (s *Server) Gaps(ctx context.Context, limit int) ([]Gap, error) {
 func (s *Server) Progress(ctx context.Context, source, stream string, ids []string) (map[string]string, error) {
 	out := make(map[string]string, len(ids))
 	for _, id := range ids {
+		if err := readable(id); err != nil {
+			return nil, fmt.Errorf("%w: id %w", ErrBadParameter, err)
+		}
 		switch source {
 		case "inbox":
 			n, err := strconv.ParseInt(id, 10, 64)

@@ -594,9 +594,14 @@ func (a *App) buildRelay() error {
 
 func (a *App) buildAdmin(reg *Registry, deps Deps) error {
 	cfg := admin.Config{
-		DB: a.db, ReadToken: a.cfg.Admin.ReadToken, OperatorToken: a.cfg.Admin.OperatorToken,
+		DB: a.db, ReadToken: a.cfg.Admin.ReadToken, OperatorToken: a.cfg.Admin.OperatorToken, Tokens: adminTokens(a.cfg.Admin),
+		Hosts: adminHosts(a.cfg.Admin), OpenNetwork: a.cfg.Admin.AllowOpenNetwork,
 		Gatherer: a.metrics, Logger: a.log, Queries: map[string]admin.QueryFunc{}, HostClock: a.clock,
 		Unavailable: map[string]string{"requests": Unavailable, "flights": Unavailable},
+	}
+	if a.cfg.Admin.AllowOpenNetwork && a.cfg.Admin.NoAdminToken() {
+		a.log.Warn("admin: admin.allow-open-network: the admin listener has no token and serves every client that reaches it, replays included",
+			"listen", a.cfg.Admin.Listen)
 	}
 	for _, s := range a.streams {
 		st := admin.Stream{Name: s.name, Engine: s.engine, Overdue: a.cfg.Streams[s.name].OverdueBackfill.D(),
@@ -667,6 +672,30 @@ func (a *App) buildAdmin(reg *Registry, deps Deps) error {
 	c := a.cfg.Admin
 	a.adminSrv, err = a.listener("admin", c.Listen, c.TLS, c.TrustedProxies, c.Limits, mux)
 	return err
+}
+
+// adminTokens are the configuration's named admin tokens.
+func adminTokens(c config.Admin) []admin.Token {
+	var out []admin.Token
+	for _, name := range slices.Sorted(maps.Keys(c.Tokens)) {
+		t := c.Tokens[name]
+		scope := admin.Read
+		if t.Scope == "operator" {
+			scope = admin.Operator
+		}
+		out = append(out, admin.Token{Name: name, Scope: scope, Secret: t.Secret})
+	}
+	return out
+}
+
+// adminHosts are the names a request to the admin listener may carry in its
+// Host: admin.hosts and the listen address's own name.
+func adminHosts(c config.Admin) []string {
+	hosts := slices.Clone(c.Hosts)
+	if host, _, err := net.SplitHostPort(c.Listen); err == nil && host != "" {
+		hosts = append(hosts, host)
+	}
+	return hosts
 }
 
 // mailboxCheck is the readiness of a mailbox: its server answers, and no

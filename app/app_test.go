@@ -24,8 +24,8 @@ import (
 )
 
 const (
-	readTok = "app-read-token-0123456789"
-	opTok   = "app-operator-token-0123456789"
+	readTok = "rT5kW9qZ2xV7nB3mL8cJ4hF6dS1gP0aYe"
+	opTok   = "oP3nM8vB1cX6zL4kJ9hG2fD7sA5qW0eRt"
 )
 
 func registry() *Registry {

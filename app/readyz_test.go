@@ -23,10 +23,16 @@ import (
 	"github.com/msgx/msgx/store/storetest"
 )
 
-// readyz answers /readyz: its status and the failed checks with their errors.
+// readyz answers /readyz: its status and the failed checks with their
+// errors (shown to a caller with a token, here the read token).
 func readyz(t *testing.T, addr string) (int, map[string]string) {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/readyz")
+	req, err := http.NewRequest("GET", "http://"+addr+"/readyz", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+readTok)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,7 +64,7 @@ func setup(t *testing.T, db *store.DB, queries ...map[string]admin.QueryFunc) *f
 	go func() { done <- eng.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	cfg := admin.Config{DB: db, Streams: []admin.Stream{{Name: "s1", Engine: eng}}, Targets: []string{"t1"},
-		ReadToken: readTok, OperatorToken: opTok, Unavailable: map[string]string{"flights": "not available: the SIS pipeline is not enabled"}}
+		ReadToken: readTok, OperatorToken: opTok, Hosts: []string{"example.com"}, Unavailable: map[string]string{"flights": "not available: the SIS pipeline is not enabled"}}
 	if len(queries) > 0 {
 		cfg.Queries = queries[0]
 	}
@@ -110,6 +110,10 @@ func (f *fixture) do(t *testing.T, method, path, cookie string, form url.Values,
 		req = httptest.NewRequest(method, path, nil)
 	}
 	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i] == "Host" {
+			req.Host = hdr[i+1]
+			continue
+		}
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	if cookie != "" {
@@ -280,7 +284,7 @@ func TestCSRF(t *testing.T) {
 		t.Fatalf("replay: %d\n%s", r.code, r.body)
 	}
 	var actor string
-	if err := f.db.QueryRow(context.Background(), "SELECT actor FROM msgx_admin_audit WHERE NOT dry_run").Scan(&actor); err != nil || actor != "night shift (operator token, console)" {
+	if err := f.db.QueryRow(context.Background(), "SELECT actor FROM msgx_admin_audit WHERE NOT dry_run").Scan(&actor); err != nil || actor != `operator (operator token, console; note "night shift")` {
 		t.Errorf("the replay's audit row: %q %v", actor, err)
 	}
 	if n := audits(t, f.db); n != 2 {

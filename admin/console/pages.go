@@ -18,14 +18,18 @@ const payloadLimit = 64 << 10
 // replayLimit bounds what one replay from the console selects.
 const replayLimit = 1000
 
-// fail renders an admin error: a refusal with its own status (501 for a
-// query no pipeline provides), else 500.
+// fail renders an admin error: a refusal with its own status and text (501
+// for a query no pipeline provides), else 500 with a reference to the log
+// line that has the cause.
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, s session, err error) {
-	status := admin.ErrorStatus(err)
-	if status >= 500 && status != http.StatusNotImplemented {
-		c.log.Error("console: request failed", "path", r.URL.Path, "err", err)
-	}
-	c.render(w, r, status, "error", s, map[string]any{"Title": http.StatusText(status), "Error": err.Error()})
+	status, msg := c.adm.PublicError(r, err)
+	c.render(w, r, status, "error", s, map[string]any{"Title": http.StatusText(status), "Error": msg})
+}
+
+// failText answers a fragment's error as text, as fail does.
+func (c *Console) failText(w http.ResponseWriter, r *http.Request, err error) {
+	status, msg := c.adm.PublicError(r, err)
+	http.Error(w, msg, status)
 }
 
 func (c *Console) overviewData(ctx context.Context) (map[string]any, error) {
@@ -58,7 +62,7 @@ func (c *Console) overview(ctx context.Context, w http.ResponseWriter, r *http.R
 func (c *Console) overviewFragment(ctx context.Context, w http.ResponseWriter, r *http.Request, s session) {
 	d, err := c.overviewData(ctx)
 	if err != nil {
-		http.Error(w, err.Error(), admin.ErrorStatus(err))
+		c.failText(w, r, err)
 		return
 	}
 	c.fragment(w, http.StatusOK, "overview", "body", s, d)
@@ -186,8 +190,8 @@ func (c *Console) replayPreview(w http.ResponseWriter, r *http.Request, s sessio
 	defer cancel()
 	res, err := c.adm.Replay(ctx, s.actor(), req)
 	if err != nil {
-		status := admin.ErrorStatus(err)
-		c.render(w, r, status, "replay", s, map[string]any{"R": req, "IDs": strings.Join(req.IDs, ","), "Error": err.Error(),
+		status, msg := c.adm.PublicError(r, err)
+		c.render(w, r, status, "replay", s, map[string]any{"R": req, "IDs": strings.Join(req.IDs, ","), "Error": msg,
 			"Streams": c.adm.StreamNames(), "Targets": c.adm.TargetNames()})
 		return
 	}
@@ -229,7 +233,7 @@ func (c *Console) progress(ctx context.Context, w http.ResponseWriter, r *http.R
 	}
 	st, err := c.adm.Progress(ctx, q.Get("source"), q.Get("stream"), ids)
 	if err != nil {
-		http.Error(w, err.Error(), admin.ErrorStatus(err))
+		c.failText(w, r, err)
 		return
 	}
 	counts := map[string]int{}
@@ -254,11 +258,9 @@ func (c *Console) query(name string) pageFunc {
 		case err != nil && admin.ErrorStatus(err) == http.StatusNotImplemented:
 			data["Unavailable"] = err.Error()
 		case err != nil:
-			status = admin.ErrorStatus(err)
-			if status >= 500 {
-				c.log.Error("console: query failed", "query", name, "err", err)
-			}
-			data["Error"] = err.Error()
+			var msg string
+			status, msg = c.adm.PublicError(r, err)
+			data["Error"] = msg
 		default:
 			data["Table"] = asTable(v)
 		}

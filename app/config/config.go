@@ -7,11 +7,11 @@
 //
 // The production profile refuses what is only safe on a developer's machine:
 // the in-memory broker, SQLite, Kafka producers without acks=all and
-// idempotence, an admin listener without a token, a shared mailbox without
-// an explicit start position, Kafka TLS that verifies nothing or a SASL
-// PLAIN password sent without TLS, a listener on a non-loopback address
-// without TLS or a trusted TLS proxy, and an HTTP ingress without senders
-// unless ingress.open says it is meant.
+// idempotence, an admin listener without a token or with a guessable one,
+// a shared mailbox without an explicit start position, Kafka TLS that
+// verifies nothing or a SASL PLAIN password sent without TLS, a listener on
+// a non-loopback address without TLS or a trusted TLS proxy, and an HTTP
+// ingress without senders unless ingress.open says it is meant.
 package config
 
 import (
@@ -104,12 +104,25 @@ type Store struct {
 	StartTimeout Duration `yaml:"start-timeout"`
 }
 
-// Admin is the admin listener: the admin API, /metrics, /healthz, /readyz.
+// Admin is the admin listener: the admin API, the console, /metrics,
+// /healthz, /readyz.
 type Admin struct {
 	// Listen is host:port; empty disables the listener.
-	Listen        string `yaml:"listen"`
+	Listen string `yaml:"listen"`
+	// ReadToken and OperatorToken are the secrets of the tokens named "read"
+	// and "operator" (one shared token per scope).
 	ReadToken     string `yaml:"read-token"`
 	OperatorToken string `yaml:"operator-token"`
+	// Tokens are named tokens: the audit records the name, so give each
+	// person or system its own.
+	Tokens map[string]AdminToken `yaml:"tokens"`
+	// Hosts are the DNS names clients reach the listener by; a request's
+	// Host must be one of them, localhost or an IP address.
+	Hosts []string `yaml:"hosts"`
+	// AllowOpenNetwork lets an embedded-profile listener without a token
+	// listen beyond loopback and serve any client: anyone who reaches it
+	// can replay.
+	AllowOpenNetwork bool `yaml:"allow-open-network"`
 	// TLS serves HTTPS from a certificate and key reloaded when they change.
 	TLS ListenerTLS `yaml:"tls"`
 	// TrustedProxies are the addresses (CIDR or single) of the
@@ -117,6 +130,21 @@ type Admin struct {
 	// X-Forwarded-Proto and X-Forwarded-For are believed, no one else's.
 	TrustedProxies []string   `yaml:"trusted-proxies"`
 	Limits         HTTPLimits `yaml:"limits"`
+}
+
+// AdminToken is a named admin token.
+type AdminToken struct {
+	// Scope is read or operator.
+	Scope string `yaml:"scope"`
+	// Secret is the bearer token (keep it in the environment:
+	// MSGX_ADMIN_TOKENS_<NAME>_SECRET).
+	Secret string `yaml:"secret"`
+}
+
+// NoAdminToken tells whether the admin listener has no token at all (every
+// caller is an operator).
+func (a Admin) NoAdminToken() bool {
+	return a.ReadToken == "" && a.OperatorToken == "" && len(a.Tokens) == 0
 }
 
 // ListenerTLS is the TLS of one of msgx's own listeners.

@@ -11,7 +11,8 @@ import (
 	"time"
 )
 
-const token = "0123456789abcdef-operator"
+// token is random, as the production profile wants it.
+const token = "Qm8sT4vX2nLp9wRk7bJc3yHf6dZg1aEuN5tV0oWx"
 
 func load(t *testing.T, yml string, env ...string) (*Config, error) {
 	t.Helper()
@@ -504,4 +505,94 @@ brokers:
 	if n := len(problemsOf(t, err)); n != 4 {
 		t.Errorf("%d problems, want 4:\n%v", n, err)
 	}
+}
+
+// An admin token reachable from the network (the production profile, or a
+// listener beyond loopback) must look random; on loopback in the embedded
+// profile 16 characters do.
+func TestAdminTokenStrength(t *testing.T) {
+	for _, c := range []struct{ secret, fragment string }{
+		{strings.Repeat("a", 16), "at least 32 characters"},
+		{strings.Repeat("a", 40), "distinct characters"},
+		{strings.Repeat("abcdefghij", 4), "repeats a pattern of 10"},
+		{"Correct-Horse-Battery-Staple-Password-2026", `"password"`},
+		{"xK9-changeme-Qz7-Lw2-Rt5-Yp8-Nb3-Vc6-Hj", `"changeme"`},
+		{"Qm8sT4vX2nLp9wRk7bJc3yHf6dZg1aEuABCDEFG", "run of characters"},
+		{"Qm8sT4vX2nLp9wRk7bJc3yHf6dZg1aEu00000", "run of characters"},
+		{"ababababcdcdcdcdefefefefghghghghijijijij", "repeats pairs"},
+	} {
+		_, err := load(t, production, "MSGX_ADMIN_OPERATOR_TOKEN="+c.secret)
+		wantProblem(t, err, "admin.operator-token", c.fragment)
+	}
+	for _, good := range []string{token, "4f9c2b7e1a8d3f6c0b5e9a2d7c4f1b8e", "q3JrX0m+U6Z1o9yXc8pWkT5n2vLd7sQbH4eRgA1fM0Y="} {
+		if _, err := load(t, production, "MSGX_ADMIN_OPERATOR_TOKEN="+good); err != nil {
+			t.Errorf("a random token %q refused: %v", good, err)
+		}
+	}
+	embedded := strings.Replace(production, "profile: production", "profile: embedded", 1)
+	if _, err := load(t, embedded, "MSGX_ADMIN_OPERATOR_TOKEN=0123456789abcdef"); err != nil {
+		t.Errorf("16 characters on loopback in the embedded profile: %v", err)
+	}
+	_, err := load(t, embedded, "MSGX_ADMIN_OPERATOR_TOKEN=0123456789abcdef", "MSGX_ADMIN_LISTEN=0.0.0.0:8081")
+	wantProblem(t, err, "admin.operator-token", "at least 32 characters")
+}
+
+// The embedded profile refuses an admin listener beyond loopback without a
+// token, unless told knowingly; the production profile refuses that switch.
+func TestOpenAdminOnlyOnLoopback(t *testing.T) {
+	const embedded = `
+store: {dsn: "sqlite:x.db"}
+admin: {listen: "127.0.0.1:8081"}
+`
+	if _, err := load(t, embedded); err != nil {
+		t.Fatalf("an open admin listener on loopback: %v", err)
+	}
+	for _, listen := range []string{"0.0.0.0:8081", ":8081", "[::]:8081", "10.0.0.5:8081", "msgx.internal:8081"} {
+		_, err := load(t, embedded, "MSGX_ADMIN_LISTEN="+listen)
+		wantProblem(t, err, "admin.listen", "not a loopback address and no admin token")
+	}
+	for _, listen := range []string{"localhost:8081", "[::1]:8081", "127.0.0.2:0"} {
+		if _, err := load(t, embedded, "MSGX_ADMIN_LISTEN="+listen); err != nil {
+			t.Errorf("%s: %v", listen, err)
+		}
+	}
+	if _, err := load(t, embedded, "MSGX_ADMIN_LISTEN=0.0.0.0:8081", "MSGX_ADMIN_ALLOW_OPEN_NETWORK=true"); err != nil {
+		t.Errorf("the explicit override: %v", err)
+	}
+	_, err := load(t, production, "MSGX_ADMIN_ALLOW_OPEN_NETWORK=true")
+	wantProblem(t, err, "admin.allow-open-network", "production profile refuses it")
+}
+
+// Named tokens: a scope and a secret each, the secret from the
+// environment; names, scopes and secrets checked.
+func TestNamedAdminTokens(t *testing.T) {
+	const other = "Zt8qLw3vR9xK2mN7pB4sD6fH1jG5cY0eUa7"
+	yml := strings.Replace(production, `admin: {listen: "127.0.0.1:0", operator-token: "`+token+`"}`, `admin:
+  listen: "127.0.0.1:0"
+  hosts: [msgx-admin.internal]
+  tokens:
+    alice: {scope: operator}
+    monitoring: {scope: read, secret: "`+other+`"}`, 1)
+	cfg, err := load(t, yml, "MSGX_ADMIN_TOKENS_ALICE_SECRET="+token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Admin.Tokens["alice"] != (AdminToken{Scope: "operator", Secret: token}) || cfg.Admin.Tokens["monitoring"].Scope != "read" ||
+		strings.Join(cfg.Admin.Hosts, ",") != "msgx-admin.internal" || cfg.Admin.NoAdminToken() {
+		t.Errorf("admin: %+v", cfg.Admin)
+	}
+	_, err = load(t, yml)
+	wantProblem(t, err, "admin.tokens.alice.secret", "missing")
+	_, err = load(t, yml, "MSGX_ADMIN_TOKENS_ALICE_SECRET="+other)
+	wantProblem(t, err, "admin.tokens.monitoring.secret", "must differ from admin.tokens.alice.secret")
+	_, err = load(t, yml, "MSGX_ADMIN_TOKENS_ALICE_SECRET="+token, "MSGX_ADMIN_TOKENS_ALICE_SCOPE=admin")
+	wantProblem(t, err, "admin.tokens.alice.scope", `"admin" is not a scope`)
+	_, err = load(t, yml, "MSGX_ADMIN_TOKENS_ALICE_SECRET="+token, "MSGX_ADMIN_OPERATOR_TOKEN=q3JrX0m+U6Z1o9yXc8pWkT5n2vLd7sQbH4eRgA1fM0Y=",
+		"MSGX_ADMIN_HOSTS=http://x")
+	wantProblem(t, err, "admin.hosts", "not a host name")
+	_, err = load(t, strings.Replace(yml, "alice:", "operator:", 1), "MSGX_ADMIN_TOKENS_OPERATOR_SECRET="+token,
+		"MSGX_ADMIN_OPERATOR_TOKEN=q3JrX0m+U6Z1o9yXc8pWkT5n2vLd7sQbH4eRgA1fM0Y=")
+	wantProblem(t, err, "admin.tokens.operator", "admin.operator-token's")
+	_, err = load(t, strings.Replace(yml, "alice:", "\"al ice\":", 1))
+	wantProblem(t, err, "admin.tokens.al ice", "a token's name")
 }

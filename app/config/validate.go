@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -53,20 +54,7 @@ func (c *Config) validate() []string {
 		p.addf("shutdown-timeout", "must be positive")
 	}
 
-	if c.Admin.Listen != "" {
-		checkListen(&p, "admin.listen", c.Admin.Listen)
-		if prod && c.Admin.OperatorToken == "" && c.Admin.ReadToken == "" {
-			p.addf("admin.listen", "the production profile refuses an admin listener without a token: set admin.operator-token (%s) and/or admin.read-token", EnvName("admin.operator-token"))
-		}
-	}
-	for _, k := range []struct{ key, tok string }{{"admin.read-token", c.Admin.ReadToken}, {"admin.operator-token", c.Admin.OperatorToken}} {
-		if k.tok != "" && len(k.tok) < 16 {
-			p.addf(k.key, "a token must have at least 16 characters")
-		}
-	}
-	if c.Admin.ReadToken != "" && c.Admin.ReadToken == c.Admin.OperatorToken {
-		p.addf("admin.read-token", "must differ from admin.operator-token")
-	}
+	c.validateAdmin(&p, prod)
 	validateListener(&p, "admin", c.Admin.Listen, c.Admin.TLS, c.Admin.TrustedProxies, c.Admin.Limits, prod)
 	if c.Admin.TLS.ClientCAFile != "" {
 		p.addf("admin.tls.client-ca-file", "the admin listener takes no client certificates (its clients have tokens)")
@@ -509,6 +497,156 @@ type problems []string
 func (p *problems) addf(key, format string, args ...any) {
 	*p = append(*p, key+": "+fmt.Sprintf(format, args...))
 }
+
+// validateAdmin refuses an admin listener anyone on the network could act
+// on: without a token beyond loopback (unless allow-open-network says so, in
+// the embedded profile only), or with a token that can be guessed where the
+// network reaches it (the production profile, or a listener beyond
+// loopback).
+func (c *Config) validateAdmin(p *problems, prod bool) {
+	a := c.Admin
+	_, _, listenErr := net.SplitHostPort(a.Listen)
+	exposed := a.Listen != "" && listenErr == nil && !loopbackListen(a.Listen)
+	if a.Listen != "" {
+		checkListen(p, "admin.listen", a.Listen)
+		switch {
+		case prod && a.NoAdminToken():
+			p.addf("admin.listen", "the production profile refuses an admin listener without a token: set admin.operator-token (%s), admin.read-token or admin.tokens", EnvName("admin.operator-token"))
+		case exposed && a.NoAdminToken() && !a.AllowOpenNetwork:
+			p.addf("admin.listen", "%q is not a loopback address and no admin token is set: anyone who reaches it could replay; set admin tokens, listen on 127.0.0.1, or (knowingly) admin.allow-open-network: true", a.Listen)
+		}
+	}
+	if prod && a.AllowOpenNetwork {
+		p.addf("admin.allow-open-network", "the production profile refuses it: the admin listener needs tokens")
+	}
+	strict := prod || exposed
+	secrets := map[string]string{}
+	checkSecret := func(key, secret string) {
+		switch {
+		case secret == "":
+			p.addf(key, "missing: the token's secret (%s)", EnvName(key))
+			return
+		case strict:
+			if why := tokenWeakness(secret); why != "" {
+				p.addf(key, "%s; a token reachable from the network must be random: `openssl rand -base64 32`", why)
+			}
+		case len(secret) < 16:
+			p.addf(key, "a token must have at least 16 characters")
+		}
+		if other, ok := secrets[secret]; ok {
+			p.addf(key, "must differ from %s", other)
+		} else {
+			secrets[secret] = key
+		}
+	}
+	if a.OperatorToken != "" {
+		checkSecret("admin.operator-token", a.OperatorToken)
+	}
+	if a.ReadToken != "" {
+		checkSecret("admin.read-token", a.ReadToken)
+	}
+	for _, name := range slices.Sorted(maps.Keys(a.Tokens)) {
+		t, key := a.Tokens[name], "admin.tokens."+name
+		switch {
+		case !tokenName.MatchString(name):
+			p.addf(key, "%q: a token's name is 1 to 60 letters, digits, '.', '_', '-' or '@' (the audit records it)", name)
+		case name == "read" && a.ReadToken != "" || name == "operator" && a.OperatorToken != "":
+			p.addf(key, "the name %s is admin.%s-token's", name, name)
+		}
+		if t.Scope != "read" && t.Scope != "operator" {
+			p.addf(key+".scope", "%q is not a scope (read or operator)", t.Scope)
+		}
+		checkSecret(key+".secret", t.Secret)
+	}
+	for i, h := range a.Hosts {
+		if h == "" || strings.ContainsAny(h, "/:@ ") {
+			p.addf("admin.hosts", "entry %d (%q) is not a host name", i+1, h)
+		}
+	}
+}
+
+var tokenName = regexp.MustCompile(`^[A-Za-z0-9._@-]{1,60}$`)
+
+// loopbackListen tells whether a listen address is on loopback only.
+func loopbackListen(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// tokenWeakness says why a secret could be guessed ("" when it looks
+// random): fewer than 32 characters, a word attackers try first, few
+// distinct characters, a repeated pattern, pairs of characters or a run
+// (aaaaa, 12345), or under
+// about 100 bits by the characters' frequencies. A token of random bytes
+// (base64 or hex of 16 bytes or more) passes.
+func tokenWeakness(s string) string {
+	if len(s) < 32 {
+		return fmt.Sprintf("a token must have at least 32 characters (it has %d)", len(s))
+	}
+	lower := strings.ToLower(s)
+	for _, w := range weakWords {
+		if strings.Contains(lower, w) {
+			return fmt.Sprintf("the token holds %q, a word guessed first", w)
+		}
+	}
+	counts := map[rune]int{}
+	n := 0
+	for _, r := range s {
+		counts[r]++
+		n++
+	}
+	if len(counts) < 10 {
+		return fmt.Sprintf("the token has only %d distinct characters", len(counts))
+	}
+	for period := 1; period <= n/2; period++ {
+		if s[period:] == s[:len(s)-period] {
+			return fmt.Sprintf("the token repeats a pattern of %d characters", period)
+		}
+	}
+	up, down, same := 1, 1, 1
+	step := func(run *int, ok bool) {
+		if ok {
+			*run++
+		} else {
+			*run = 1
+		}
+	}
+	for i := 1; i < len(s); i++ {
+		step(&up, s[i] == s[i-1]+1)
+		step(&down, s[i] == s[i-1]-1)
+		step(&same, s[i] == s[i-1])
+		if up >= 5 || down >= 5 || same >= 5 {
+			return "the token holds a run of characters (aaaaa, 12345, edcba)"
+		}
+	}
+	pairs := map[string]bool{}
+	for i := 0; i+2 <= len(s); i++ {
+		pairs[s[i:i+2]] = true
+	}
+	if 4*len(pairs) < 3*(len(s)-1) {
+		return "the token repeats pairs of characters"
+	}
+	bits := 0.0
+	for _, k := range counts {
+		q := float64(k) / float64(n)
+		bits -= float64(k) * math.Log2(q)
+	}
+	if bits < 100 {
+		return fmt.Sprintf("the token's characters carry about %.0f bits; at least 100 are needed", bits)
+	}
+	return ""
+}
+
+// weakWords are what a token made by a person tends to hold.
+var weakWords = []string{"password", "passwd", "passw0rd", "secret", "changeme", "change-me", "letmein", "qwerty", "admin",
+	"token", "example", "default", "msgx", "operator", "test"}
 
 func checkListen(p *problems, key, addr string) {
 	if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {

@@ -47,8 +47,8 @@ import (
 
 const (
 	mariaDSN = "root@tcp(127.0.0.1:3306)/test"
-	readTok  = "e2e-read-token-0123456789"
-	opTok    = "e2e-operator-token-0123456789"
+	readTok  = "eR7wQ2zX9kV4nB6mT1cJ8hF3dS5gL0aYu"
+	opTok    = "eO4pN9vB2cX7zL5kJ1hG8fD3sA6qW0rTy"
 )
 
 // span is what the in-process OTLP receiver keeps of an exported span.

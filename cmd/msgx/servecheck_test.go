@@ -10,7 +10,7 @@ import (
 // serve --check validates the sample production configuration and names
 // every unsafe value at once.
 func TestServeCheck(t *testing.T) {
-	t.Setenv("MSGX_ADMIN_OPERATOR_TOKEN", "check-operator-token-0123456789")
+	t.Setenv("MSGX_ADMIN_OPERATOR_TOKEN", "cK4pN9vB2cX7zL5qJ1hG8fD3sA6mW0rTy")
 	if out := run(t, "serve", "--check", "--config", "../../deploy/msgx.production.yaml"); !strings.Contains(out, "configuration valid (profile production)") ||
 		!strings.Contains(out, "relay.targets.kafka:msg.lane") {
 		t.Fatalf("serve --check printed:\n%s", out)

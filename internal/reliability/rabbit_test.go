@@ -34,8 +34,8 @@ func TestRabbitConfig(t *testing.T) {
 	cfg, err := config.Load(path, []string{
 		"MSGX_STORE_DSN=postgres://root@127.0.0.1:5432/test",
 		"MSGX_MAILBOXES_SHARED_DSN=root@tcp(127.0.0.1:3306)/test",
-		"MSGX_ADMIN_READ_TOKEN=reliability-read-token-0123456789",
-		"MSGX_ADMIN_OPERATOR_TOKEN=reliability-operator-token-0123456789",
+		"MSGX_ADMIN_READ_TOKEN=rL6kW2qZ9xV4nB7mT3cJ1hF8dS5gP0aYi",
+		"MSGX_ADMIN_OPERATOR_TOKEN=rO9pN4vB7cX2zL6kJ3hG1fD8sA5qW0eTu",
 		"MSGX_BROKERS_RABBIT_URL=amqp://guest:guest@127.0.0.1:1/",
 	})
 	if err != nil {

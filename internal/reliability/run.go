@@ -338,8 +338,8 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 		// The sample's sender, posting from this host.
 		"MSGX_INGRESS_SENDERS_AODB_ADDRESSES=127.0.0.1",
 		"MSGX_INGRESS_MAX_BYTES=1048576",
-		"MSGX_ADMIN_READ_TOKEN=reliability-read-token-0123456789",
-		"MSGX_ADMIN_OPERATOR_TOKEN=reliability-operator-token-0123456789",
+		"MSGX_ADMIN_READ_TOKEN=rL6kW2qZ9xV4nB7mT3cJ1hF8dS5gP0aYi",
+		"MSGX_ADMIN_OPERATOR_TOKEN=rO9pN4vB7cX2zL6kJ3hG1fD8sA5qW0eTu",
 		"MSGX_STREAMS_SIS_POLL_INTERVAL=100ms",
 		"MSGX_STREAMS_SIS_BACKOFF_INITIAL=200ms",
 		"MSGX_STREAMS_SIS_BACKOFF_MAX=5s",
