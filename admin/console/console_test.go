@@ -384,7 +384,7 @@ func TestQueryAndGaps(t *testing.T) {
 func TestOverviewShowsPausedAndUnservedTargets(t *testing.T) {
 	db := storetest.NewPostgres(t)
 	since := time.Date(2026, 12, 6, 2, 57, 0, 0, time.UTC)
-	adm, err := admin.New(admin.Config{DB: db, Targets: []string{"kafka:msg", "kafka:schd"}, ReadToken: readTok,
+	adm, err := admin.New(admin.Config{DB: db, Targets: []string{"kafka:msg", "kafka:schd"}, ReadToken: readTok, Hosts: []string{"example.com"},
 		TargetStates: func() []outbox.TargetState {
 			return []outbox.TargetState{{Target: "kafka:msg"}, {Target: "kafka:schd", Paused: true, PausedSince: since,
 				LastError: "dial tcp 127.0.0.1:9092: connection refused", LastErrorAt: since.Add(3 * time.Minute)}}
