@@ -138,3 +138,26 @@ func TestSkipLetsTheWaitingEventsGo(t *testing.T) {
 		}
 	})
 }
+
+// TestDeadEventBetweenHoldsTheSuccessor: a DEAD event between a key's head
+// and its next event (left by the target's earlier, unordered, lane) holds
+// the key too once the head is sent: the claim of the sent head's successor
+// (SentAdvance on PostgreSQL) does not pass it.
+func TestDeadEventBetweenHoldsTheSuccessor(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		ctx := context.Background()
+		clk := clock.NewFake(t0)
+		s := &sink{}
+		r := newRelay(t, db, clk, outbox.Target("p", s, outbox.PerKey))
+		enqueue(t, db, t0, ev("p", "A", 1), ev("p", "A", 2), ev("p", "A", 3), ev("p", "A", 4))
+		if _, err := db.Exec(ctx, "UPDATE msgx_outbox SET status = 'DEAD', dead_at = created_at WHERE event_id = "+param(db, 1), "p-A-3"); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			flush(t, r)
+		}
+		if got := s.ids(); !slices.Equal(got, []string{"p-A-1", "p-A-2"}) {
+			t.Fatalf("sent %v, want A:1, A:2 and A:4 held behind the dead A:3", got)
+		}
+	})
+}
