@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -41,7 +42,9 @@ func TestDeadEventHoldsItsKey(t *testing.T) {
 		var reject atomic.Value
 		reject.Store(map[string]bool{"p-A-2": true})
 		s := rejecting(&reject)
-		r := newRelay(t, db, clk, outbox.WithRetry(noJitter), outbox.Target("p", s, outbox.PerKey))
+		var logs syncBuffer
+		r := newRelay(t, db, clk, outbox.WithRetry(noJitter), outbox.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))),
+			outbox.Target("p", s, outbox.PerKey))
 
 		enqueue(t, db, t0, ev("p", "A", 1), ev("p", "A", 2), ev("p", "A", 3), ev("p", "B", 1))
 		for range 5 {
@@ -65,6 +68,10 @@ func TestDeadEventHoldsItsKey(t *testing.T) {
 			if rec := get(t, db, id); rec.Status != outbox.StatusPending || rec.Attempts != 0 {
 				t.Fatalf("%s: %+v, want PENDING and never tried", id, rec)
 			}
+		}
+		if line := "outbox event dead; it holds its key until it is replayed or skipped"; !strings.Contains(logs.String(), line) ||
+			!strings.Contains(logs.String(), "event_id=p-A-2") {
+			t.Fatalf("no %q line for p-A-2:\n%s", line, logs.String())
 		}
 		blocked, err := outbox.BlockedKeys(ctx, db, "p", 10)
 		if err != nil {
@@ -161,3 +168,4 @@ func TestDeadEventBetweenHoldsTheSuccessor(t *testing.T) {
 		}
 	})
 }
+
