@@ -168,4 +168,3 @@ func TestDeadEventBetweenHoldsTheSuccessor(t *testing.T) {
 		}
 	})
 }
-
