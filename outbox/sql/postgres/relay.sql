@@ -50,6 +50,11 @@ RETURNING o.ctid, o.id, o.event_id, o.topic, o.partition_key, o.event_type, o.pa
 -- is not claimed: a dead event holds its key, whose later events wait for
 -- its replay or skip (one probe of the small msgx_outbox_dead_key index per
 -- key visited). The key still counts as visited, so the walk moves past it.
+-- The probe is a scalar subquery, not NOT EXISTS: PostgreSQL turns NOT
+-- EXISTS into an anti join, and the generic plan made on an empty table
+-- scanned every dead entry of the target for each head, matching the key
+-- in a join filter; a subquery runs per head with the key in its index
+-- condition.
 -- A last row (id 0) carries the last key visited and how many were visited.
 WITH RECURSIVE walk AS (
     (SELECT partition_key AS k, ctid AS t FROM msgx_outbox
@@ -67,9 +72,10 @@ WITH RECURSIVE walk AS (
     SELECT h.ctid FROM msgx_outbox h
     WHERE h.ctid = ANY(ARRAY(SELECT t FROM keys)) AND h.target = $1 AND h.status <> 'DEAD'
       AND h.next_attempt_at <= $3 AND (h.locked_until IS NULL OR h.locked_until <= $3)
-      AND NOT EXISTS (SELECT 1 FROM msgx_outbox d
-          WHERE d.target = $1 AND d.status = 'DEAD' AND d.skipped_at IS NULL
-            AND d.partition_key = h.partition_key AND d.id < h.id)
+      AND (SELECT 1 FROM msgx_outbox d
+           WHERE d.target = $1 AND d.status = 'DEAD' AND d.skipped_at IS NULL
+             AND d.partition_key = h.partition_key AND d.id < h.id
+           LIMIT 1) IS NULL
     FOR UPDATE OF h SKIP LOCKED
 ), u AS (
     UPDATE msgx_outbox o SET locked_until = $4, attempts = o.attempts + 1,
@@ -177,9 +183,10 @@ WITH d AS (
     SELECT o.ctid FROM msgx_outbox o
     WHERE o.ctid = ANY(ARRAY(SELECT t FROM cand)) AND o.target = $1 AND o.status <> 'DEAD'
       AND o.next_attempt_at <= $4 AND (o.locked_until IS NULL OR o.locked_until <= $4)
-      AND NOT EXISTS (SELECT 1 FROM msgx_outbox d
-          WHERE d.target = $1 AND d.status = 'DEAD' AND d.skipped_at IS NULL
-            AND d.partition_key = o.partition_key AND d.id < o.id)
+      AND (SELECT 1 FROM msgx_outbox d
+           WHERE d.target = $1 AND d.status = 'DEAD' AND d.skipped_at IS NULL
+             AND d.partition_key = o.partition_key AND d.id < o.id
+           LIMIT 1) IS NULL
     FOR UPDATE OF o SKIP LOCKED
 ), u AS (
     UPDATE msgx_outbox o SET locked_until = $5, attempts = o.attempts + 1,

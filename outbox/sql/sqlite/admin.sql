@@ -49,15 +49,17 @@ RETURNING event_id
 -- The keys of target ?1 held by a DEAD event (not skipped): the oldest
 -- such event of each key, in id order, at most ?2, with how many PENDING
 -- events of the key wait behind it. Read from the msgx_outbox_dead_key index
--- and, per key, the pending key index.
+-- and, per key, the pending key index (a scalar subquery per dead event, as
+-- in ClaimHeads).
 SELECT d.partition_key, d.event_id, d.id, d.dead_at,
     (SELECT COUNT(*) FROM msgx_outbox w
      WHERE w.target = ?1 AND w.status = 'PENDING' AND w.partition_key = d.partition_key AND w.id > d.id)
 FROM msgx_outbox d
 WHERE d.target = ?1 AND d.status = 'DEAD' AND d.skipped_at IS NULL AND d.partition_key <> ''
-  AND NOT EXISTS (SELECT 1 FROM msgx_outbox e
-      WHERE e.target = ?1 AND e.status = 'DEAD' AND e.skipped_at IS NULL
-        AND e.partition_key = d.partition_key AND e.id < d.id)
+  AND (SELECT 1 FROM msgx_outbox e
+       WHERE e.target = ?1 AND e.status = 'DEAD' AND e.skipped_at IS NULL
+         AND e.partition_key = d.partition_key AND e.id < d.id
+       LIMIT 1) IS NULL
 ORDER BY d.id
 LIMIT ?2
 
