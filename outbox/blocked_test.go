@@ -143,6 +143,20 @@ func TestSkipLetsTheWaitingEventsGo(t *testing.T) {
 		if actor != "ops" || reason != "bad payload" || !strings.Contains(skipped, "p-A-1") {
 			t.Fatalf("skip audit: %q %q %q %q", actor, reason, selector, skipped)
 		}
+
+		// A skipped event can still be replayed: the mark is cleared and it
+		// goes after the newer events of its key (delivery, not history).
+		reject.Store(map[string]bool{})
+		if _, err := outbox.ReplayEvents(ctx, db, clk.Now(), outbox.ReplayRequest{EventIDs: []string{"p-A-1"}, Actor: "ops", Reason: "fixed after all"}); err != nil {
+			t.Fatal(err)
+		}
+		if rec := get(t, db, "p-A-1"); rec.Status != outbox.StatusPending || rec.SkippedAt != nil {
+			t.Fatalf("A:1 replayed after its skip: %+v, want PENDING and no longer skipped", rec)
+		}
+		flush(t, r)
+		if got := s.ids(); !slices.Equal(got, []string{"p-A-2", "p-A-3", "p-A-1"}) {
+			t.Fatalf("sent %v after the replay of the skipped A:1", got)
+		}
 	})
 }
 
