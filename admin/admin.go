@@ -220,6 +220,7 @@ func New(cfg Config) (*Server, error) {
 	s.route("GET /v1/dead/inbox/{stream}/{id}", Read, s.deadInbox)
 	s.route("GET /v1/dead/outbox/{event}", Read, s.deadOutbox)
 	s.route("POST /v1/replay", Operator, s.replay)
+	s.route("POST /v1/skip", Operator, s.skip)
 	s.route("GET /v1/backfill", Read, s.backfill)
 	s.route("GET /v1/requests", Read, s.query("requests"))
 	s.route("GET /v1/flights", Read, s.query("flights"))

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/msgx/msgx/outbox"
 )
 
 // The gauges read from the database at scrape time: what the components'
@@ -23,6 +25,8 @@ var (
 	descRelayDead   = prometheus.NewDesc("msgx_relay_dead", "DEAD outbox events per target (dead letters awaiting replay).", []string{"target"}, nil)
 	descUnserved    = prometheus.NewDesc("msgx_relay_unserved_pending", "PENDING outbox events of a target that no relay target of this instance serves (relay.targets lacks it): they wait for ever. 0 for a served target.", []string{"target"}, nil)
 	descLastSuccess = prometheus.NewDesc("msgx_stream_last_success_timestamp_seconds", "When this process last committed a message of the stream (Unix seconds); absent until it has.", []string{"stream"}, nil)
+	descBlocked     = prometheus.NewDesc("msgx_outbox_blocked_keys", "Keys of a per-key target held by a DEAD event that was neither replayed nor skipped: their later events wait. 0 for a per-key target with none; absent for other lanes.", []string{"target"}, nil)
+	descBlockedKey  = prometheus.NewDesc("msgx_outbox_blocked_key_waiting", "Events waiting behind the DEAD event event_id that holds key of a per-key target; the first keys only (oldest dead event first, as many as the status lists).", []string{"target", "key", "event_id"}, nil)
 	descUp          = prometheus.NewDesc("msgx_status_up", "1 when the last scrape could read the state tables, 0 when it failed.", nil, nil)
 )
 
@@ -35,7 +39,7 @@ func (s *Server) Collector() prometheus.Collector { return collector{s} }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHeadAge, descHeadBlocked, descBacklog, descStreamDead, descGapOpen, descGapsSkipped,
-		descBfPending, descBfOverdue, descRelayPend, descRelayDead, descUnserved, descLastSuccess, descUp} {
+		descBfPending, descBfOverdue, descRelayPend, descRelayDead, descUnserved, descBlocked, descBlockedKey, descLastSuccess, descUp} {
 		ch <- d
 	}
 	c.s.authFailures.Describe(ch)
@@ -78,6 +82,12 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			unserved = float64(t.Pending)
 		}
 		gauge(descUnserved, unserved, t.Target)
+		if t.Lane == outbox.PerKey.String() {
+			gauge(descBlocked, float64(t.BlockedKeys), t.Target)
+			for _, b := range t.Blocked {
+				ch <- prometheus.MustNewConstMetric(descBlockedKey, prometheus.GaugeValue, float64(b.Waiting), t.Target, b.Key, b.EventID)
+			}
+		}
 	}
 	c.s.unserved(st.Targets) // the ERROR lines
 	if err == nil {

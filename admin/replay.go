@@ -49,6 +49,10 @@ type ReplayResult struct {
 	// were applied after it was missed, and replaying it applies its change
 	// over theirs.
 	Warnings map[string]string `json:"warnings,omitempty"`
+	// Waiting (outbox, per-key targets) counts, per selected DEAD event, the
+	// PENDING events of its key that wait behind it: the replay sends the
+	// dead event first, then them, in order.
+	Waiting map[string]int64 `json:"waiting,omitempty"`
 }
 
 func (s *Server) replay(ctx context.Context, r *http.Request, actor string) (any, error) {
@@ -238,6 +242,7 @@ func (s *Server) replayOutbox(ctx context.Context, actor string, req ReplayReque
 	// Select what is DEAD now; the replay below moves exactly those rows,
 	// in the same transaction as its audit row.
 	var selected []string
+	perKey := map[string]bool{} // the selected events of per-key targets
 	if req.Target != "" {
 		var after int64
 		for len(selected) < req.Limit {
@@ -248,6 +253,9 @@ func (s *Server) replayOutbox(ctx context.Context, actor string, req ReplayReque
 			for _, r := range recs {
 				selected = append(selected, r.EventID)
 				after = r.Seq
+				if s.perKey(r.Target) {
+					perKey[r.EventID] = true
+				}
 			}
 			if len(recs) == 0 {
 				break
@@ -265,10 +273,16 @@ func (s *Server) replayOutbox(ctx context.Context, actor string, req ReplayReque
 				res.Refused[id] = "status " + string(rec.Status)
 			default:
 				selected = append(selected, id)
+				if s.perKey(rec.Target) {
+					perKey[id] = true
+				}
 			}
 		}
 	}
 	sort.Strings(selected)
+	if err := s.waiting(ctx, selected, perKey, res); err != nil {
+		return err
+	}
 	if req.DryRun || len(selected) == 0 {
 		res.Replayed = append(res.Replayed, selected...)
 		if !req.DryRun {
@@ -293,6 +307,29 @@ func (s *Server) replayOutbox(ctx context.Context, actor string, req ReplayReque
 		res.Covered = out.Covered
 		return s.audit(ctx, tx, actor, "replay", req, *res)
 	})
+}
+
+// waiting fills in how many events wait behind each selected DEAD event of
+// a per-key target.
+func (s *Server) waiting(ctx context.Context, selected []string, perKey map[string]bool, res *ReplayResult) error {
+	if len(perKey) == 0 {
+		return nil
+	}
+	ids := make([]string, 0, len(perKey))
+	for _, id := range selected {
+		if perKey[id] {
+			ids = append(ids, id)
+		}
+	}
+	n, err := outbox.WaitingBehind(ctx, s.cfg.DB, ids)
+	if err != nil {
+		return err
+	}
+	res.Waiting = map[string]int64{}
+	for _, id := range ids {
+		res.Waiting[id] = n[id] // 0 for an event without a key
+	}
+	return nil
 }
 
 func (s *Server) audit(ctx context.Context, q store.Querier, actor, action string, req ReplayRequest, res ReplayResult) error {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 )
 
@@ -68,7 +69,19 @@ type TargetStatus struct {
 	// LastError is this process's last failed send (or probe) to the target.
 	LastError   string     `json:"last_error,omitempty"`
 	LastErrorAt *time.Time `json:"last_error_at,omitempty"`
+	// Lane is the target's lane in this process's relay (unordered, per-key,
+	// compacted; empty when no relay here serves it).
+	Lane string `json:"lane,omitempty"`
+	// BlockedKeys counts, on a per-key target, the keys held by a DEAD event
+	// (not skipped): their later events wait for its replay or skip.
+	// Blocked lists the first BlockedShown of them, oldest dead event first,
+	// each with the event holding it and how many events wait behind it.
+	BlockedKeys int64               `json:"blocked_keys"`
+	Blocked     []outbox.BlockedKey `json:"blocked,omitempty"`
 }
+
+// BlockedShown bounds the blocked keys a target's status lists.
+const BlockedShown = 10
 
 // Status is GET /v1/status.
 type Status struct {
@@ -214,7 +227,12 @@ func (s *Server) targetStatus(ctx context.Context) ([]TargetStatus, error) {
 			if have == nil {
 				continue
 			}
-			have.Paused, have.LastError = ts.Paused, ts.LastError
+			have.Paused, have.LastError, have.Lane = ts.Paused, ts.LastError, ts.Kind.String()
+			if ts.Kind == outbox.PerKey {
+				if err := s.blocked(ctx, have); err != nil {
+					return nil, err
+				}
+			}
 			if ts.Paused {
 				have.PausedSince = &ts.PausedSince
 			}
@@ -229,6 +247,36 @@ func (s *Server) targetStatus(ctx context.Context) ([]TargetStatus, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Target < out[j].Target })
 	return out, nil
+}
+
+// blocked fills in the keys of a per-key target held by a DEAD event.
+func (s *Server) blocked(ctx context.Context, t *TargetStatus) error {
+	if t.Dead == 0 {
+		return nil // no dead event, nothing held: no query
+	}
+	n, err := outbox.BlockedKeyCount(ctx, s.cfg.DB, t.Target)
+	if err != nil {
+		return err
+	}
+	t.BlockedKeys = n
+	if n > 0 {
+		t.Blocked, err = outbox.BlockedKeys(ctx, s.cfg.DB, t.Target, BlockedShown)
+	}
+	return err
+}
+
+// perKey says whether this process's relay serves target with a per-key
+// lane (false when no relay here serves it: its lane is unknown).
+func (s *Server) perKey(target string) bool {
+	if s.cfg.TargetStates == nil {
+		return false
+	}
+	for _, ts := range s.cfg.TargetStates() {
+		if ts.Target == target {
+			return ts.Kind == outbox.PerKey
+		}
+	}
+	return false
 }
 
 // BackfillStatus is GET /v1/backfill, one per stream.

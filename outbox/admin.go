@@ -47,6 +47,9 @@ type Record struct {
 	// ended without a result (the relay stopped or crashed); they are among
 	// Attempts but do not count against the retry policy.
 	LeaseExpiries int
+	// SkippedAt is, for a DEAD event an operator skipped (SkipEvents), when:
+	// it stays DEAD but no longer holds its key on a per-key target.
+	SkippedAt *time.Time
 }
 
 // ErrNotFound is returned by Get for an unknown event id.
@@ -62,7 +65,7 @@ func Get(ctx context.Context, q store.Querier, eventID string) (Record, error) {
 	var r Record
 	var typ, status string
 	err = q.QueryRow(ctx, qs.Get("Get"), eventID).Scan(&r.EventID, &r.Seq, &r.Target, &r.Topic, &r.Key, &typ, &status,
-		&r.Attempts, &r.LastError, &r.CreatedAt, &r.NextAttemptAt, &r.DoneAt, &r.CoveredBy, &r.LeaseExpiries)
+		&r.Attempts, &r.LastError, &r.CreatedAt, &r.NextAttemptAt, &r.DoneAt, &r.CoveredBy, &r.LeaseExpiries, &r.SkippedAt)
 	if errors.Is(err, store.ErrNoRows) {
 		return Record{}, fmt.Errorf("%w: %s", ErrNotFound, eventID)
 	}
@@ -121,9 +124,11 @@ type ReplayResult struct {
 // audit row (when, who, why, what), in one transaction (q's own, when q is a
 // store.Tx). Compaction never goes back in time: a DEAD event of a compacted
 // key whose newer state was already sent is recorded as COVERED by that
-// newer event instead. On a per-key target a replayed event is sent after
-// the newer events of its key that went out meanwhile (replay restores
-// delivery, not history).
+// newer event instead. On a per-key target a DEAD event holds its key (its
+// newer events wait), so the replayed event, the oldest of its key, is sent
+// first and the waiting ones after it, in order. A replayed event that had
+// been skipped (SkipEvents) is sent after the newer events of its key that
+// went out meanwhile: replay restores delivery, not history.
 func ReplayEvents(ctx context.Context, q store.Querier, now time.Time, req ReplayRequest) (ReplayResult, error) {
 	var res ReplayResult
 	if (req.Target == "") == (len(req.EventIDs) == 0) {
@@ -152,7 +157,7 @@ func ReplayEvents(ctx context.Context, q store.Querier, now time.Time, req Repla
 		}
 		replayed, _ := json.Marshal(append([]string{}, res.Replayed...))
 		covered, _ := json.Marshal(append([]string{}, res.Covered...))
-		if _, err := tx.Exec(ctx, qs.Get("ReplayAudit"), now, req.Actor, req.Reason, selector, string(replayed), string(covered)); err != nil {
+		if _, err := tx.Exec(ctx, qs.Get("ReplayAudit"), now, req.Actor, req.Reason, selector, string(replayed), string(covered), "replay"); err != nil {
 			return fmt.Errorf("outbox: replay audit: %w", err)
 		}
 		return nil
@@ -250,4 +255,150 @@ func ReplayTarget(ctx context.Context, q store.Querier, now time.Time, target st
 func jsonStrings(s []string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// SkipRequest selects DEAD events to skip: the listed event ids. Actor and
+// Reason go to the audit (msgx_outbox_replay, action skip).
+type SkipRequest struct {
+	EventIDs []string
+	Actor    string
+	Reason   string
+}
+
+// SkipResult lists the events marked skipped (DEAD ones not skipped before).
+type SkipResult struct {
+	Skipped []string
+}
+
+// SkipEvents marks the selected DEAD events skipped at now and writes an
+// audit row, in one transaction (q's own, when q is a store.Tx). A skipped
+// event stays DEAD (it can still be replayed) but no longer holds its key on
+// a per-key target: the key's waiting events go, in order. Events that are
+// not DEAD, or already skipped, are left as they are and not listed.
+func SkipEvents(ctx context.Context, q store.Querier, now time.Time, req SkipRequest) (SkipResult, error) {
+	var res SkipResult
+	if len(req.EventIDs) == 0 {
+		return res, errors.New("outbox: skip needs a list of event ids")
+	}
+	if req.Actor == "" {
+		return res, errors.New("outbox: skip needs an actor")
+	}
+	qs, err := queriesFor(q.Dialect())
+	if err != nil {
+		return res, err
+	}
+	var ids any = req.EventIDs
+	if q.Dialect() != store.Postgres {
+		ids = jsonStrings(req.EventIDs)
+	}
+	run := func(ctx context.Context, tx store.Querier) error {
+		skipped, err := queryStrings(ctx, tx, qs.Get("Skip"), ids, now)
+		if err != nil {
+			return err
+		}
+		res.Skipped = skipped
+		list, _ := json.Marshal(append([]string{}, skipped...))
+		if _, err := tx.Exec(ctx, qs.Get("ReplayAudit"), now, req.Actor, req.Reason, "ids", string(list), "[]", "skip"); err != nil {
+			return fmt.Errorf("outbox: skip audit: %w", err)
+		}
+		return nil
+	}
+	if db, ok := q.(*store.DB); ok {
+		err = db.InTx(ctx, func(ctx context.Context, tx store.Tx) error { return run(ctx, tx) })
+	} else {
+		err = run(ctx, q)
+	}
+	if err != nil {
+		return SkipResult{}, err
+	}
+	return res, nil
+}
+
+// BlockedKey is a key of a per-key target held by a DEAD event: its later
+// events wait until the event is replayed or skipped.
+type BlockedKey struct {
+	Key string `json:"key"`
+	// EventID and Seq name the DEAD event holding the key (the oldest not
+	// skipped), DeadAt when it went dead.
+	EventID string     `json:"event_id"`
+	Seq     int64      `json:"seq"`
+	DeadAt  *time.Time `json:"dead_at,omitempty"`
+	// Waiting counts the key's PENDING events behind it.
+	Waiting int64 `json:"waiting"`
+}
+
+// BlockedKeys returns up to limit keys of target held by a DEAD event that
+// was not skipped, oldest dead event first. The rule applies to per-key
+// targets only: the caller asks for those.
+func BlockedKeys(ctx context.Context, q store.Querier, target string, limit int) ([]BlockedKey, error) {
+	qs, err := queriesFor(q.Dialect())
+	if err != nil {
+		return nil, err
+	}
+	rows, err := q.Query(ctx, qs.Get("BlockedKeys"), target, limit)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: blocked keys of %s: %w", target, err)
+	}
+	defer rows.Close()
+	var out []BlockedKey
+	for rows.Next() {
+		var b BlockedKey
+		if err := rows.Scan(&b.Key, &b.EventID, &b.Seq, &b.DeadAt, &b.Waiting); err != nil {
+			return nil, fmt.Errorf("outbox: blocked keys of %s: %w", target, err)
+		}
+		out = append(out, b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("outbox: blocked keys of %s: %w", target, err)
+	}
+	return out, nil
+}
+
+// BlockedKeyCount counts the keys of target held by a DEAD event that was
+// not skipped (see BlockedKeys).
+func BlockedKeyCount(ctx context.Context, q store.Querier, target string) (int64, error) {
+	qs, err := queriesFor(q.Dialect())
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	if err := q.QueryRow(ctx, qs.Get("BlockedKeyCount"), target).Scan(&n); err != nil {
+		return 0, fmt.Errorf("outbox: blocked keys of %s: %w", target, err)
+	}
+	return n, nil
+}
+
+// WaitingBehind returns, for each of the listed DEAD events that has a key,
+// how many PENDING events of its key are newer: on a per-key target they
+// wait behind it, and a replay sends them after it.
+func WaitingBehind(ctx context.Context, q store.Querier, eventIDs []string) (map[string]int64, error) {
+	out := map[string]int64{}
+	if len(eventIDs) == 0 {
+		return out, nil
+	}
+	qs, err := queriesFor(q.Dialect())
+	if err != nil {
+		return nil, err
+	}
+	var ids any = eventIDs
+	if q.Dialect() != store.Postgres {
+		ids = jsonStrings(eventIDs)
+	}
+	rows, err := q.Query(ctx, qs.Get("WaitingBehind"), ids)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: waiting events: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var n int64
+		if err := rows.Scan(&id, &n); err != nil {
+			return nil, fmt.Errorf("outbox: waiting events: %w", err)
+		}
+		out[id] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("outbox: waiting events: %w", err)
+	}
+	return out, nil
 }

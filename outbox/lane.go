@@ -733,6 +733,12 @@ func (f *finishing) dead(ctx context.Context) {
 		f.all = append(f.all, err)
 		f.st.Dead++
 		f.l.met.dead.Inc()
+		if f.l.cfg.kind == PerKey && e.key != "" {
+			// The key's later events wait for it (see BlockedKeys).
+			f.l.log.Error("outbox event dead; it holds its key until it is replayed or skipped", "event_id", e.eventID,
+				"topic", e.topic, "key", e.key, "attempts", e.attempts, "err", f.errs[i])
+			continue
+		}
 		f.l.log.Error("outbox event dead", "event_id", e.eventID, "topic", e.topic, "attempts", e.attempts, "err", f.errs[i])
 	}
 }

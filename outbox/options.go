@@ -30,7 +30,8 @@ const (
 	// Unordered relays events in parallel, in batches, with no order promise.
 	Unordered LaneKind = iota + 1
 	// PerKey keeps the events of a key in id order: at most one event of a key
-	// is in flight, a failing key blocks only itself, keys run in parallel.
+	// is in flight, a failing key blocks only itself, keys run in parallel. A
+	// DEAD event holds its key until it is replayed or skipped.
 	PerKey
 	// Compacted sends only the newest pending event of each key (a Tombstone
 	// as an empty payload); the older pending events of the key are marked

@@ -66,6 +66,7 @@ func NewRelay(db *store.DB, opts ...Option) (*Relay, error) {
 			met:  r.met.forLane(lc.target),
 		}
 		l.gate.st.Target = lc.target
+		l.gate.st.Kind = lc.kind
 		l.met.up.Set(1)
 		r.lanes = append(r.lanes, l)
 	}

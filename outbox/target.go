@@ -29,6 +29,9 @@ type Pinger interface {
 // TargetState is what this relay knows of one target's broker.
 type TargetState struct {
 	Target string
+	// Kind is the target's lane: on a PerKey target a DEAD event holds its
+	// key (BlockedKeys).
+	Kind LaneKind
 	// Paused: the last send (or probe) found the broker unavailable; the
 	// relay sends nothing of the target until a probe gets through.
 	Paused bool

@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/msgx/msgx/admin"
+	"github.com/msgx/msgx/broker"
+	"github.com/msgx/msgx/broker/driver"
 	"github.com/msgx/msgx/inbox"
 	"github.com/msgx/msgx/internal/backoff"
 	"github.com/msgx/msgx/outbox"
@@ -411,5 +414,52 @@ func TestOverviewShowsPausedAndUnservedTargets(t *testing.T) {
 		if !strings.Contains(r.body, want) {
 			t.Errorf("the overview lacks %q:\n%s", want, r.body)
 		}
+	}
+}
+
+// rejectFirst is a broker that rejects the event ev-1 and takes the rest.
+type rejectFirst struct{}
+
+func (rejectFirst) SendConfirmed(_ context.Context, _ string, msgs ...*broker.Message) error {
+	for _, m := range msgs {
+		if m.Header(broker.HeaderEventID) == "ev-1" {
+			return driver.Classify(driver.Rejected, errors.New("message too large"))
+		}
+	}
+	return nil
+}
+
+// The overview names the keys of a per-key target held by a DEAD event, the
+// event holding each (a link to it) and how many events wait.
+func TestOverviewShowsBlockedKeys(t *testing.T) {
+	db := storetest.NewSQLite(t)
+	ctx := context.Background()
+	r, err := outbox.NewRelay(db, outbox.Target("t1", rejectFirst{}, outbox.PerKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+		return outbox.Enqueue(ctx, tx, time.Now(),
+			outbox.Event{ID: "ev-1", Target: "t1", Topic: "x", Key: "<k1>", Payload: []byte("{}")},
+			outbox.Event{ID: "ev-2", Target: "t1", Topic: "x", Key: "<k1>", Payload: []byte("{}")})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	adm, err := admin.New(admin.Config{DB: db, Targets: []string{"t1"}, TargetStates: r.Targets, ReadToken: readTok, OperatorToken: opTok, Hosts: []string{"example.com"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	con, err := New(adm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{con: con, db: db}
+	page := f.do(t, "GET", "/console/", f.login(t, readTok), nil)
+	if want := `1: <span class="blocked">&lt;k1&gt; held by <a href="/console/dead/outbox/ev-1">ev-1</a>, 1 waiting</span>;`; page.code != 200 || !strings.Contains(page.body, want) {
+		t.Fatalf("overview lacks %s:\n%d %s", want, page.code, page.body)
 	}
 }

@@ -108,11 +108,41 @@ func printStatus(out io.Writer, st admin.Status) error {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\n", t.Target, targetState(t), t.Pending, ago(t.Lag), t.Dead, paused, lastErr)
 	}
 	fmt.Fprintln(tw)
+	printBlocked(tw, st)
 	fmt.Fprintln(tw, "CHECK\tOK\tERROR")
 	for _, ch := range st.Checks {
 		fmt.Fprintf(tw, "%s\t%v\t%s\n", ch.Name, ch.OK, orDash(ch.Error))
 	}
 	return tw.Flush()
+}
+
+// printBlocked lists the keys of per-key targets held by a DEAD event (the
+// first admin.BlockedShown of each target), when there are any.
+func printBlocked(tw io.Writer, st admin.Status) {
+	shown := false
+	for _, t := range st.Targets {
+		if t.BlockedKeys == 0 {
+			continue
+		}
+		if !shown {
+			fmt.Fprintln(tw, "BLOCKED KEY\tTARGET\tHELD BY (DEAD)\tDEAD SINCE\tWAITING")
+			shown = true
+		}
+		for _, b := range t.Blocked {
+			since := "-"
+			if b.DeadAt != nil {
+				since = when(*b.DeadAt, st.Time)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", clip(b.Key, 40), t.Target, b.EventID, since, b.Waiting)
+		}
+		if more := t.BlockedKeys - int64(len(t.Blocked)); more > 0 {
+			fmt.Fprintf(tw, "(%d more)\t%s\t\t\t\n", more, t.Target)
+		}
+	}
+	if shown {
+		fmt.Fprintln(tw, "(msgx replay --source outbox --ids … sends the dead event first, then the waiting ones; msgx skip --ids … lets them go without it)")
+		fmt.Fprintln(tw)
+	}
 }
 
 // targetState says whether a relay of the instance answering serves the
@@ -377,6 +407,75 @@ func printReplay(w io.Writer, req admin.ReplayRequest, r admin.ReplayResult, ver
 	for _, k := range slices.Sorted(maps.Keys(r.Warnings)) {
 		fmt.Fprintf(w, "warning %s: %s\n", k, r.Warnings[k])
 	}
+	printWaiting(w, r.Waiting, "sent after it, in order")
+}
+
+// printWaiting says how many events of its key wait behind each DEAD event
+// of a per-key target (only those with any).
+func printWaiting(w io.Writer, waiting map[string]int64, then string) {
+	for _, k := range slices.Sorted(maps.Keys(waiting)) {
+		if n := waiting[k]; n > 0 {
+			fmt.Fprintf(w, "waiting behind %s: %d events of its key (%s)\n", k, n, then)
+		}
+	}
+}
+
+func newSkipCmd() *cobra.Command {
+	var req admin.SkipRequest
+	var ids string
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "skip",
+		Short: "Let the events waiting behind DEAD outbox events of per-key targets go without them: a dry run first, --yes to carry it out (audited; the skipped events stay DEAD)",
+		Example: `  msgx skip --ids 3f2a…,9c1b… --reason "payload cannot be fixed"          # dry run
+  msgx skip --ids 3f2a…,9c1b… --reason "payload cannot be fixed" --yes`,
+		Args: cobra.NoArgs,
+	}
+	c := clientFlags(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		out := cmd.OutOrStdout()
+		for _, id := range strings.Split(ids, ",") {
+			if id = strings.TrimSpace(id); id != "" {
+				req.IDs = append(req.IDs, id)
+			}
+		}
+		req.DryRun = !yes
+		var res admin.SkipResult
+		if err := c.call(cmd.Context(), "POST", "/v1/skip", nil, req, &res); err != nil {
+			return err
+		}
+		if c.json {
+			if err := printJSON(out, res); err != nil {
+				return err
+			}
+		} else {
+			verb, then := "skipped", "sent now, in order"
+			if res.DryRun {
+				verb, then = "would be skipped", "would be sent, in order"
+			}
+			if len(res.Skipped) == 0 {
+				fmt.Fprintf(out, "nothing to skip: none of the %d ids given is a DEAD event not skipped yet\n", len(req.IDs))
+			} else {
+				fmt.Fprintf(out, "%d %s (they stay DEAD, marked skipped): %s\n", len(res.Skipped), verb, clip(strings.Join(res.Skipped, ", "), 400))
+			}
+			for _, k := range slices.Sorted(maps.Keys(res.Refused)) {
+				fmt.Fprintf(out, "refused %s: %s\n", k, res.Refused[k])
+			}
+			printWaiting(out, res.Waiting, then)
+			if res.DryRun && len(res.Skipped) > 0 {
+				fmt.Fprintln(out, "dry run: nothing changed; add --yes to skip")
+			}
+		}
+		if len(res.Refused) > 0 {
+			return fmt.Errorf("%d of the selected ids refused (listed above)", len(res.Refused))
+		}
+		return nil
+	}
+	f := cmd.Flags()
+	f.StringVar(&ids, "ids", "", "comma-separated DEAD outbox event ids")
+	f.StringVar(&req.Reason, "reason", "", "why (required; audited)")
+	f.BoolVar(&yes, "yes", false, "carry the skip out (without it: dry run only)")
+	return cmd
 }
 
 // selection says in words what a replay request selected, for "nothing to

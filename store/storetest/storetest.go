@@ -186,6 +186,22 @@ func sanitize(s string) string {
 // are first planned on nearly empty tables.
 func CheckPlans(t testing.TB, pool *pgxpool.Pool, stmts map[string]string, tables *regexp.Regexp) {
 	t.Helper()
+	for name, plan := range GenericPlans(t, pool, stmts) {
+		for _, m := range seqScanRE.FindAllStringSubmatch(plan, -1) {
+			if tables.MatchString(m[1]) {
+				t.Errorf("%s reads %s sequentially:\n%s", name, m[1], plan)
+			}
+		}
+		if strings.Contains(plan, "JIT:") {
+			t.Errorf("%s is compiled before it runs:\n%s", name, plan)
+		}
+	}
+}
+
+// GenericPlans returns the generic plan of each statement (see CheckPlans)
+// as EXPLAIN prints it, made on a connection of pool, by name.
+func GenericPlans(t testing.TB, pool *pgxpool.Pool, stmts map[string]string) map[string]string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	pc, err := pool.Acquire(ctx)
@@ -199,17 +215,11 @@ func CheckPlans(t testing.TB, pool *pgxpool.Pool, stmts map[string]string, table
 	if _, err := conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
 		t.Fatalf("storetest: %v", err)
 	}
+	out := map[string]string{}
 	for name, sql := range stmts {
-		plan := genericPlan(ctx, t, conn, name, sql)
-		for _, m := range seqScanRE.FindAllStringSubmatch(plan, -1) {
-			if tables.MatchString(m[1]) {
-				t.Errorf("%s reads %s sequentially:\n%s", name, m[1], plan)
-			}
-		}
-		if strings.Contains(plan, "JIT:") {
-			t.Errorf("%s is compiled before it runs:\n%s", name, plan)
-		}
+		out[name] = genericPlan(ctx, t, conn, name, sql)
 	}
+	return out
 }
 
 // genericPlan returns the generic plan of sql as EXPLAIN prints it, costs

@@ -437,11 +437,14 @@ func insertAll(ctx context.Context, producers []*producer, cfg RelayConfig, pg *
 }
 
 // prefill writes DEAD rows (kept in msgx_outbox as dead letters) and SENT
-// records (msgx_outbox_sent) of the benchmark's target.
+// records (msgx_outbox_sent) of the benchmark's target. The DEAD rows have
+// keys of their own: a dead event holds its key on a per-key target, so on
+// the events' keys they would hold every key; apart, they fill the index a
+// per-key claim probes for each key it visits.
 func prefill(ctx context.Context, db *store.DB, cfg RelayConfig) error {
 	if cfg.Dead > 0 {
 		if _, err := db.Exec(ctx, `INSERT INTO msgx_outbox (event_id, target, topic, partition_key, payload, created_at, next_attempt_at, status, attempts, dead_at, last_error)
-			SELECT 'dead-' || g, $1, $1, 'k' || (g % $2), $3, now(), now(), 'DEAD', 5, now(), 'prefilled' FROM generate_series(1, $4) AS g`,
+			SELECT 'dead-' || g, $1, $1, 'dead-k' || (g % $2), $3, now(), now(), 'DEAD', 5, now(), 'prefilled' FROM generate_series(1, $4) AS g`,
 			benchTarget, cfg.Keys, payload(cfg.Size), cfg.Dead); err != nil {
 			return fmt.Errorf("prefill DEAD rows: %w", err)
 		}

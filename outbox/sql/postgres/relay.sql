@@ -46,6 +46,15 @@ RETURNING o.ctid, o.id, o.event_id, o.topic, o.partition_key, o.event_type, o.pa
 -- whatever the backlog; the heads that are due and unleased are locked with
 -- SKIP LOCKED (checked again on the row's latest version: a head claimed or
 -- sent meanwhile is skipped, never replaced by the row after it) and leased.
+-- A head with a DEAD event of its key before it (not skipped by an operator)
+-- is not claimed: a dead event holds its key, whose later events wait for
+-- its replay or skip (one probe of the small msgx_outbox_dead_key index per
+-- key visited). The key still counts as visited, so the walk moves past it.
+-- The probe is a scalar subquery, not NOT EXISTS: PostgreSQL turns NOT
+-- EXISTS into an anti join, and the generic plan made on an empty table
+-- scanned every dead entry of the target for each head, matching the key
+-- in a join filter; a subquery runs per head with the key in its index
+-- condition.
 -- A last row (id 0) carries the last key visited and how many were visited.
 WITH RECURSIVE walk AS (
     (SELECT partition_key AS k, ctid AS t FROM msgx_outbox
@@ -60,10 +69,14 @@ WITH RECURSIVE walk AS (
 ), keys AS MATERIALIZED (
     SELECT k, t FROM walk LIMIT $5
 ), c AS (
-    SELECT ctid FROM msgx_outbox
-    WHERE ctid = ANY(ARRAY(SELECT t FROM keys)) AND target = $1 AND status <> 'DEAD'
-      AND next_attempt_at <= $3 AND (locked_until IS NULL OR locked_until <= $3)
-    FOR UPDATE SKIP LOCKED
+    SELECT h.ctid FROM msgx_outbox h
+    WHERE h.ctid = ANY(ARRAY(SELECT t FROM keys)) AND h.target = $1 AND h.status <> 'DEAD'
+      AND h.next_attempt_at <= $3 AND (h.locked_until IS NULL OR h.locked_until <= $3)
+      AND (SELECT 1 FROM msgx_outbox d
+           WHERE d.target = $1 AND d.status = 'DEAD' AND d.skipped_at IS NULL
+             AND d.partition_key = h.partition_key AND d.id < h.id
+           LIMIT 1) IS NULL
+    FOR UPDATE OF h SKIP LOCKED
 ), u AS (
     UPDATE msgx_outbox o SET locked_until = $4, attempts = o.attempts + 1,
     lease_expiries = o.lease_expiries + CASE WHEN o.locked_until IS NULL THEN 0 ELSE 1 END
@@ -143,7 +156,8 @@ SELECT event_id, id, target, topic, partition_key, event_type, 'SENT', attempts,
 -- $8, and gives back any other) or found by one descent of the key index,
 -- which also reads up to $9 - 1 further successors and returns them (kind 1)
 -- for the next rounds. Ids of a key only grow in commit order (see Enqueue),
--- so a successor read earlier stays the next one.
+-- so a successor read earlier stays the next one. A successor with a DEAD
+-- event of its key before it (see ClaimHeads) is not claimed.
 WITH d AS (
     DELETE FROM msgx_outbox o USING unnest($2::tid[], $10::bigint[]) AS r(t, i)
     WHERE o.ctid = r.t AND o.id = r.i AND o.target = $1 AND o.locked_until = $3
@@ -169,7 +183,11 @@ WITH d AS (
     SELECT o.ctid FROM msgx_outbox o
     WHERE o.ctid = ANY(ARRAY(SELECT t FROM cand)) AND o.target = $1 AND o.status <> 'DEAD'
       AND o.next_attempt_at <= $4 AND (o.locked_until IS NULL OR o.locked_until <= $4)
-    FOR UPDATE SKIP LOCKED
+      AND (SELECT 1 FROM msgx_outbox d
+           WHERE d.target = $1 AND d.status = 'DEAD' AND d.skipped_at IS NULL
+             AND d.partition_key = o.partition_key AND d.id < o.id
+           LIMIT 1) IS NULL
+    FOR UPDATE OF o SKIP LOCKED
 ), u AS (
     UPDATE msgx_outbox o SET locked_until = $5, attempts = o.attempts + 1,
         lease_expiries = o.lease_expiries + CASE WHEN o.locked_until IS NULL THEN 0 ELSE 1 END

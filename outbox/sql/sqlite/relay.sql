@@ -33,7 +33,12 @@ WITH RECURSIVE walk(k) AS (
     FROM walk WHERE walk.k IS NOT NULL
     LIMIT ?4 + 1
 )
+-- A head with a DEAD event of its key before it (not skipped) is not ready:
+-- a dead event holds its key (see the PostgreSQL ClaimHeads).
 SELECT w.k, o.id, o.next_attempt_at <= ?3 AND (o.locked_until IS NULL OR o.locked_until <= ?3)
+       AND NOT EXISTS (SELECT 1 FROM msgx_outbox d
+           WHERE d.target = ?1 AND d.status = 'DEAD' AND d.skipped_at IS NULL
+             AND d.partition_key = w.k AND d.id < o.id)
 FROM (SELECT k FROM walk WHERE k IS NOT NULL LIMIT ?4) w
 JOIN msgx_outbox o ON o.id = (
     SELECT id FROM msgx_outbox
