@@ -14,6 +14,7 @@ import (
 	"github.com/msgx/msgx/broker/mem"
 	"github.com/msgx/msgx/internal/backoff"
 	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/internal/logtest"
 )
 
 // A broker that keeps failing to start is tried again with backoff, every
@@ -23,7 +24,7 @@ func TestBrokerStartRetryLogsBoundedly(t *testing.T) {
 	srv := mem.NewServer()
 	srv.Close() // a closed in-process server refuses Start
 	clk := clock.NewFake(time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC))
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	b := broker.New("down", mem.New(srv), broker.WithLogger(slog.New(slog.DiscardHandler)), broker.WithClock(clk))
 	failures := prometheus.NewCounter(prometheus.CounterOpts{Name: "f"})

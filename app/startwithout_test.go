@@ -1,7 +1,6 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -17,6 +16,7 @@ import (
 	"github.com/msgx/msgx/broker/rabbitmq"
 	"github.com/msgx/msgx/inbox"
 	"github.com/msgx/msgx/internal/bench/inboxbench"
+	"github.com/msgx/msgx/internal/logtest"
 	"github.com/msgx/msgx/internal/testproc"
 	"github.com/msgx/msgx/source/mailbox"
 	"github.com/msgx/msgx/store"
@@ -183,24 +183,6 @@ func scrape(t *testing.T, addr string) string {
 	return string(b)
 }
 
-// syncBuffer is a log sink the test reads while the service writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // The service starts while the mailbox's MariaDB is down: the stream on the
 // store's mailbox runs, /readyz names the unreachable mailbox, and its rows
 // are processed to SUCCEEDED once it is back. MariaDB is shared, so "down"
@@ -242,7 +224,7 @@ relay: {poll-interval: 20ms, targets: {"kafka:msg": {broker: local}}}
 			t.Fatal(err)
 		}
 	}
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	rctx, cancel := context.WithCancel(ctx)
 	a, err := New(rctx, cfg, registry(), WithLogOutput(logs))
 	if err != nil {
@@ -287,7 +269,7 @@ func TestStoreRetriedAtStart(t *testing.T) {
 	}
 	ctx := context.Background()
 
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	type result struct {
 		a   *App
 		err error

@@ -12,6 +12,7 @@ import (
 	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/broker/driver"
 	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/internal/logtest"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -42,7 +43,7 @@ func TestDeadEventHoldsItsKey(t *testing.T) {
 		var reject atomic.Value
 		reject.Store(map[string]bool{"p-A-2": true})
 		s := rejecting(&reject)
-		var logs syncBuffer
+		var logs logtest.Buffer
 		r := newRelay(t, db, clk, outbox.WithRetry(noJitter), outbox.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))),
 			outbox.Target("p", s, outbox.PerKey))
 
