@@ -339,8 +339,25 @@ func (l *lane) publish(ctx context.Context, d *delivery, idx []int) {
 			l.sendRetries(ctx, t, d, again)
 		}
 		if len(first) > 0 {
-			l.send(ctx, t, d, first)
+			l.sendFirst(ctx, t, d, first)
 		}
+	}
+}
+
+// sendFirst sends events on their first attempt together. A send the broker
+// rejects as a whole is split at once, each event sent alone: only the event
+// the broker refuses is charged (and dead), not the events that shared its
+// send.
+func (l *lane) sendFirst(ctx context.Context, topic string, d *delivery, idx []int) {
+	in, err := l.send(ctx, topic, d, idx)
+	if err == nil || len(in) < 2 || ctx.Err() != nil || d.down != nil || !broker.IsRejected(err) {
+		return
+	}
+	for _, i := range in {
+		d.res[i] = pending
+	}
+	for _, i := range in {
+		l.send(ctx, topic, d, []int{i})
 	}
 }
 

@@ -112,3 +112,33 @@ func TestSendErrorClasses(t *testing.T) {
 		}
 	})
 }
+
+// A first send the broker rejects as a whole because of one event is split
+// at once: the rejected event is DEAD at its first attempt, the others that
+// shared its send go out in the same cycle, charged nothing for it.
+func TestRejectedBatchChargesOnlyTheRejectedEvent(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		clk := clock.NewFake(t0)
+		s := &sink{fail: func(_ string, msgs []*broker.Message) (bool, error) {
+			for _, m := range msgs {
+				if m.Header(broker.HeaderEventID) == "p-B-1" {
+					return false, driver.Classify(driver.Rejected, errors.New("too large"))
+				}
+			}
+			return true, nil
+		}}
+		r := newRelay(t, db, clk, outbox.WithRetry(outbox.DefaultRetry), outbox.Target("p", s, outbox.PerKey))
+		enqueue(t, db, t0, ev("p", "A", 1), ev("p", "B", 1), ev("p", "C", 1))
+		if st := flush(t, r); st.Published != 2 || st.Dead != 1 || st.Retried != 0 {
+			t.Fatalf("flush: %+v", st)
+		}
+		if rec := get(t, db, "p-B-1"); rec.Status != outbox.StatusDead || rec.Attempts != 1 {
+			t.Fatalf("rejected event: %+v", rec)
+		}
+		for _, id := range []string{"p-A-1", "p-C-1"} {
+			if rec := get(t, db, id); rec.Attempts > 1 {
+				t.Errorf("%s charged %d attempts for another event's rejection", id, rec.Attempts)
+			}
+		}
+	})
+}
