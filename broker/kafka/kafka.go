@@ -52,6 +52,10 @@ type Driver struct {
 	members map[string]bool // static member ids of open subscriptions (see claimMember)
 	started bool
 	closed  bool
+	// produced holds the topics a publish was confirmed on: a later publish
+	// to one that runs out of time found the broker unavailable, not the
+	// topic missing, and asks the cluster nothing (see topicMissing).
+	produced sync.Map
 }
 
 // New returns an unstarted driver.
@@ -166,7 +170,19 @@ func (d *Driver) Publish(ctx context.Context, topic string, msgs []*driver.Messa
 	if err != nil {
 		return err
 	}
-	return produce(ctx, cl, topic, msgs)
+	err = produce(ctx, cl, topic, msgs)
+	switch {
+	case err == nil:
+		d.produced.Store(topic, struct{}{})
+	case errors.Is(err, context.DeadlineExceeded):
+		if _, ok := d.produced.Load(topic); ok {
+			break
+		}
+		if missing := topicMissing(cl, topic); missing != nil {
+			return driver.Classify(driver.Rejected, fmt.Errorf("%w: %w", err, missing))
+		}
+	}
+	return err
 }
 
 // produceWait collects the promises of one Publish.
@@ -221,30 +237,24 @@ func produce(ctx context.Context, cl *kgo.Client, topic string, msgs []*driver.M
 		}
 		cl.Produce(ctx, r, w.promise)
 	}
-	var err error
 	select {
 	case <-w.done:
-		err = w.err
+		return w.err
 	case <-ctx.Done():
 		// Produce returns early (and promises fail) only where it is safe;
 		// the caller must not take an unconfirmed publish for a success.
 		select {
 		case <-w.done:
-			err = w.err
+			return w.err
 		default:
-			err = fmt.Errorf("kafka: publish to %s not confirmed: %w", topic, ctx.Err())
-			if errors.Is(err, context.DeadlineExceeded) {
-				// The records are still waiting for a broker.
-				err = driver.Classify(driver.Unavailable, err)
-			}
 		}
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		if missing := topicMissing(cl, topic); missing != nil {
-			return driver.Classify(driver.Rejected, fmt.Errorf("%w: %w", err, missing))
+		err := fmt.Errorf("kafka: publish to %s not confirmed: %w", topic, ctx.Err())
+		if errors.Is(err, context.DeadlineExceeded) {
+			// The records are still waiting for a broker.
+			return driver.Classify(driver.Unavailable, err)
 		}
+		return err
 	}
-	return err
 }
 
 // Errors implements driver.Broker: asynchronous client failures (lost broker

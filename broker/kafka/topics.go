@@ -57,10 +57,10 @@ func ensureTopics(ctx context.Context, cl *kgo.Client, topics ...topicSpec) erro
 }
 
 // missingTopicCheck bounds topicMissing's metadata request.
-const missingTopicCheck = 2 * time.Second
+const missingTopicCheck = time.Second
 
 // topicMissing asks the cluster whether topic exists, after a publish to it
-// ran out of time. The client waits for a new topic's metadata between
+// ran out of time before any publish to it was confirmed. The client waits for a new topic's metadata between
 // metadata refreshes (5 s apart by default) before it gives up on an unknown
 // topic; a publish deadline shorter than those retries ends first and looks
 // like a broker that does not answer. Asked directly, a broker that answers
