@@ -470,7 +470,8 @@ func (a *App) buildAdmin(reg *Registry, deps Deps) error {
 	cfg := admin.Config{
 		DB: a.db, ReadToken: a.cfg.Admin.ReadToken, OperatorToken: a.cfg.Admin.OperatorToken,
 		Gatherer: a.metrics, Logger: a.log, Queries: map[string]admin.QueryFunc{}, HostClock: a.clock,
-		Unavailable: map[string]string{"requests": Unavailable, "flights": Unavailable},
+		Unavailable: map[string]string{"requests": Unavailable, "flights": Unavailable,
+			"flight-history": Unavailable, "message-effects": Unavailable},
 	}
 	for _, s := range a.streams {
 		st := admin.Stream{Name: s.name, Engine: s.engine, Overdue: a.cfg.Streams[s.name].OverdueBackfill.D(),
