@@ -352,10 +352,10 @@ func TestChart(t *testing.T) {
 
 func TestQueryAndGaps(t *testing.T) {
 	db := storetest.NewPostgres(t)
-	flights := func(_ context.Context, p map[string][]string) (any, error) {
-		return []map[string]any{{"flid": p["flight"][0], "status": hostile, "version": 2}}, nil
+	requests := func(_ context.Context, p map[string][]string) (any, error) {
+		return []map[string]any{{"id": p["status"][0], "status": hostile, "version": 2}}, nil
 	}
-	f := setup(t, db, map[string]admin.QueryFunc{"flights": flights})
+	f := setup(t, db, map[string]admin.QueryFunc{"requests": requests})
 	ctx := context.Background()
 	if _, err := db.Exec(ctx, "INSERT INTO msgx_inbox_gap (stream, from_id, to_id, first_seen_at, declared_at) VALUES ('s1', 5, 7, now(), now())"); err != nil {
 		t.Fatal(err)
@@ -364,9 +364,9 @@ func TestQueryAndGaps(t *testing.T) {
 		t.Fatal(err)
 	}
 	ck := f.login(t, readTok)
-	r := f.do(t, "GET", "/console/flights?flight=SU100", ck, nil)
+	r := f.do(t, "GET", "/console/requests?status=SU100", ck, nil)
 	if r.code != 200 || !strings.Contains(r.body, "<td>SU100</td>") || !strings.Contains(r.body, "&lt;script&gt;") || strings.Contains(r.body, "<script>window") {
-		t.Errorf("flights from a registered query: %d\n%s", r.code, r.body)
+		t.Errorf("requests from a registered query: %d\n%s", r.code, r.body)
 	}
 	r = f.do(t, "GET", "/console/gaps", ck, nil)
 	gapRow := regexp.MustCompile(`<td>s1</td><td class="num">5</td><td class="num">7</td><td class="num">3</td>.*<td class="num">1</td></tr>`)

@@ -2,57 +2,23 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"io"
-	"log/slog"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/msgx/msgx/admin"
-	"github.com/msgx/msgx/inbox"
-	"github.com/msgx/msgx/internal/demo"
 	"github.com/msgx/msgx/pipeline/sis"
-	"github.com/msgx/msgx/store"
+	"github.com/msgx/msgx/pipeline/sis/sistest"
 	"github.com/msgx/msgx/store/storetest"
 )
-
-// processTraffic runs the SIS processor on the bundled traffic (the demo's
-// order: the schedule first, the FDEL last), one transaction per message.
-func processTraffic(t *testing.T, db *store.DB) {
-	t.Helper()
-	p, err := sis.NewProcessor(sis.Config{}, sis.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	msgs, err := demo.Traffic(1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC)
-	for i, payload := range msgs {
-		d, err := p.Decode(payload)
-		if err != nil {
-			continue // refused before processing (the demo counts it DEAD)
-		}
-		msg := &inbox.Message{Stream: "sis", ID: int64(i + 1), Payload: payload, Attempt: 1, Identity: d.Identity,
-			Kind: d.Kind, Decoded: d.Value, Now: now.Add(time.Duration(i) * time.Second)}
-		_ = db.InTx(context.Background(), func(ctx context.Context, tx store.Tx) error {
-			return tx.Savepoint(ctx, func(ctx context.Context) error {
-				_, err := p.Process(ctx, tx, msg)
-				return err
-			})
-		})
-	}
-}
 
 // With the bundled traffic processed, msgx flights shows flight 15 DELETED
 // at version 40 and msgx flights history 15 the FDEL message that deleted
 // it, the fields and collections each message changed, and the events.
 func TestFlightsHistoryCommand(t *testing.T) {
 	db := storetest.NewPostgres(t)
-	processTraffic(t, db)
+	sistest.ProcessTraffic(t, db, time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC))
 	srv, err := admin.New(admin.Config{DB: db, Queries: map[string]admin.QueryFunc{
 		"flights": sis.FlightsQuery(db), "flight-history": sis.FlightHistoryQuery(db)}})
 	if err != nil {
