@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/msgx/msgx/admin"
+	"github.com/msgx/msgx/internal/clock"
 	"github.com/msgx/msgx/inbox"
 	"github.com/msgx/msgx/internal/backoff"
 	"github.com/msgx/msgx/outbox"
@@ -381,6 +382,7 @@ func TestOverviewShowsPausedAndUnservedTargets(t *testing.T) {
 	db := storetest.NewPostgres(t)
 	since := time.Date(2026, 12, 6, 2, 57, 0, 0, time.UTC)
 	adm, err := admin.New(admin.Config{DB: db, Targets: []string{"kafka:msg", "kafka:schd"}, ReadToken: readTok,
+		Clock: clock.NewFake(since.Add(5 * time.Minute)),
 		TargetStates: func() []outbox.TargetState {
 			return []outbox.TargetState{{Target: "kafka:msg"}, {Target: "kafka:schd", Paused: true, PausedSince: since,
 				LastError: "dial tcp 127.0.0.1:9092: connection refused", LastErrorAt: since.Add(3 * time.Minute)}}
@@ -400,12 +402,39 @@ func TestOverviewShowsPausedAndUnservedTargets(t *testing.T) {
 	f := &fixture{con: con, db: db}
 	r := f.do(t, "GET", "/console/", f.login(t, readTok), nil)
 	for _, want := range []string{
-		"paused</span>: broker unavailable since 2026-12-06 02:57:00Z",
-		"2026-12-06 03:00:00Z <span class=\"reason\">dial tcp 127.0.0.1:9092: connection refused</span>",
+		"paused</span>: broker unavailable since 2026-12-06 02:57:00Z <span class=\"muted\">(5 min ago)</span>",
+		"2026-12-06 03:00:00Z <span class=\"muted\">(2 min ago)</span> <span class=\"reason\">dial tcp 127.0.0.1:9092: connection refused</span>",
 		"<b>kafka:ref</b></td>\n  <td><span class=\"bad\">no relay</span>",
 	} {
 		if !strings.Contains(r.body, want) {
 			t.Errorf("the overview lacks %q:\n%s", want, r.body)
 		}
+	}
+}
+
+// The overview names each stream's lease holder by instance id (the ages
+// beside times: TestOverviewShowsPausedAndUnservedTargets).
+func TestOverviewShowsLeaseHolderAndAges(t *testing.T) {
+	f := setup(t, storetest.NewPostgres(t))
+	r := f.do(t, "GET", "/console/", f.login(t, readTok), nil)
+	holder := regexp.MustCompile(`<td><code>[^<]+</code> <span class="ok">\(this instance\)</span><div class="muted">lease until [^<]+</div></td>`)
+	if r.code != 200 || !holder.MatchString(r.body) {
+		t.Errorf("the overview's streams:\n%s", r.body)
+	}
+}
+
+func TestAgo(t *testing.T) {
+	now := time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		at   time.Time
+		want string
+	}{{now.Add(-3 * time.Minute), "3 min ago"}, {now.Add(-26*time.Hour - 5*time.Minute), "26 h 5 min ago"}, {now.Add(-72 * time.Hour), "3 d 0 h ago"},
+		{now.Add(10 * time.Second), "in 10 s"}, {time.Time{}, "—"}, {now, "just now"}} {
+		if got := ago(c.at, now); got != c.want {
+			t.Errorf("ago(%v) = %q, want %q", c.at, got, c.want)
+		}
+	}
+	if got := ago((*time.Time)(nil), now); got != "—" {
+		t.Errorf("ago(nil) = %q", got)
 	}
 }
