@@ -96,7 +96,8 @@ func TestFlightPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = f.do(t, "GET", "/console/messages/sis/"+m[1], ck, nil)
-	if r.code != 200 || !strings.Contains(r.body, `Flight <a href="/console/flights/15">15</a>, version 40`) || !strings.Contains(r.body, "SUCCEEDED") {
+	if r.code != 200 || !strings.Contains(r.body, `Flight <a href="/console/flights/15">15</a>, version 40`) || !strings.Contains(r.body, "SUCCEEDED") ||
+		strings.Contains(r.body, "← dead letters") {
 		t.Errorf("the message page: %d\n%s", r.code, r.body)
 	}
 }
