@@ -119,7 +119,8 @@ type Config struct {
 	ReadyCache time.Duration
 	Gatherer   prometheus.Gatherer
 	Checks     []Check
-	// Queries by name ("requests", "flights"); a missing one answers 501.
+	// Queries by name ("requests", "flights", "flight-history",
+	// "message-effects"); a missing one answers 501.
 	Queries map[string]QueryFunc
 	// Unavailable explains a missing query (default "not available").
 	Unavailable map[string]string
@@ -224,6 +225,8 @@ func New(cfg Config) (*Server, error) {
 	s.route("GET /v1/backfill", Read, s.backfill)
 	s.route("GET /v1/requests", Read, s.query("requests"))
 	s.route("GET /v1/flights", Read, s.query("flights"))
+	s.route("GET /v1/flights/{flid}/history", Read, s.pathQuery("flight-history", "flid"))
+	s.route("GET /v1/messages/{stream}/{id}/effects", Read, s.pathQuery("message-effects", "stream", "id"))
 	// The path the SIS integrators know from the system msgx replaces.
 	s.route("GET /all/flights", Read, s.query("flights"))
 	return s, nil

@@ -597,7 +597,8 @@ func (a *App) buildAdmin(reg *Registry, deps Deps) error {
 		DB: a.db, ReadToken: a.cfg.Admin.ReadToken, OperatorToken: a.cfg.Admin.OperatorToken, Tokens: adminTokens(a.cfg.Admin),
 		Hosts: adminHosts(a.cfg.Admin), OpenNetwork: a.cfg.Admin.AllowOpenNetwork,
 		Gatherer: a.metrics, Logger: a.log, Queries: map[string]admin.QueryFunc{}, HostClock: a.clock,
-		Unavailable: map[string]string{"requests": Unavailable, "flights": Unavailable},
+		Unavailable: map[string]string{"requests": Unavailable, "flights": Unavailable,
+			"flight-history": Unavailable, "message-effects": Unavailable},
 	}
 	if a.cfg.Admin.AllowOpenNetwork && a.cfg.Admin.NoAdminToken() {
 		a.log.Warn("admin: admin.allow-open-network: the admin listener has no token and serves every client that reaches it, replays included",

@@ -17,6 +17,7 @@ import (
 	"github.com/msgx/msgx/broker/driver"
 	"github.com/msgx/msgx/inbox"
 	"github.com/msgx/msgx/internal/backoff"
+	"github.com/msgx/msgx/internal/clock"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -359,10 +360,10 @@ func TestChart(t *testing.T) {
 
 func TestQueryAndGaps(t *testing.T) {
 	db := storetest.NewPostgres(t)
-	flights := func(_ context.Context, p map[string][]string) (any, error) {
-		return []map[string]any{{"flid": p["flight"][0], "status": hostile, "version": 2}}, nil
+	requests := func(_ context.Context, p map[string][]string) (any, error) {
+		return []map[string]any{{"id": p["status"][0], "status": hostile, "version": 2}}, nil
 	}
-	f := setup(t, db, map[string]admin.QueryFunc{"flights": flights})
+	f := setup(t, db, map[string]admin.QueryFunc{"requests": requests})
 	ctx := context.Background()
 	if _, err := db.Exec(ctx, "INSERT INTO msgx_inbox_gap (stream, from_id, to_id, first_seen_at, declared_at) VALUES ('s1', 5, 7, now(), now())"); err != nil {
 		t.Fatal(err)
@@ -371,9 +372,9 @@ func TestQueryAndGaps(t *testing.T) {
 		t.Fatal(err)
 	}
 	ck := f.login(t, readTok)
-	r := f.do(t, "GET", "/console/flights?flight=SU100", ck, nil)
+	r := f.do(t, "GET", "/console/requests?status=SU100", ck, nil)
 	if r.code != 200 || !strings.Contains(r.body, "<td>SU100</td>") || !strings.Contains(r.body, "&lt;script&gt;") || strings.Contains(r.body, "<script>window") {
-		t.Errorf("flights from a registered query: %d\n%s", r.code, r.body)
+		t.Errorf("requests from a registered query: %d\n%s", r.code, r.body)
 	}
 	r = f.do(t, "GET", "/console/gaps", ck, nil)
 	gapRow := regexp.MustCompile(`<td>s1</td><td class="num">5</td><td class="num">7</td><td class="num">3</td>.*<td class="num">1</td></tr>`)
@@ -388,6 +389,7 @@ func TestOverviewShowsPausedAndUnservedTargets(t *testing.T) {
 	db := storetest.NewPostgres(t)
 	since := time.Date(2026, 12, 6, 2, 57, 0, 0, time.UTC)
 	adm, err := admin.New(admin.Config{DB: db, Targets: []string{"kafka:msg", "kafka:schd"}, ReadToken: readTok, Hosts: []string{"example.com"},
+		Clock: clock.NewFake(since.Add(5 * time.Minute)),
 		TargetStates: func() []outbox.TargetState {
 			return []outbox.TargetState{{Target: "kafka:msg"}, {Target: "kafka:schd", Paused: true, PausedSince: since,
 				LastError: "dial tcp 127.0.0.1:9092: connection refused", LastErrorAt: since.Add(3 * time.Minute)}}
@@ -407,8 +409,8 @@ func TestOverviewShowsPausedAndUnservedTargets(t *testing.T) {
 	f := &fixture{con: con, db: db}
 	r := f.do(t, "GET", "/console/", f.login(t, readTok), nil)
 	for _, want := range []string{
-		"paused</span>: broker unavailable since 2026-12-06 02:57:00Z",
-		"2026-12-06 03:00:00Z <span class=\"reason\">dial tcp 127.0.0.1:9092: connection refused</span>",
+		"paused</span>: broker unavailable since 2026-12-06 02:57:00Z <span class=\"muted\">(5 min ago)</span>",
+		"2026-12-06 03:00:00Z <span class=\"muted\">(2 min ago)</span> <span class=\"reason\">dial tcp 127.0.0.1:9092: connection refused</span>",
 		"<b>kafka:ref</b></td>\n  <td><span class=\"bad\">no relay</span>",
 	} {
 		if !strings.Contains(r.body, want) {
@@ -461,5 +463,32 @@ func TestOverviewShowsBlockedKeys(t *testing.T) {
 	page := f.do(t, "GET", "/console/", f.login(t, readTok), nil)
 	if want := `1: <span class="blocked">&lt;k1&gt; held by <a href="/console/dead/outbox/ev-1">ev-1</a>, 1 waiting</span>;`; page.code != 200 || !strings.Contains(page.body, want) {
 		t.Fatalf("overview lacks %s:\n%d %s", want, page.code, page.body)
+	}
+}
+
+// The overview names each stream's lease holder by instance id (the ages
+// beside times: TestOverviewShowsPausedAndUnservedTargets).
+func TestOverviewShowsLeaseHolderAndAges(t *testing.T) {
+	f := setup(t, storetest.NewPostgres(t))
+	r := f.do(t, "GET", "/console/", f.login(t, readTok), nil)
+	holder := regexp.MustCompile(`<td><code>[^<]+</code> <span class="ok">\(this instance\)</span><div class="muted">lease until [^<]+</div></td>`)
+	if r.code != 200 || !holder.MatchString(r.body) {
+		t.Errorf("the overview's streams:\n%s", r.body)
+	}
+}
+
+func TestAgo(t *testing.T) {
+	now := time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		at   time.Time
+		want string
+	}{{now.Add(-3 * time.Minute), "3 min ago"}, {now.Add(-26*time.Hour - 5*time.Minute), "26 h 5 min ago"}, {now.Add(-72 * time.Hour), "3 d 0 h ago"},
+		{now.Add(10 * time.Second), "in 10 s"}, {time.Time{}, "—"}, {now, "just now"}} {
+		if got := ago(c.at, now); got != c.want {
+			t.Errorf("ago(%v) = %q, want %q", c.at, got, c.want)
+		}
+	}
+	if got := ago((*time.Time)(nil), now); got != "—" {
+		t.Errorf("ago(nil) = %q", got)
 	}
 }

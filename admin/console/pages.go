@@ -151,8 +151,15 @@ func (c *Console) deadInbox(ctx context.Context, w http.ResponseWriter, r *http.
 	if binary {
 		text = strings.ToValidUTF8(text, "\uFFFD")
 	}
+	// What the message changed: the flight versions it made and their
+	// events (none where no pipeline answers the query).
+	eff, err := c.messageEffects(ctx, stream, id)
+	if err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
 	c.render(w, r, http.StatusOK, "deadinbox", s, map[string]any{"D": d, "Payload": text, "Size": size, "Shown": len(b),
-		"Cut": len(b) < size, "NotUTF8": binary})
+		"Cut": len(b) < size, "NotUTF8": binary, "Versions": eff, "Effects": true, "Now": c.clk.Now()})
 }
 
 func (c *Console) deadOutbox(ctx context.Context, w http.ResponseWriter, r *http.Request, s session) {

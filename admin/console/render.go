@@ -16,7 +16,8 @@ import (
 
 // pageNames are the templates that render a whole page inside layout.html;
 // the fragment templates are defined inside them.
-var pageNames = []string{"login", "error", "overview", "dead", "deadinbox", "deadoutbox", "replay", "replayresult", "query", "gaps"}
+var pageNames = []string{"login", "error", "overview", "dead", "deadinbox", "deadoutbox", "replay", "replayresult", "query", "gaps",
+	"flights", "flight", "flightjson", "flighthistory"}
 
 var funcs = template.FuncMap{
 	"when": func(t any) string {
@@ -35,7 +36,49 @@ var funcs = template.FuncMap{
 		return "—"
 	},
 	"age":  age,
+	"ago":  ago,
 	"join": strings.Join,
+}
+
+// ago is how long before now t was, as an operator reads it at a glance
+// ("3 min ago"); "—" for no time.
+func ago(t any, now time.Time) string {
+	var at time.Time
+	switch v := t.(type) {
+	case time.Time:
+		at = v
+	case *time.Time:
+		if v != nil {
+			at = *v
+		}
+	}
+	if at.IsZero() {
+		return "—"
+	}
+	d := now.Sub(at)
+	if d < 0 {
+		return "in " + roughly(-d)
+	}
+	if d < time.Second {
+		return "just now"
+	}
+	return roughly(d) + " ago"
+}
+
+// roughly is a duration at a glance: "12 s", "4 min", "2 h 5 min", "3 d 4 h".
+func roughly(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%d s", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%d min", int(d.Minutes()))
+	case d < 48*time.Hour:
+		if m := int(d.Minutes()) % 60; m != 0 {
+			return fmt.Sprintf("%d h %d min", int(d.Hours()), m)
+		}
+		return fmt.Sprintf("%d h", int(d.Hours()))
+	}
+	return fmt.Sprintf("%d d %d h", int(d.Hours())/24, int(d.Hours())%24)
 }
 
 func age(secs float64) string {
@@ -57,7 +100,7 @@ func age(secs float64) string {
 func parsePages() (map[string]*template.Template, error) {
 	out := map[string]*template.Template{}
 	for _, p := range pageNames {
-		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+p+".html")
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/partials.html", "templates/"+p+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console: template %s: %w", p, err)
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -15,7 +16,9 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/msgx/msgx/internal/demo"
 	"github.com/msgx/msgx/outbox"
+	"github.com/msgx/msgx/pipeline/sis"
 	"github.com/msgx/msgx/store"
 )
 
@@ -64,6 +67,34 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Fatalf("ingress: %d %s", resp.StatusCode, body)
 	}
 	hostileID := strings.TrimSpace(string(body))
+	// Real traffic: the bundled SIS messages through the ingress, in the
+	// demo's order (the schedule first, the FDEL last).
+	// The reference data's events need their topic (the service creates
+	// those of the flight events).
+	if _, err := kadm.NewClient(mustClient(t, deps.seeds)).CreateTopic(ctx, 1, 1, nil, "sis.ref"); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := demo.Traffic(5000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range msgs {
+		resp, err := http.Post("http://"+svc.ingest+"/cminmsgs/send", "application/xml", bytes.NewReader(m))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("ingress: %d %s", resp.StatusCode, b)
+		}
+	}
+	waitUntil(t, "flight 15 to be DELETED at version 40", 60*time.Second, func() bool {
+		code, b := svc.get(t, "/v1/flights?flid=15", readTok)
+		var page sis.FlightPage
+		return code == 200 && json.Unmarshal(b, &page) == nil && len(page.Flights) == 1 &&
+			page.Flights[0].Status == sis.StatusDeleted && page.Flights[0].StateVersion == 40
+	})
 	// An outbox dead letter: an event for a topic that does not exist yet.
 	db, err := store.Open(ctx, deps.pgDSN)
 	if err != nil {
@@ -201,9 +232,50 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Errorf("the replay's audit: %q %v", actor, err)
 	}
 
+	// The airport operator's question: find flight 15 by its number, read
+	// a field and its routes, open its history and follow the deleting
+	// version to its message, and back.
+	run("find flight YG9028", chromedp.Navigate(base+"flights"), chromedp.WaitVisible(chromedp.CSS(`input[name="flno"]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name="flno"]`), "YG9028"), chromedp.Submit(chromedp.CSS(`input[name="flno"]`)),
+		// The unfiltered page lists flight 15 too: wait for the search's own answer.
+		chromedp.WaitVisible(chromedp.CSS("#search-for")))
+	if s := text("#flights tbody"); !strings.Contains(s, "YG9028") || !strings.Contains(s, "DELETED") {
+		t.Errorf("the search's answer:\n%s", s)
+	}
+	shot("flights")
+	run("open flight 15", chromedp.Click(chromedp.CSS(`#flights a[href$="/flights/15"]`)), chromedp.WaitVisible(chromedp.CSS("#flight-status")))
+	if st, v := text("#flight-status"), text("#flight-version"); st != "DELETED" || v != "40" {
+		t.Errorf("flight 15 is %q at version %q", st, v)
+	}
+	if s := text(`tr[data-field="FLNO"] td.value`); s != "YG9028" {
+		t.Errorf("FLNO reads %q", s)
+	}
+	if s := text(`table[data-collection="ROUT"]`); !strings.Contains(s, "Airport") {
+		t.Errorf("the routes table:\n%s", s)
+	}
+	shot("flight")
+	run("open its raw JSON", chromedp.Click(chromedp.CSS("#json-link")), chromedp.WaitVisible(chromedp.CSS("#flight-json")))
+	if s := text("#flight-json"); !strings.Contains(s, `"stateVersion": 40`) {
+		t.Errorf("raw JSON:\n%.500s", s)
+	}
+	run("back to the flight and its history", chromedp.Click(chromedp.CSS(`main p a[href$="/flights/15"]`)), chromedp.WaitVisible(chromedp.CSS("#history-link")),
+		chromedp.Click(chromedp.CSS("#history-link")), chromedp.WaitVisible(chromedp.CSS("#v15-40")))
+	if s := text("#v15-40"); !strings.Contains(s, "FLOP/FDEL") || !strings.Contains(s, "ACTIVE → DELETED") || !strings.Contains(s, "ago") {
+		t.Errorf("version 40:\n%s", s)
+	}
+	shot("flight-history")
+	run("follow version 40 to its message", chromedp.Click(chromedp.CSS("#v15-40 a.msg-link")), chromedp.WaitVisible(chromedp.CSS("#effects")))
+	if s := text("#effects"); !strings.Contains(s, "Flight 15, version 40") {
+		t.Errorf("the message's effects:\n%s", s)
+	}
+	if s := text("main"); !strings.Contains(s, "SUCCEEDED") || !strings.Contains(s, "FDEL") {
+		t.Errorf("the message page:\n%s", s)
+	}
+	shot("message")
+	run("and back to the flight", chromedp.Click(chromedp.CSS(`#effects a[href$="/flights/15"]`)), chromedp.WaitVisible(chromedp.CSS("#flight-status")))
+
 	for _, p := range []struct{ path, want string }{
-		// The SIS queries answer (this run carries no flights or requests).
-		{"flights", "flights\t[]"},
+		// The requests query answers (this run sends no request).
 		{"requests", "requests\t[]"},
 		{"gaps", "No gap has been declared"},
 	} {

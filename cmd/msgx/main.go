@@ -36,7 +36,7 @@ func newRoot() *cobra.Command {
 	root.AddCommand(newVersionCmd(), newDemoCmd(), newMigrateCmd(), newBenchCmd(),
 		newServeCmd(), newStatusCmd(), newDeadCmd(), newReplayCmd(), newSkipCmd(),
 		newQueryCmd("requests", "Outbound requests (RQFD/RQRD) of the SIS pipeline: a table, or --json", printRequests),
-		newQueryCmd("flights", "The flight query of the SIS pipeline: a table, or --json", printFlights),
+		newFlightsCmd(),
 		newBackfillCmd(), newRouteCmd())
 	return root
 }

@@ -39,6 +39,11 @@ func newRegistry() *app.Registry {
 	reg.Query("requests", func(d app.Deps) admin.QueryFunc { return sis.RequestsQuery(d.DB) })
 	// GET /v1/flights (msgx flights): the flight query, from the flight state.
 	reg.Query("flights", func(d app.Deps) admin.QueryFunc { return sis.FlightsQuery(d.DB) })
+	// GET /v1/flights/{flid}/history (msgx flights history FLID): a
+	// flight's versions; GET /v1/messages/{stream}/{id}/effects: the
+	// versions one message made.
+	reg.Query("flight-history", func(d app.Deps) admin.QueryFunc { return sis.FlightHistoryQuery(d.DB) })
+	reg.Query("message-effects", func(d app.Deps) admin.QueryFunc { return sis.MessageEffectsQuery(d.DB) })
 	// Route passports: a broker consumer with its own relay of the two
 	// output topics.
 	reg.Pipeline("routepassport", func(_ context.Context, d app.Deps, spec app.PipelineSpec) (*app.Pipeline, error) {

@@ -17,3 +17,9 @@ func Statements() map[string]string {
 	}
 	return maps.Clone(q)
 }
+
+// ScalarColumns are the fields with a column of their own.
+func ScalarColumns() []string { return append([]string(nil), scalarColumns...) }
+
+// KnownCollections are the collections the processor knows by name.
+func KnownCollections() []string { return sortedKeys(collectionSeq) }

@@ -137,8 +137,9 @@ type change struct {
 	deleted bool
 }
 
-// write stores the changed flights with new versions and their events, in
-// one round trip on PostgreSQL.
+// write stores the changed flights with new versions, each version's record
+// (flight_version: the message, the changes, the events) and their events,
+// in one round trip on PostgreSQL.
 func (p *Processor) write(ctx context.Context, tx store.Tx, msg *inbox.Message, m *sisxml.Message, changes []change) error {
 	fs, err := newFlightStore(tx.Dialect())
 	if err != nil {
@@ -168,6 +169,11 @@ func (p *Processor) write(ctx context.Context, tx store.Tx, msg *inbox.Message, 
 			return fmt.Errorf("sis: events of %s: %w", c.f.FLID, err)
 		}
 		events = append(events, ev)
+		vs, err := fs.versionStmt(msg, m, c, ev)
+		if err != nil {
+			return err
+		}
+		stmts = append(stmts, vs)
 	}
 	evStmts, err := p.eventStatements(tx.Dialect(), msg, events)
 	if err != nil {

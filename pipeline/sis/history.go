@@ -56,7 +56,7 @@ func WithHistoryConfig(cfg Config) HistoryOption {
 
 // History is the daily sweep of flight state: flights past retention
 // (terminal or quiet, DELETED included) are copied to flight_schd_hst, then
-// deleted with their detail rows, in batches of their own transactions
+// deleted with their detail rows and their versions (flight_version), in batches of their own transactions
 // (rows a message transaction holds are skipped until the next round, so
 // the sweep never waits on the FIFO pump nor makes it wait long). A flight
 // purged without an FDEL gets a schd tombstone in the same transaction.
@@ -211,7 +211,8 @@ func (h *History) moveBatch(ctx context.Context, now time.Time, cutoffDay string
 		for _, t := range detailTables {
 			stmts = append(stmts, store.Stmt{SQL: h.q.Get("PurgeDetails" + t.name), Args: []any{list}})
 		}
-		stmts = append(stmts, store.Stmt{SQL: h.q.Get("DeleteFlights"), Args: []any{list}})
+		stmts = append(stmts, store.Stmt{SQL: h.q.Get("PurgeVersions"), Args: []any{list}},
+			store.Stmt{SQL: h.q.Get("DeleteFlights"), Args: []any{list}})
 		if err := tx.ExecBatch(ctx, stmts...); err != nil {
 			return err
 		}

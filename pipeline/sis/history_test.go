@@ -25,7 +25,7 @@ func count(t *testing.T, db *store.DB, q string) int {
 
 // TestHistorySweep: flights past retention (by operation day or quiet,
 // DELETED included) move to flight_schd_hst and leave the flight and detail
-// tables; those purged without FDEL get a schd tombstone in the same
+// tables, their versions (flight_version) with them; those purged without FDEL get a schd tombstone in the same
 // transaction; a recent flight stays until it is quiet; the snapshot log
 // keeps 90 days; the daily run fires at 03:30 airport time.
 func TestHistorySweep(t *testing.T) {
@@ -61,6 +61,12 @@ func TestHistorySweep(t *testing.T) {
 		}
 		if n := count(t, db, "SELECT count(*) FROM flight_route WHERE flid IN ('15','16')"); n != 0 {
 			t.Fatalf("%d detail rows left", n)
+		}
+		if n := count(t, db, "SELECT count(*) FROM flight_version WHERE flid IN ('15','16')"); n != 0 {
+			t.Fatalf("%d versions of moved flights left", n)
+		}
+		if n := count(t, db, "SELECT count(*) FROM flight_version WHERE flid LIKE 'F0000%'"); n != 3 {
+			t.Fatalf("%d versions of today's flights, want 3", n)
 		}
 		if n := count(t, db, "SELECT count(*) FROM flight_schd_hst WHERE flid = '15' AND status = 'DELETED' AND tombstoned = false"); n != 1 {
 			t.Fatalf("the deleted flight in history: %d", n)

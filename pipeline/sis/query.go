@@ -19,6 +19,8 @@ type FlightFilter struct {
 	Day string
 	// Status is ACTIVE or DELETED ("" for both).
 	Status string
+	// FLNO is a flight number as the FLNO field holds it ("" for all).
+	FLNO string
 	// FLIDs restricts the page to these flights (nil for all).
 	FLIDs []string
 	// After is the cursor: the page starts after this FLID (FLID order).
@@ -55,7 +57,7 @@ func QueryFlights(ctx context.Context, db store.Querier, f FlightFilter) (Flight
 	if flids == nil {
 		flids = []string{}
 	}
-	rows, err := db.Query(ctx, q.Get("FlightPage"), f.Day, f.Status, listArg(db.Dialect(), flids), f.After, f.Limit+1)
+	rows, err := db.Query(ctx, q.Get("FlightPage"), f.Day, f.Status, listArg(db.Dialect(), flids), f.After, f.Limit+1, f.FLNO)
 	if err != nil {
 		return FlightPage{}, fmt.Errorf("sis: flight query: %w", err)
 	}
@@ -143,17 +145,17 @@ func queryParams(params map[string][]string, single, multi []string) (map[string
 }
 
 // FlightsQuery answers the admin query "flights" (GET /v1/flights):
-// parameters day (yyyy-mm-dd), status (ACTIVE, DELETED), flid (repeatable,
-// or comma-separated), after (the cursor: the previous page's next) and
+// parameters day (yyyy-mm-dd), status (ACTIVE, DELETED), flno (a flight
+// number), flid (repeatable, or comma-separated), after (the cursor: the previous page's next) and
 // limit (default 100, at most 1000). The answer is a FlightPage: each
 // flight as the schd events carry it.
 func FlightsQuery(db store.Querier) func(ctx context.Context, params map[string][]string) (any, error) {
 	return func(ctx context.Context, params map[string][]string) (any, error) {
-		one, err := queryParams(params, []string{"day", "status", "after", "limit"}, []string{"flid"})
+		one, err := queryParams(params, []string{"day", "status", "flno", "after", "limit"}, []string{"flid"})
 		if err != nil {
 			return nil, err
 		}
-		f := FlightFilter{Day: one["day"], Status: strings.ToUpper(one["status"]), After: one["after"]}
+		f := FlightFilter{Day: one["day"], Status: strings.ToUpper(one["status"]), FLNO: strings.TrimSpace(one["flno"]), After: one["after"]}
 		for _, v := range params["flid"] {
 			for _, id := range strings.Split(v, ",") {
 				if id = strings.TrimSpace(id); id != "" {

@@ -125,6 +125,11 @@ func TestFlightQueryPaging(t *testing.T) {
 			len(fl.Collections["GTDT"]) != 1 || fl.Collections["GTDT"][0]["GATE"] != "G34" {
 			t.Fatalf("flight %+v", fl)
 		}
+		// By flight number.
+		res, err = sis.FlightsQuery(db)(ctx, map[string][]string{"flno": {"CA2500"}})
+		if page := res.(sis.FlightPage); err != nil || len(page.Flights) != 1 || page.Flights[0].FLID != "F02500" || page.Flights[0].Status != sis.StatusDeleted {
+			t.Fatalf("by FLNO (%v): %+v", err, page)
+		}
 		for _, bad := range []map[string][]string{{"day": {"16DEC03"}}, {"status": {"GONE"}}, {"limit": {"5000"}}, {"limit": {"x"}}} {
 			if _, err := sis.FlightsQuery(db)(ctx, bad); err == nil {
 				t.Errorf("%v accepted", bad)

@@ -48,7 +48,7 @@ func TestQueryParameters(t *testing.T) {
 		{"/v1/flights", url.Values{"after": {"F\x00"}}, "bad parameter: after: holds a control character"},
 		{"/v1/flights", url.Values{"flid": {"F\xff\xfe"}}, "bad parameter: flid: is not UTF-8"},
 		{"/v1/flights", url.Values{"day": {"2003-12-15", "2003-12-16"}}, "bad parameter: day is given 2 times; give it once"},
-		{"/v1/flights", url.Values{"dya": {"2003-12-15"}}, `bad parameter: "dya" is not a parameter of this query (known: after, day, flid, limit, status)`},
+		{"/v1/flights", url.Values{"dya": {"2003-12-15"}}, `bad parameter: "dya" is not a parameter of this query (known: after, day, flid, flno, limit, status)`},
 		{"/all/flights", url.Values{"limit": {"-1"}}, `bad parameter: limit "-1"`},
 		{"/v1/requests", url.Values{"status": {"expired"}, "limit": {"5"}, "before": {"100"}}, ""},
 		{"/v1/requests", url.Values{"status": {"LOST"}}, `bad parameter: status "LOST": want one of REGISTERED, SENT, WAITING, DONE, EXPIRED`},

@@ -29,6 +29,7 @@ ON CONFLICT (snam, apcd) DO UPDATE SET sdat = EXCLUDED.sdat, edat = EXCLUDED.eda
 SELECT flid FROM flight_schd
 WHERE ($1::text = '' OR operation_day = $1::date) AND ($2::text = '' OR status = $2::text)
   AND (cardinality($3::text[]) = 0 OR flid = ANY($3::text[])) AND flid > $4::text
+  AND ($6::text = '' OR flno = $6::text)
 ORDER BY flid LIMIT $5
 
 -- name: KeepRefExtra

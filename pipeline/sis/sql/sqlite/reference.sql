@@ -26,6 +26,7 @@ ON CONFLICT (snam, apcd) DO UPDATE SET sdat = excluded.sdat, edat = excluded.eda
 SELECT flid FROM flight_schd
 WHERE (?1 = '' OR operation_day = ?1) AND (?2 = '' OR status = ?2)
   AND (json_array_length(?3) = 0 OR flid IN (SELECT value FROM json_each(?3))) AND flid > ?4
+  AND (?6 = '' OR flno = ?6)
 ORDER BY flid LIMIT ?5
 
 -- name: KeepRefExtra
