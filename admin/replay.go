@@ -57,12 +57,21 @@ type ReplayResult struct {
 
 func (s *Server) replay(ctx context.Context, r *http.Request, actor string) (any, error) {
 	var req ReplayRequest
-	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return nil, errorf(http.StatusBadRequest, "replay request: %v", err)
+	if err := decodeRequest(r, "replay", &req); err != nil {
+		return nil, err
 	}
 	return s.Replay(ctx, actor, req)
+}
+
+// decodeRequest reads the JSON body of a write (at most 1 MiB, no unknown
+// fields) into v; a body that does not decode is a 400 naming the request.
+func decodeRequest(r *http.Request, what string, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return errorf(http.StatusBadRequest, "%s request: %v", what, err)
+	}
+	return nil
 }
 
 // Replay carries out (or previews) a replay and audits it.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"sort"
@@ -36,10 +35,8 @@ type SkipResult struct {
 
 func (s *Server) skip(ctx context.Context, r *http.Request, actor string) (any, error) {
 	var req SkipRequest
-	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return nil, errorf(http.StatusBadRequest, "skip request: %v", err)
+	if err := decodeRequest(r, "skip", &req); err != nil {
+		return nil, err
 	}
 	return s.Skip(ctx, actor, req)
 }

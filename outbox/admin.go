@@ -162,11 +162,7 @@ func ReplayEvents(ctx context.Context, q store.Querier, now time.Time, req Repla
 		}
 		return nil
 	}
-	if db, ok := q.(*store.DB); ok {
-		err = db.InTx(ctx, func(ctx context.Context, tx store.Tx) error { return run(ctx, tx) })
-	} else {
-		err = run(ctx, q)
-	}
+	err = inTx(ctx, q, run)
 	if err != nil {
 		return ReplayResult{}, err
 	}
@@ -303,11 +299,7 @@ func SkipEvents(ctx context.Context, q store.Querier, now time.Time, req SkipReq
 		}
 		return nil
 	}
-	if db, ok := q.(*store.DB); ok {
-		err = db.InTx(ctx, func(ctx context.Context, tx store.Tx) error { return run(ctx, tx) })
-	} else {
-		err = run(ctx, q)
-	}
+	err = inTx(ctx, q, run)
 	if err != nil {
 		return SkipResult{}, err
 	}
@@ -401,4 +393,13 @@ func WaitingBehind(ctx context.Context, q store.Querier, eventIDs []string) (map
 		return nil, fmt.Errorf("outbox: waiting events: %w", err)
 	}
 	return out, nil
+}
+
+// inTx runs fn in a transaction of its own when q is the database, or in q
+// when q already is the caller's transaction.
+func inTx(ctx context.Context, q store.Querier, fn func(context.Context, store.Querier) error) error {
+	if db, ok := q.(*store.DB); ok {
+		return db.InTx(ctx, func(ctx context.Context, tx store.Tx) error { return fn(ctx, tx) })
+	}
+	return fn(ctx, q)
 }

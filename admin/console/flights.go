@@ -112,15 +112,25 @@ func (c *Console) flightOne(ctx context.Context, flid string) (f sis.SchdEvent, 
 	return f, false, nil
 }
 
-func (c *Console) flight(ctx context.Context, w http.ResponseWriter, r *http.Request, s session) {
+// pathFlight finds the flight the path's {flid} names; when it cannot, it
+// answers the request and returns false.
+func (c *Console) pathFlight(ctx context.Context, w http.ResponseWriter, r *http.Request, s session) (sis.SchdEvent, bool) {
 	flid := r.PathValue("flid")
 	f, found, err := c.flightOne(ctx, flid)
 	if err != nil {
 		c.fail(w, r, s, err)
-		return
+		return f, false
 	}
 	if !found {
 		c.refuse(w, r, http.StatusNotFound, "no flight "+flid+" (unknown, or moved to history by the sweep)")
+		return f, false
+	}
+	return f, true
+}
+
+func (c *Console) flight(ctx context.Context, w http.ResponseWriter, r *http.Request, s session) {
+	f, ok := c.pathFlight(ctx, w, r, s)
+	if !ok {
 		return
 	}
 	// The fields in the dictionary's order, then those it does not know.
@@ -204,14 +214,8 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 func (c *Console) flightJSON(ctx context.Context, w http.ResponseWriter, r *http.Request, s session) {
-	flid := r.PathValue("flid")
-	f, found, err := c.flightOne(ctx, flid)
-	if err != nil {
-		c.fail(w, r, s, err)
-		return
-	}
-	if !found {
-		c.refuse(w, r, http.StatusNotFound, "no flight "+flid+" (unknown, or moved to history by the sweep)")
+	f, ok := c.pathFlight(ctx, w, r, s)
+	if !ok {
 		return
 	}
 	b, _ := json.MarshalIndent(f, "", "  ") // a decoded answer always marshals

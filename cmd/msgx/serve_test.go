@@ -633,7 +633,7 @@ func TestServeProduction(t *testing.T) {
 	rules, _ := os.ReadFile("../../deploy/alerts.yaml")
 	// Series that exist only in a state this run does not reach: the
 	// listeners' certificate metrics need TLS files (internal/tlsfiles tests
-	// them), a blocked key's series a key held by a dead event (outbox tests
+	// them), a blocked key's series a key held by a dead event (admin tests
 	// them).
 	onlyWhen := map[string]bool{"msgx_tls_certificate_expiry_timestamp_seconds": true, "msgx_tls_reloads_total": true,
 		"msgx_outbox_blocked_key_waiting": true}
