@@ -69,11 +69,7 @@ func TestConsoleBrowser(t *testing.T) {
 	hostileID := strings.TrimSpace(string(body))
 	// Real traffic: the bundled SIS messages through the ingress, in the
 	// demo's order (the schedule first, the FDEL last).
-	// The reference data's events need their topic (the service creates
-	// those of the flight events).
-	if _, err := kadm.NewClient(mustClient(t, deps.seeds)).CreateTopic(ctx, 1, 1, nil, "sis.ref"); err != nil {
-		t.Fatal(err)
-	}
+	// (The reference data's topic, sis.ref, is seeded with the cluster.)
 	msgs, err := demo.Traffic(5000)
 	if err != nil {
 		t.Fatal(err)
