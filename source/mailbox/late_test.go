@@ -228,7 +228,12 @@ func TestLateRowIsNotAppliedOverANewerOneOnMariaDB(t *testing.T) {
 	})
 	clk.Advance(10 * time.Second)
 	p.Nudge()
-	eventually(t, "the gap declared permanent and row 3 processed", func() bool { return len(proc.ran()) == 2 })
+	// Processed and committed: the processor ran inside the transaction,
+	// which may not have committed yet when it returns.
+	eventually(t, "the gap declared permanent and row 3 processed", func() bool {
+		r, err := inbox.Get(ctx, e.db, "sis", 3)
+		return len(proc.ran()) == 2 && err == nil && r.Status == inbox.Succeeded
+	})
 	if err := late.Commit(); err != nil {
 		t.Fatal(err)
 	}
