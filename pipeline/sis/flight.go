@@ -130,6 +130,14 @@ func (f *Flight) collectionJSON(name string) ([]byte, error) {
 	return marshalJSON(its)
 }
 
+// field is the value of a scalar field, "" when f is nil or has none.
+func (f *Flight) field(name string) string {
+	if f == nil {
+		return ""
+	}
+	return f.Fields[name]
+}
+
 func (f *Flight) clone() *Flight {
 	c := *f
 	c.Fields = maps.Clone(f.Fields)

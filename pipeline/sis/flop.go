@@ -155,25 +155,21 @@ func (p *Processor) write(ctx context.Context, tx store.Tx, msg *inbox.Message, 
 		} else {
 			c.f.Version = c.old.Version + 1
 		}
+		colls, err := collectionChanges(c)
+		if err != nil {
+			return fmt.Errorf("sis: changes of %s: %w", c.f.FLID, err)
+		}
 		if c.deleted {
 			stmts = append(stmts, fs.setStatus(c.f, msg.Now))
 		} else {
-			st, err := fs.save(c.f, c.old, c.touched, msg.Now)
-			if err != nil {
-				return err
-			}
-			stmts = append(stmts, st...)
+			stmts = append(stmts, fs.save(c.f, c.old, colls, msg.Now)...)
 		}
 		ev, err := p.events(msg, m, c, trace)
 		if err != nil {
 			return fmt.Errorf("sis: events of %s: %w", c.f.FLID, err)
 		}
 		events = append(events, ev)
-		vs, err := fs.versionStmt(msg, m, c, ev)
-		if err != nil {
-			return err
-		}
-		stmts = append(stmts, vs)
+		stmts = append(stmts, fs.versionStmt(msg, m, c, colls, ev))
 	}
 	evStmts, err := p.eventStatements(tx.Dialect(), msg, events)
 	if err != nil {

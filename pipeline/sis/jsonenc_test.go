@@ -91,3 +91,35 @@ func BenchmarkMsgEvent(b *testing.B) {
 		}
 	})
 }
+
+// TestVersionJSON: a version's changes and events are written byte for
+// byte as encoding/json writes them (they are read back with it).
+func TestVersionJSON(t *testing.T) {
+	odd := []string{"", "plain", `"quoted" \ back`, "<html>&amp;", "延误\u2028\u2029", "tab\tnl\n\x01", "bad \xff utf-8"}
+	cases := []Changes{{}, {Status: &FieldChange{After: "ACTIVE"}}}
+	for _, s := range odd {
+		cases = append(cases,
+			Changes{Fields: []FieldChange{{Name: s, Before: s, After: "x"}, {Name: "b", Before: s}}},
+			Changes{Status: &FieldChange{Before: s, After: s}, Collections: []CollectionChange{
+				{Name: s, Before: json.RawMessage("null"), After: json.RawMessage(`[{"@RTNO":"1"}]`)}}},
+			Changes{Collections: []CollectionChange{{Name: "GTDT", Before: json.RawMessage(`[{"a":"b"}]`), After: json.RawMessage("null")},
+				{Name: s, Before: json.RawMessage(`[]`), After: json.RawMessage(`[{"k":"` + "v" + `"}]`)}}},
+		)
+	}
+	for i, ch := range cases {
+		want, err := json.Marshal(ch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendChanges(nil, ch); string(got) != string(want) {
+			t.Errorf("changes %d:\n got %s\nwant %s", i, got, want)
+		}
+	}
+	for _, s := range odd {
+		e := VersionEvent{ID: s, Target: s, Topic: "t", Type: "upsert"}
+		want, _ := json.Marshal(e)
+		if got := appendVersionEvent(nil, e); string(got) != string(want) {
+			t.Errorf("event:\n got %s\nwant %s", got, want)
+		}
+	}
+}

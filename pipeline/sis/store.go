@@ -1,12 +1,10 @@
 package sis
 
 import (
-	"bytes"
 	"context"
 	"embed"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -123,9 +121,8 @@ func (s flightStore) load(ctx context.Context, q store.Querier, flids []string) 
 
 // save returns the statements that store f (encoded), whose previous state
 // is old (nil for a new flight): the whole flight_schd row, and for each
-// collection that changed, its rows replaced. Only the touched collections
-// can have changed.
-func (s flightStore) save(f, old *Flight, touched []string, now time.Time) ([]store.Stmt, error) {
+// collection that changed (see collectionChanges), its rows replaced.
+func (s flightStore) save(f, old *Flight, changed []CollectionChange, now time.Time) []store.Stmt {
 	args := make([]any, 0, 8+len(scalarColumns))
 	query := "UpdateFlight"
 	if old == nil {
@@ -150,16 +147,8 @@ func (s flightStore) save(f, old *Flight, touched []string, now time.Time) ([]st
 	args = append(args, s.jsonArg(extra), string(f.doc))
 	stmts := []store.Stmt{{SQL: s.q.Get(query), Args: args}}
 
-	var changed []string
-	if old == nil {
-		changed = sortedKeys(f.Collections)
-	} else {
-		var err error
-		if changed, err = changedCollections(old, f, touched); err != nil {
-			return nil, err
-		}
-	}
-	for _, name := range changed {
+	for _, c := range changed {
+		name := c.Name
 		t := tableOf(name)
 		if s.d == store.Postgres {
 			stmts = append(stmts, s.replace(t, f.FLID, name, f.Collections[name]))
@@ -170,7 +159,7 @@ func (s flightStore) save(f, old *Flight, touched []string, now time.Time) ([]st
 			stmts = append(stmts, store.Stmt{SQL: s.q.Get("Insert" + t.name), Args: s.itemArgs(t, f.FLID, name, pos, it)})
 		}
 	}
-	return stmts, nil
+	return stmts
 }
 
 // replace is the statement that replaces a collection's rows with its
@@ -203,26 +192,6 @@ func (s flightStore) replace(t *detailTable, flid, coll string, its []Item) stor
 // version (FDEL: the detail rows stay as they were).
 func (s flightStore) setStatus(f *Flight, now time.Time) store.Stmt {
 	return store.Stmt{SQL: s.q.Get("SetStatus"), Args: []any{f.FLID, f.Status, f.Version, f.LastMsgID, now, string(f.doc)}}
-}
-
-// changedCollections lists, in order, the touched collections that differ
-// between old and f (the touched ones are decoded in f).
-func changedCollections(old, f *Flight, touched []string) ([]string, error) {
-	var out []string
-	for _, n := range sortedUnique(slices.Clone(touched)) {
-		ja, err := old.collectionJSON(n)
-		if err != nil {
-			return nil, err
-		}
-		jb, err := f.collectionJSON(n)
-		if err != nil {
-			return nil, err
-		}
-		if !bytes.Equal(ja, jb) {
-			out = append(out, n)
-		}
-	}
-	return out, nil
 }
 
 // itemArgs splits an item into the table's columns: the sequence attribute,

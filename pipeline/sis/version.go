@@ -1,10 +1,10 @@
 package sis
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -75,14 +75,12 @@ type VersionEvent struct {
 	Type string `json:"type"`
 }
 
-// diff is what c changes; touched collections are the only ones that can
-// have changed (see changedCollections).
-func diff(c change) (Changes, error) {
+// diff is what c changes; colls are its collection changes (see
+// collectionChanges).
+func diff(c change, colls []CollectionChange) Changes {
 	var ch Changes
-	before := func(k string) string { return "" }
 	oldStatus := ""
 	if c.old != nil {
-		before = func(k string) string { return c.old.Fields[k] }
 		oldStatus = c.old.Status
 	}
 	if oldStatus != c.f.Status {
@@ -90,42 +88,58 @@ func diff(c change) (Changes, error) {
 	}
 	if c.deleted {
 		// FDEL changes the status only: the fields and details stay.
-		return ch, nil
+		return ch
 	}
-	names := slices.Collect(maps.Keys(c.f.Fields))
-	if c.old != nil {
-		names = append(names, slices.Collect(maps.Keys(c.old.Fields))...)
-	}
-	for _, k := range sortedUnique(names) {
-		b, a := before(k), c.f.Fields[k]
-		if b != a {
+	for k, a := range c.f.Fields {
+		if b := c.old.field(k); b != a {
 			ch.Fields = append(ch.Fields, FieldChange{Name: k, Before: b, After: a})
 		}
 	}
-	var colls []string
-	if c.old == nil {
-		colls = sortedKeys(c.f.Collections)
-	} else {
-		var err error
-		if colls, err = changedCollections(c.old, c.f, c.touched); err != nil {
-			return ch, err
+	if c.old != nil {
+		for k, b := range c.old.Fields {
+			if _, ok := c.f.Fields[k]; !ok && b != "" {
+				ch.Fields = append(ch.Fields, FieldChange{Name: k, Before: b})
+			}
 		}
 	}
-	for _, n := range colls {
-		var b []byte
-		if c.old != nil {
-			var err error
-			if b, err = c.old.collectionJSON(n); err != nil {
-				return ch, err
+	slices.SortFunc(ch.Fields, func(a, b FieldChange) int { return strings.Compare(a.Name, b.Name) })
+	ch.Collections = colls
+	return ch
+}
+
+// collectionChanges lists, in name order, the collections c changes, each
+// before and after in its canonical encoding: all of a new flight's, of an
+// existing one the touched collections that differ (no other can have
+// changed), none of a deleted one (FDEL leaves the details as they were).
+func collectionChanges(c change) ([]CollectionChange, error) {
+	if c.deleted {
+		return nil, nil
+	}
+	var out []CollectionChange
+	if c.old == nil {
+		for _, n := range sortedKeys(c.f.Collections) {
+			a, err := c.f.collectionJSON(n)
+			if err != nil {
+				return nil, err
 			}
+			out = append(out, CollectionChange{Name: n, Before: orNull(nil), After: orNull(a)})
+		}
+		return out, nil
+	}
+	for _, n := range sortedUnique(slices.Clone(c.touched)) {
+		b, err := c.old.collectionJSON(n)
+		if err != nil {
+			return nil, err
 		}
 		a, err := c.f.collectionJSON(n)
 		if err != nil {
-			return ch, err
+			return nil, err
 		}
-		ch.Collections = append(ch.Collections, CollectionChange{Name: n, Before: orNull(b), After: orNull(a)})
+		if !bytes.Equal(b, a) {
+			out = append(out, CollectionChange{Name: n, Before: orNull(b), After: orNull(a)})
+		}
 	}
-	return ch, nil
+	return out, nil
 }
 
 func orNull(b []byte) json.RawMessage {
@@ -135,33 +149,91 @@ func orNull(b []byte) json.RawMessage {
 	return b
 }
 
-// versionStmt is the statement that records c's version, made by msg.
-func (s flightStore) versionStmt(msg *inbox.Message, m *sisxml.Message, c change, ev eventPair) (store.Stmt, error) {
-	ch, err := diff(c)
-	if err != nil {
-		return store.Stmt{}, fmt.Errorf("sis: changes of %s: %w", c.f.FLID, err)
+// versionStmt is the statement that records c's version, made by msg, with
+// its collection changes colls and its events ev.
+func (s flightStore) versionStmt(msg *inbox.Message, m *sisxml.Message, c change, colls []CollectionChange, ev eventPair) store.Stmt {
+	changes := appendChanges(make([]byte, 0, 256), diff(c, colls))
+	events := make([]byte, 0, 256)
+	events = append(events, '[')
+	events = appendVersionEvent(events, VersionEvent{ID: ev.msg.ID, Target: ev.msg.Target, Topic: ev.msg.Topic, Type: "upsert"})
+	events = append(events, ',')
+	schd := VersionEvent{ID: ev.schd.ID, Target: ev.schd.Target, Topic: ev.schd.Topic, Type: "upsert"}
+	if c.deleted {
+		schd.Type = "tombstone"
 	}
-	cb, err := json.Marshal(ch)
-	if err != nil {
-		return store.Stmt{}, fmt.Errorf("sis: changes of %s: %w", c.f.FLID, err)
-	}
-	evs := make([]VersionEvent, 0, 2)
-	for _, e := range []struct {
-		id, target, topic string
-		tomb              bool
-	}{{ev.msg.ID, ev.msg.Target, ev.msg.Topic, false}, {ev.schd.ID, ev.schd.Target, ev.schd.Topic, c.deleted}} {
-		typ := "upsert"
-		if e.tomb {
-			typ = "tombstone"
-		}
-		evs = append(evs, VersionEvent{ID: e.id, Target: e.target, Topic: e.topic, Type: typ})
-	}
-	eb, err := json.Marshal(evs)
-	if err != nil {
-		return store.Stmt{}, fmt.Errorf("sis: events of %s: %w", c.f.FLID, err)
-	}
+	events = append(appendVersionEvent(events, schd), ']')
 	return store.Stmt{SQL: s.q.Get("InsertVersion"), Args: []any{c.f.FLID, c.f.Version, c.f.Status, msg.Stream, msg.ID,
-		m.Meta.Seq, m.Meta.Type, m.Meta.Subtype, m.Meta.Sender, string(cb), string(eb), msg.Now}}, nil
+		m.Meta.Seq, m.Meta.Type, m.Meta.Subtype, m.Meta.Sender, string(changes), string(events), msg.Now}}
+}
+
+// appendChanges appends ch as encoding/json writes it (TestVersionJSON),
+// without its reflection: every changed flight records one.
+func appendChanges(out []byte, ch Changes) []byte {
+	out = append(out, '{')
+	sep := func() {
+		if out[len(out)-1] != '{' {
+			out = append(out, ',')
+		}
+	}
+	if ch.Status != nil {
+		out = append(out, `"status":`...)
+		out = appendFieldChange(out, *ch.Status)
+	}
+	if len(ch.Fields) > 0 {
+		sep()
+		out = append(out, `"fields":[`...)
+		for i, f := range ch.Fields {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = appendFieldChange(out, f)
+		}
+		out = append(out, ']')
+	}
+	if len(ch.Collections) > 0 {
+		sep()
+		out = append(out, `"collections":[`...)
+		for i, c := range ch.Collections {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = append(out, `{"name":`...)
+			out = appendJSONString(out, c.Name)
+			out = append(out, `,"before":`...)
+			out = append(out, orNull(c.Before)...)
+			out = append(out, `,"after":`...)
+			out = append(out, orNull(c.After)...)
+			out = append(out, '}')
+		}
+		out = append(out, ']')
+	}
+	return append(out, '}')
+}
+
+func appendFieldChange(out []byte, f FieldChange) []byte {
+	out = append(out, '{')
+	if f.Name != "" {
+		out = append(out, `"name":`...)
+		out = appendJSONString(out, f.Name)
+		out = append(out, ',')
+	}
+	out = append(out, `"before":`...)
+	out = appendJSONString(out, f.Before)
+	out = append(out, `,"after":`...)
+	out = appendJSONString(out, f.After)
+	return append(out, '}')
+}
+
+func appendVersionEvent(out []byte, e VersionEvent) []byte {
+	out = append(out, `{"id":`...)
+	out = appendJSONString(out, e.ID)
+	out = append(out, `,"target":`...)
+	out = appendJSONString(out, e.Target)
+	out = append(out, `,"topic":`...)
+	out = appendJSONString(out, e.Topic)
+	out = append(out, `,"type":`...)
+	out = appendJSONString(out, e.Type)
+	return append(out, '}')
 }
 
 // MaxVersions bounds the versions one history query returns.
