@@ -34,6 +34,7 @@ func main() {
 	flag.IntVar(&cfg.Cuts, "cuts", 5, "cuts of every database connection")
 	flag.DurationVar(&cfg.Outage, "outage", 30*time.Second, "one PostgreSQL outage and one MariaDB black hole of this length; 0: none")
 	kafkaOutage := flag.Duration("kafka-outage", -1, "one outage of Kafka of this length (every request's connection closed); 0: none; default: as --outage")
+	flag.BoolVar(&cfg.RejectOne, "reject-one", true, "as Kafka comes back from its outage it refuses one SIS msg event for itself until the campaign, as the operator, has checked that the event's flight waits behind it and replays it (needs a Kafka outage)")
 	flag.StringVar(&cfg.RabbitURL, "rabbit", envOr("MSGX_TEST_RABBITMQ", rabbitmq.DefaultURL), "RabbitMQ URL of the RabbitMQ sender and the sis stream's broker source (an exchange and queue of its own, deleted at the end); empty: no RabbitMQ traffic")
 	rabbitOutage := flag.Duration("rabbit-outage", -1, "one RabbitMQ outage (connections cut, new ones refused) and one black hole of this length; 0: none; default: as --outage")
 	flag.BoolVar(&cfg.PrivateRabbit, "private-rabbit", false, "run a RabbitMQ node of the campaign's own (own node name, ports and data in a temporary directory) instead of --rabbit")
@@ -56,6 +57,7 @@ func main() {
 	if cfg.KafkaOutage < 0 {
 		cfg.KafkaOutage = cfg.Outage
 	}
+	cfg.RejectOne = cfg.RejectOne && cfg.KafkaOutage > 0
 	if *rabbitOutage < 0 {
 		*rabbitOutage = cfg.Outage
 	}

@@ -95,11 +95,12 @@ type Violations struct {
 	WrongDup      []string // a duplicate on the wire with another content than the first
 	BadInputFates []string // hostile input that did not end DEAD/SKIPPED with a reason
 	Leak          []string // goroutines or memory growing over the soak
+	Blocked       []string // a DEAD event on a per-key target that did not hold its key, or the rest that did not flow
 }
 
 // Count is the number of violations of every kind.
 func (v Violations) Count() int {
-	return len(v.Lost) + len(v.Doubled) + len(v.Order) + len(v.State) + len(v.DeadByFault) + len(v.Stuck) + len(v.WrongDup) + len(v.BadInputFates) + len(v.Leak)
+	return len(v.Lost) + len(v.Doubled) + len(v.Order) + len(v.State) + len(v.DeadByFault) + len(v.Stuck) + len(v.WrongDup) + len(v.BadInputFates) + len(v.Leak) + len(v.Blocked)
 }
 
 func (v Violations) String() string {
@@ -108,7 +109,7 @@ func (v Violations) String() string {
 		n string
 		l []string
 	}{{"lost", v.Lost}, {"doubled", v.Doubled}, {"order", v.Order}, {"state", v.State}, {"dead-by-fault", v.DeadByFault},
-		{"stuck", v.Stuck}, {"wrong-duplicate", v.WrongDup}, {"bad-input", v.BadInputFates}, {"leak", v.Leak}} {
+		{"stuck", v.Stuck}, {"wrong-duplicate", v.WrongDup}, {"bad-input", v.BadInputFates}, {"leak", v.Leak}, {"blocked", v.Blocked}} {
 		for i, s := range k.l {
 			if i == 20 {
 				fmt.Fprintf(&b, "%s: ... %d more\n", k.n, len(k.l)-20)

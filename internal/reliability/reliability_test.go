@@ -97,8 +97,11 @@ func TestShortCampaign(t *testing.T) {
 // relay's retry budget (5 attempts: with the campaign's 5 s publish timeout
 // and the production backoff of 1 s doubling, about 40 s). The relay of each
 // of the two instances pauses the targets and charges no attempt: no event
-// may go DEAD, and the oracle's checks (every event on the wire, each
-// flight's events in order) must hold after the return.
+// may go DEAD for it. As Kafka comes back it refuses one msg event for
+// itself (RejectOne): that event alone goes DEAD, its flight's later events
+// wait behind it while the other flights' flow, and after the operator's
+// replay the oracle's checks (every event on the wire, each flight's events
+// in order) must hold.
 func TestBrokerOutageLongerThanTheRetryBudget(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -116,6 +119,7 @@ func TestBrokerOutageLongerThanTheRetryBudget(t *testing.T) {
 		MariaDSN:    storetest.MySQLDSN(),
 		Duration:    100 * time.Second,
 		KafkaOutage: outage,
+		RejectOne:   true,
 		Second:      true,
 		StreamLease: 10 * time.Second,
 		Writers:     2,
@@ -129,7 +133,8 @@ func TestBrokerOutageLongerThanTheRetryBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("figures:\n%s", f)
-	if f.KafkaOutages != 1 || f.KafkaOutageLength != outage || f.KafkaRefused == 0 || f.EventsExpected == 0 {
+	if f.KafkaOutages != 1 || f.KafkaOutageLength != outage || f.KafkaRefused == 0 || f.EventsExpected == 0 ||
+		f.Rejected == "" || f.RejectedRefusals == 0 || f.RejectedWaiting == 0 {
 		t.Errorf("the campaign did not do what it should: %+v", f)
 	}
 	if n := f.Violations.Count(); n > 0 {

@@ -64,6 +64,13 @@ type Config struct {
 	// KafkaOutage is one outage of the in-process Kafka of this length (every
 	// request's connection closed), 0: none.
 	KafkaOutage time.Duration
+	// RejectOne: as Kafka comes back from the outage, it refuses the first
+	// SIS msg event it is sent (a per-key target) for itself, until the
+	// campaign, as the operator, has seen the event DEAD with its flight's
+	// later events waiting behind it while the other flights' flow, and
+	// replays it (see replayRejected). The oracle's per-key order on the
+	// wire then covers the replay.
+	RejectOne bool
 	// RabbitURL is the RabbitMQ server of the RabbitMQ sender and the sis
 	// stream's broker source (see rabbit.go); "" and no PrivateRabbit: no
 	// RabbitMQ traffic.
@@ -106,6 +113,8 @@ type Figures struct {
 	RouteRecords                                     int // valid route-passport records produced
 	KafkaOutages, KafkaRefused                       int // Kafka outages, requests refused in them
 	KafkaOutageLength                                time.Duration
+	Rejected                                         string        // the event Kafka refused (RejectOne)
+	RejectedRefusals, RejectedWaiting                int           // produce requests refused for it; its key's events waiting behind it before the replay
 	RouteJoins, RouteGeneration, RouteMembers        int           // route-passport group: joins of a process, rebalances, members at the end
 	RouteIngestMax, RouteIngestP99, RouteGapMax      time.Duration // see routeTiming
 	RouteLagMax, RouteLagP99                         time.Duration
@@ -138,6 +147,9 @@ func (f *Figures) String() string {
 		f.RouteIngestMax.Round(time.Millisecond), f.RouteIngestP99.Round(time.Millisecond), f.RouteGapMax.Round(time.Millisecond),
 		f.RouteLagMax.Round(time.Millisecond), f.RouteLagP99.Round(time.Millisecond))
 	fmt.Fprintf(&b, "Kafka outages %d of %s (%d requests refused)\n", f.KafkaOutages, f.KafkaOutageLength, f.KafkaRefused)
+	if f.Rejected != "" {
+		fmt.Fprintf(&b, "event refused by Kafka: %s (%d produce requests), %d events of its key waited behind it until the replay\n", f.Rejected, f.RejectedRefusals, f.RejectedWaiting)
+	}
 	b.WriteString(f.rabbitFigures())
 	fmt.Fprintf(&b, "events expected %d, seen %d, duplicates on the wire %d, drain after the faults %s\n",
 		f.EventsExpected, f.EventsSeen, f.WireDuplicates, f.Drain.Round(time.Second))
@@ -154,8 +166,8 @@ func (f *Figures) String() string {
 		fmt.Fprintf(&b, "bad input %s\n", o)
 	}
 	v := f.Violations
-	fmt.Fprintf(&b, "lost %d, doubled %d, order %d, state %d, dead by faults %d, stuck %d, wrong duplicates %d, bad-input fates %d, leaks %d\n",
-		len(v.Lost), len(v.Doubled), len(v.Order), len(v.State), len(v.DeadByFault), len(v.Stuck), len(v.WrongDup), len(v.BadInputFates), len(v.Leak))
+	fmt.Fprintf(&b, "lost %d, doubled %d, order %d, state %d, dead by faults %d, stuck %d, wrong duplicates %d, bad-input fates %d, leaks %d, blocked %d\n",
+		len(v.Lost), len(v.Doubled), len(v.Order), len(v.State), len(v.DeadByFault), len(v.Stuck), len(v.WrongDup), len(v.BadInputFates), len(v.Leak), len(v.Blocked))
 	b.WriteString(v.String())
 	return b.String()
 }
@@ -201,6 +213,9 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 	}
 	if (cfg.RabbitRestarts > 0 && !cfg.PrivateRabbit) || ((cfg.RabbitOutage > 0 || cfg.RabbitBlackHole > 0) && !cfg.PrivateRabbit && cfg.RabbitURL == "") {
 		return nil, errors.New("RabbitMQ faults need RabbitMQ traffic (RabbitURL or PrivateRabbit), restarts the private node")
+	}
+	if cfg.RejectOne && cfg.KafkaOutage == 0 {
+		return nil, errors.New("a rejected event (RejectOne) comes with a Kafka outage")
 	}
 	c := &campaign{cfg: cfg, fig: &Figures{Tables: map[string]int{}, Skew: cfg.Skew}, hostile: map[int64]string{}, late: map[int64]bool{}}
 	if cfg.PrivateDB {
@@ -339,7 +354,7 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 		"MSGX_INGRESS_SENDERS_AODB_ADDRESSES=127.0.0.1",
 		"MSGX_INGRESS_MAX_BYTES=1048576",
 		"MSGX_ADMIN_READ_TOKEN=rL6kW2qZ9xV4nB7mT3cJ1hF8dS5gP0aYi",
-		"MSGX_ADMIN_OPERATOR_TOKEN=rO9pN4vB7cX2zL6kJ3hG1fD8sA5qW0eTu",
+		"MSGX_ADMIN_OPERATOR_TOKEN=" + operatorToken,
 		"MSGX_STREAMS_SIS_POLL_INTERVAL=100ms",
 		"MSGX_STREAMS_SIS_BACKOFF_INITIAL=200ms",
 		"MSGX_STREAMS_SIS_BACKOFF_MAX=5s",
@@ -505,6 +520,9 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 			}
 		}
 	}
+	if cfg.RejectOne {
+		c.replayRejected(ctx, pg)
+	}
 	c.say("faults over; waiting for the drain")
 	drainStart := time.Now()
 	next := time.Now().Add(20 * time.Second)
@@ -567,6 +585,7 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 	}
 	routeGroupFigures(kf, c.kw, c.fig)
 	v.Leak = c.fig.Violations.Leak
+	v.Blocked = c.fig.Violations.Blocked
 	v.BadInputFates = append(c.fig.Violations.BadInputFates, v.BadInputFates...)
 	v.Stuck = append(c.fig.Violations.Stuck, v.Stuck...) // an armed instance that exited otherwise
 	for _, in := range c.snapshot() {
