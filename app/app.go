@@ -37,6 +37,7 @@ import (
 	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/inbox"
 	"github.com/msgx/msgx/internal/backoff"
+	"github.com/msgx/msgx/internal/buildinfo"
 	"github.com/msgx/msgx/internal/clock"
 	"github.com/msgx/msgx/internal/failpoint"
 	"github.com/msgx/msgx/internal/httpserve"
@@ -106,6 +107,7 @@ type options struct {
 	tp     trace.TracerProvider
 	clock  clock.Clock
 	fp     *failpoint.Set
+	build  buildinfo.Info
 }
 
 // WithLogOutput sets where logs go (default stderr).
@@ -126,6 +128,10 @@ func WithClock(c clock.Clock) Option { return func(o *options) { o.clock = c } }
 // setting with which the reliability campaign makes the process kill itself
 // inside the windows that matter. The set logs through the service's logger.
 func WithFailpoints(s *failpoint.Set) Option { return func(o *options) { o.fp = s } }
+
+// WithBuildInfo sets what the binary knows of its build, exported as
+// msgx_build_info (default: the build read from the binary, no adapters).
+func WithBuildInfo(in buildinfo.Info) Option { return func(o *options) { o.build = in } }
 
 // New wires the service: it opens (and migrates) the store, starts the
 // brokers, opens the mailboxes, builds every stream, pipeline and the relay,
@@ -148,7 +154,15 @@ func New(ctx context.Context, cfg *config.Config, reg *Registry, opts ...Option)
 	info := prometheus.NewGauge(prometheus.GaugeOpts{Name: "msgx_service_info", Help: "1, labelled with the configuration's profile and shadow mode.",
 		ConstLabels: prometheus.Labels{"profile": cfg.Profile, "shadow": strconv.FormatBool(cfg.Shadow)}})
 	info.Set(1)
-	a.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), info)
+	if o.build.GoVersion == "" {
+		o.build = buildinfo.Read("", nil)
+	}
+	build := prometheus.NewGauge(prometheus.GaugeOpts{Name: "msgx_build_info",
+		Help: "1, labelled with the binary's version, VCS revision, whether its tree was modified, its Go version and the broker adapters compiled in.",
+		ConstLabels: prometheus.Labels{"version": o.build.Version, "revision": o.build.Revision, "modified": strconv.FormatBool(o.build.Modified),
+			"goversion": o.build.GoVersion, "adapters": strings.Join(o.build.Adapters, ",")}})
+	build.Set(1)
+	a.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), info, build)
 
 	if o.tp != nil {
 		a.tracing = tracing.Wrap(o.tp)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -203,7 +204,7 @@ func TestStartPositionAndShadowMode(t *testing.T) {
 			}
 			// The counters move after the commit the status above already
 			// shows: wait for them, within a bound.
-			want := []string{fmt.Sprintf(`msgx_service_info{profile="production",shadow="%v"} 1`, shadow),
+			want := []string{fmt.Sprintf(`msgx_service_info{profile="production",shadow="%v"} 1`, shadow), `msgx_build_info{adapters="",goversion="` + runtime.Version() + `"`,
 				`msgx_stream_last_success_timestamp_seconds{stream="s"}`, `msgx_inbox_settled_total{status="SUCCEEDED",stream="s"} 3`}
 			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 				resp, err := http.Get("http://" + r.app.AdminAddr() + "/metrics")

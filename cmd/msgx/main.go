@@ -4,11 +4,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
+	"github.com/msgx/msgx/internal/buildinfo"
 	"github.com/spf13/cobra"
 )
 
@@ -27,12 +30,16 @@ func main() {
 }
 
 func newRoot() *cobra.Command {
+	var out strings.Builder
+	_ = build().Write(&out)
 	root := &cobra.Command{
 		Use:           "msgx",
 		Short:         "msgx moves business messages between mailboxes, HTTP, databases and brokers without loss",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       build().Version,
 	}
+	root.SetVersionTemplate(out.String())
 	root.AddCommand(newVersionCmd(), newDemoCmd(), newMigrateCmd(), newBenchCmd(),
 		newServeCmd(), newStatusCmd(), newDeadCmd(), newReplayCmd(), newSkipCmd(),
 		newQueryCmd("requests", "Outbound requests (RQFD/RQRD) of the SIS pipeline: a table, or --json", printRequests),
@@ -41,13 +48,24 @@ func newRoot() *cobra.Command {
 	return root
 }
 
+// build is this binary's build.
+func build() buildinfo.Info { return buildinfo.Read(version, compiledAdapters()) }
+
 func newVersionCmd() *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	cmd := &cobra.Command{
 		Use:   "version",
-		Short: "Print the msgx version",
+		Short: "Print the msgx version, the revision it was built from, its Go version and the broker adapters compiled in",
 		Args:  cobra.NoArgs,
-		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintln(cmd.OutOrStdout(), "msgx", version)
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(build())
+			}
+			return build().Write(cmd.OutOrStdout())
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print it as JSON")
+	return cmd
 }

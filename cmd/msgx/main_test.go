@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/msgx/msgx/admin"
+	"github.com/msgx/msgx/internal/buildinfo"
 )
 
 func run(t *testing.T, args ...string) string {
@@ -30,9 +33,23 @@ func execute(args ...string) (string, error) {
 	return out.String(), err
 }
 
+// TestVersion: `msgx version`, `msgx --version` and `msgx version --json`
+// say the same build: version, Go version, the adapters compiled in.
 func TestVersion(t *testing.T) {
-	if out := run(t, "version"); !strings.HasPrefix(out, "msgx ") {
+	out := run(t, "version")
+	if !strings.HasPrefix(out, "msgx ") || !strings.Contains(out, "go        "+runtime.Version()+"\n") ||
+		!strings.Contains(out, "adapters  "+strings.Join(compiledAdapters(), ", ")+"\n") {
 		t.Fatalf("version printed %q", out)
+	}
+	if flag := run(t, "--version"); flag != out {
+		t.Fatalf("--version printed %q, version %q", flag, out)
+	}
+	var in buildinfo.Info
+	if err := json.Unmarshal([]byte(run(t, "version", "--json")), &in); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out, "msgx "+in.Version+"\n") || in.GoVersion != runtime.Version() || len(in.Adapters) == 0 {
+		t.Fatalf("version --json: %+v", in)
 	}
 }
 

@@ -48,7 +48,7 @@ back unsettled, and exits 0. See docs/operations.md.`,
 			if err != nil {
 				return err
 			}
-			a, err := app.New(cmd.Context(), cfg, newRegistry(), app.WithClock(clk), app.WithFailpoints(fp))
+			a, err := app.New(cmd.Context(), cfg, newRegistry(), app.WithClock(clk), app.WithFailpoints(fp), app.WithBuildInfo(build()))
 			if err != nil {
 				return err
 			}
