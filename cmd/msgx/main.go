@@ -13,6 +13,10 @@ import (
 
 	"github.com/msgx/msgx/internal/buildinfo"
 	"github.com/spf13/cobra"
+
+	// The time zone database in the binary: an airport's zone
+	// (airport.timezone) loads on a host or image without one.
+	_ "time/tzdata"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
