@@ -35,6 +35,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/msgx/msgx/admin"
+	"github.com/msgx/msgx/deploy"
 	"github.com/msgx/msgx/inbox"
 	"github.com/msgx/msgx/internal/demo"
 	"github.com/msgx/msgx/outbox"
@@ -641,6 +642,17 @@ func TestServeProduction(t *testing.T) {
 		if !onlyWhen[m] && !bytes.Contains(metrics, []byte("\n"+m)) && !bytes.Contains(metrics, []byte("# TYPE "+m)) {
 			t.Errorf("the alert rules use %s, which /metrics does not export", m)
 		}
+	}
+	// The dashboard's queries: every metric with series, every label it
+	// groups by or shows on them. The route pipeline is not configured
+	// here: routepassport's TestDashboardMetrics checks its panels.
+	qs, err := deploy.Dashboard()
+	if err != nil {
+		t.Fatal(err)
+	}
+	routeOnly := func(m string) bool { return strings.HasPrefix(m, "route_passport_") }
+	for _, p := range deploy.CheckExposition(qs, string(metrics), routeOnly) {
+		t.Errorf("the dashboard queries %s", p)
 	}
 
 	// SIGTERM with work in flight: the rest of the traffic; whatever the
