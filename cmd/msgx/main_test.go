@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/msgx/msgx/admin"
 	"github.com/msgx/msgx/internal/buildinfo"
+	"github.com/spf13/cobra"
 )
 
 func run(t *testing.T, args ...string) string {
@@ -77,5 +80,39 @@ func TestPrintReplayShowsWarnings(t *testing.T) {
 		Warnings: map[string]string{"7": "older than what was applied: replaying it applies it after the newer messages"}}, "would be replayed")
 	if !strings.Contains(b.String(), "warning 7: older than what was applied") {
 		t.Fatalf("printed:\n%s", b.String())
+	}
+}
+
+// TestManAndCompletion: `msgx man DIR` writes a page for msgx and for every
+// command, their help text intact; `msgx completion` writes the scripts of
+// the usual shells.
+func TestManAndCompletion(t *testing.T) {
+	dir := t.TempDir()
+	run(t, "man", dir)
+	var want int
+	var count func(c *cobra.Command)
+	count = func(c *cobra.Command) {
+		if c.IsAvailableCommand() || c == c.Root() {
+			want++
+		}
+		for _, sub := range c.Commands() {
+			count(sub)
+		}
+	}
+	root := newRoot()
+	root.InitDefaultCompletionCmd() // what Execute adds before it runs a command
+	count(root)
+	pages, err := filepath.Glob(filepath.Join(dir, "*.1"))
+	if err != nil || len(pages) != want {
+		t.Fatalf("%d manual pages, want %d (one per command): %v", len(pages), want, err)
+	}
+	serve, err := os.ReadFile(filepath.Join(dir, "msgx-serve.1"))
+	if err != nil || !strings.Contains(string(serve), "MSGX_CONFIG") || !strings.Contains(string(serve), `.TH "MSGX" "1"`) {
+		t.Fatalf("msgx-serve.1: %v\n%s", err, serve)
+	}
+	for _, sh := range []string{"bash", "zsh", "fish"} {
+		if out := run(t, "completion", sh); !strings.Contains(out, "msgx") || len(out) < 500 {
+			t.Errorf("completion %s: %q", sh, out[:min(len(out), 200)])
+		}
 	}
 }
