@@ -148,13 +148,8 @@ func TestKubernetesManifests(t *testing.T) {
 	}
 
 	// The environment the container gets, with real values for the secrets.
-	token := func() string {
-		var b [32]byte
-		_, _ = rand.Read(b[:])
-		return base64.StdEncoding.EncodeToString(b[:])
-	}
 	secrets := map[string]string{"store-dsn": "postgres://msgx:pw@db.internal:5432/msgx?sslmode=verify-full",
-		"mailbox-dsn": "msgx:pw@tcp(mailbox.internal:3306)/legacy", "admin-read-token": token(), "admin-operator-token": token()}
+		"mailbox-dsn": "msgx:pw@tcp(mailbox.internal:3306)/legacy", "admin-read-token": randomToken(), "admin-operator-token": randomToken()}
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "GOFLAGS=" + os.Getenv("GOFLAGS")}
 	for _, e := range c.Env {
 		switch {
@@ -211,4 +206,52 @@ func goEnv(t *testing.T, key string) string {
 		t.Fatal(fmt.Errorf("go env %s: %w", key, err))
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// TestSamples: every configuration sample passes `msgx serve --check` with
+// its secrets in the environment, and the mailbox table docs/production.md
+// tells to create is the one msgx creates.
+func TestSamples(t *testing.T) {
+	samples, err := filepath.Glob("msgx.*.yaml")
+	if err != nil || len(samples) < 3 {
+		t.Fatalf("samples: %v %v", samples, err)
+	}
+	for _, s := range samples {
+		text, err := os.ReadFile(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check := exec.Command("go", "run", "../cmd/msgx", "serve", "--check", "--config", s)
+		check.Env = os.Environ()
+		// The secrets a sample says it takes from the environment.
+		for _, v := range []string{"MSGX_ADMIN_READ_TOKEN", "MSGX_ADMIN_OPERATOR_TOKEN", "MSGX_INGRESS_SENDERS_AODB_TOKEN"} {
+			if bytes.Contains(text, []byte(v)) {
+				check.Env = append(check.Env, v+"="+randomToken())
+			}
+		}
+		if out, err := check.CombinedOutput(); err != nil {
+			t.Errorf("%s: %v\n%s", s, err, out)
+		}
+	}
+	guide, err := os.ReadFile("../docs/production.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sql, err := os.ReadFile("../source/mailbox/sql/mysql/mailbox.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, create, _ := strings.Cut(string(sql), "-- name: Create\n")
+	create, _, _ = strings.Cut(create, "\n\n")
+	if want := strings.ReplaceAll(create, "{{table}}", "cminmsgs"); !strings.Contains(string(guide), "```sql\n"+want+"\n```") {
+		t.Errorf("docs/production.md does not show the mailbox table as msgx creates it:\n%s", want)
+	}
+}
+
+// randomToken is a token as operators are told to make one (openssl rand
+// -base64 32).
+func randomToken() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	return base64.StdEncoding.EncodeToString(b[:])
 }
