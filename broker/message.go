@@ -42,6 +42,12 @@ const (
 	HeaderDeadTimestamp = "msgx-dead-at" // RFC 3339
 )
 
+// DeadLetterGroup is the group to listen in to read a dead-letter topic's
+// messages: on brokers that keep nothing for a topic without subscribers
+// (RabbitMQ, MQTT, Pulsar) the adapters keep dead letters under it until
+// they are read.
+const DeadLetterGroup = driver.DeadLetterGroup
+
 // Message is what business code sends and receives.
 type Message struct {
 	// Key is the partition key; messages with the same key keep their order on
