@@ -223,3 +223,27 @@ func TestMigrateUpgradesLegacyDatabase(t *testing.T) {
 		})
 	}
 }
+
+// msgx migrate --config applies the lines the configuration uses, in its
+// store: a service without the SIS stream gets no SIS table.
+func TestMigrateConfigAppliesItsLines(t *testing.T) {
+	dir := t.TempDir()
+	dsn := "sqlite:" + filepath.Join(dir, "m.db")
+	cfg := filepath.Join(dir, "msgx.yaml")
+	if err := os.WriteFile(cfg, []byte("store:\n  dsn: "+dsn+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := run(t, "migrate", "--config", cfg)
+	if want := "schema at version: admin 1, inbox 8, outbox 5 (sqlite)"; !strings.Contains(out, want) {
+		t.Fatalf("migrate printed %q, want %q", out, want)
+	}
+	db, err := store.Open(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRow(context.Background(), "SELECT COUNT(*) FROM sqlite_master WHERE name LIKE 'flight%' OR name LIKE 'sis%' OR name = 'cminmsgs'").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d SIS or mailbox tables, %v; want none", n, err)
+	}
+}
