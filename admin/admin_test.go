@@ -103,7 +103,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func TestAdminAPI(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{Schema()}, func(t *testing.T, db *store.DB) {
 		f := setup(t, db)
 		ctx := context.Background()
 		if _, err := f.eng.Enqueue(ctx, inbox.Incoming{ID: 1, Payload: []byte("ok")}, inbox.Incoming{ID: 2, Payload: []byte("bad")},
@@ -213,7 +213,7 @@ func TestAdminAPI(t *testing.T) {
 }
 
 func TestNoTokensLetsEverythingThrough(t *testing.T) {
-	db := storetest.NewSQLite(t)
+	db := storetest.NewSQLite(t, store.WithMigrate(Schema()))
 	srv, err := New(Config{DB: db})
 	if err != nil {
 		t.Fatal(err)
@@ -230,7 +230,7 @@ func TestNoTokensLetsEverythingThrough(t *testing.T) {
 // Ages are measured from the database's clock; on both dialects it reads
 // as the current time.
 func TestDatabaseClock(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{Schema()}, func(t *testing.T, db *store.DB) {
 		srv, err := New(Config{DB: db})
 		if err != nil {
 			t.Fatal(err)
@@ -248,7 +248,7 @@ func TestDatabaseClock(t *testing.T) {
 // A late mailbox row refused as LATE may be replayed deliberately: its
 // preview says that it is older than what was applied.
 func TestReplayPreviewOfALateRowSaysItIsOlder(t *testing.T) {
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(Schema()))
 	f := setup(t, db)
 	ctx := context.Background()
 	const why = "late: mailbox row 7 committed after its gap 7-7 was declared permanent; newer messages already applied: 8"
@@ -277,7 +277,7 @@ func TestReplayPreviewOfALateRowSaysItIsOlder(t *testing.T) {
 // in msgx_relay_unserved_pending and in an ERROR line; a served target's do
 // not.
 func TestUnservedTarget(t *testing.T) {
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(Schema()))
 	ctx := context.Background()
 	var logs bytes.Buffer
 	srv, err := New(Config{DB: db, Targets: []string{"t1"}, Logger: slog.New(slog.NewTextHandler(&logs, nil))})

@@ -37,7 +37,7 @@ func (p *rejectA1) SendConfirmed(_ context.Context, _ string, msgs ...*broker.Me
 // and the event, the metrics count and name it, the replay preview says how
 // many events wait behind it, and an audited skip lets them go.
 func TestBlockedKeyStatusPreviewAndSkip(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{Schema()}, func(t *testing.T, db *store.DB) {
 		ctx := context.Background()
 		clk := clock.NewFake(time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC))
 		pub := &rejectA1{}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/msgx/msgx/admin"
 	"github.com/msgx/msgx/pipeline/sis"
+	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
 
@@ -32,7 +33,7 @@ func FuzzAPIParameters(f *testing.F) {
 	} {
 		f.Add(seed.path, seed.query, seed.seg)
 	}
-	db := storetest.NewPostgres(f)
+	db := storetest.NewPostgres(f, store.WithMigrate(sis.Schema(), admin.Schema()))
 	srv, err := admin.New(admin.Config{DB: db, Streams: []admin.Stream{{Name: "s1"}}, Queries: map[string]admin.QueryFunc{
 		"flights": sis.FlightsQuery(db), "requests": sis.RequestsQuery(db)}})
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"testing"
 
+	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
 
@@ -16,7 +17,7 @@ import (
 // of the query string's), under the read scope.
 func TestPathQueries(t *testing.T) {
 	echo := func(ctx context.Context, params map[string][]string) (any, error) { return params, nil }
-	srv, err := New(Config{DB: storetest.NewSQLite(t), ReadToken: "r", OperatorToken: "o", Hosts: []string{"example.com"},
+	srv, err := New(Config{DB: storetest.NewSQLite(t, store.WithMigrate(Schema())), ReadToken: "r", OperatorToken: "o", Hosts: []string{"example.com"},
 		Queries: map[string]QueryFunc{"flight-history": echo, "message-effects": echo}})
 	if err != nil {
 		t.Fatal(err)

@@ -61,7 +61,7 @@ func auditRows(t *testing.T, db *store.DB) int {
 // otherwise; a Host that is not a name of the listener (a DNS-rebinding
 // page's) is refused before anything is served.
 func TestOpenAccessIsLoopbackOnlyAndHostIsChecked(t *testing.T) {
-	db := storetest.NewSQLite(t)
+	db := storetest.NewSQLite(t, store.WithMigrate(Schema()))
 	srv, err := New(Config{DB: db})
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +107,7 @@ func TestOpenAccessIsLoopbackOnlyAndHostIsChecked(t *testing.T) {
 // Every API write must be JSON from the same site: a page of another site
 // can post a text/plain or form body without asking, not JSON.
 func TestWritesNeedJSONFromTheSameSite(t *testing.T) {
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(Schema()))
 	f := setup(t, db)
 	deadInboxRow(t, db, 9)
 	body := `{"source":"inbox","stream":"s1","ids":["9"],"dry_run":true,"reason":"r"}`
@@ -167,7 +167,7 @@ func TestWritesNeedJSONFromTheSameSite(t *testing.T) {
 // Named tokens: the audit records the token's name; X-Msgx-Actor is a
 // quoted note beside it, never the actor.
 func TestNamedTokensInTheAudit(t *testing.T) {
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(Schema()))
 	deadInboxRow(t, db, 9)
 	const aliceTok, ciTok = "alice-Zt8qLw3vR9xK2mN7pB4sD6fH1jG5cY0e", "ci-Qm8sT4vX2nLp9wRk7bJc3yHf6dZg1aEu"
 	srv, err := New(Config{DB: db, Streams: []Stream{{Name: "s1"}}, Tokens: []Token{
@@ -211,7 +211,7 @@ func TestNamedTokensInTheAudit(t *testing.T) {
 // not even looked at), every failure logged without the token and counted;
 // another client is not slowed down.
 func TestAuthenticationThrottle(t *testing.T) {
-	db := storetest.NewSQLite(t)
+	db := storetest.NewSQLite(t, store.WithMigrate(Schema()))
 	clk := clock.NewFake(time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC))
 	var logs bytes.Buffer
 	srv, err := New(Config{DB: db, ReadToken: readTok, OperatorToken: opTok, HostClock: clk,
@@ -310,7 +310,7 @@ func TestThrottleTableIsBounded(t *testing.T) {
 // A failure of the service answers 500 with a reference to the log line,
 // never the database's text; refusals keep their reason.
 func TestErrorsHideTheDatabase(t *testing.T) {
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(Schema()))
 	var logs bytes.Buffer
 	srv, err := New(Config{DB: db, Logger: slog.New(slog.NewTextHandler(&logs, nil)), Streams: []Stream{{Name: "s1"}},
 		Queries: map[string]QueryFunc{"flights": func(ctx context.Context, p map[string][]string) (any, error) {
@@ -363,7 +363,7 @@ func TestErrorsHideTheDatabase(t *testing.T) {
 // /readyz reuses its answer for ReadyCache, and shows a failed check's
 // error to authenticated callers only.
 func TestReadyzIsCachedAndTerseWithoutAToken(t *testing.T) {
-	db := storetest.NewSQLite(t)
+	db := storetest.NewSQLite(t, store.WithMigrate(Schema()))
 	clk := clock.NewFake(time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC))
 	runs := 0
 	srv, err := New(Config{DB: db, ReadToken: readTok, HostClock: clk, ReadyCache: 2 * time.Second,

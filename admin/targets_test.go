@@ -25,7 +25,7 @@ func (downPublisher) SendConfirmed(context.Context, string, ...*broker.Message) 
 // GET /v1/status shows, per relay target, whether this process's relay has
 // it paused and its last send error.
 func TestStatusShowsPausedTargets(t *testing.T) {
-	db := storetest.NewSQLite(t)
+	db := storetest.NewSQLite(t, store.WithMigrate(Schema()))
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC))
 	r, err := outbox.NewRelay(db, outbox.WithClock(clk), outbox.Target("t1", downPublisher{}, outbox.PerKey), outbox.Target("t2", downPublisher{}, outbox.PerKey))

@@ -174,7 +174,7 @@ func New(ctx context.Context, cfg *config.Config, reg *Registry, opts ...Option)
 		sopts = append(sopts, store.WithMaxConns(int32(cfg.Store.MaxConns)))
 	}
 	if *cfg.Store.Migrate {
-		sopts = append(sopts, store.WithMigrate())
+		sopts = append(sopts, store.WithMigrate(Schema(cfg, reg)...))
 	}
 	if a.db, err = a.openStore(ctx, sopts); err != nil {
 		return nil, err
@@ -658,7 +658,11 @@ func (a *App) buildAdmin(reg *Registry, deps Deps) error {
 		cfg.Lag = a.relay.Lag
 		cfg.TargetStates = a.relay.Targets
 	}
+	configured := lineNames(Schema(a.cfg, reg))
 	for name, f := range reg.queries {
+		if !containsLines(configured, reg.querySchema[name]) {
+			continue // its tables are not this configuration's: Unavailable
+		}
 		cfg.Queries[name] = f(deps)
 	}
 	srv, err := admin.New(cfg)

@@ -86,29 +86,43 @@ type Registry struct {
 	processors map[string]ProcessorFactory
 	pipelines  map[string]PipelineFactory
 	queries    map[string]QueryFactory
+	// The migration lines of each processor and pipeline.
+	processorSchema map[string][]store.Line
+	pipelineSchema  map[string][]store.Line
+	querySchema     map[string][]store.Line
 }
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
-	return &Registry{processors: map[string]ProcessorFactory{}, pipelines: map[string]PipelineFactory{}, queries: map[string]QueryFactory{}}
+	return &Registry{processors: map[string]ProcessorFactory{}, pipelines: map[string]PipelineFactory{}, queries: map[string]QueryFactory{},
+		processorSchema: map[string][]store.Line{}, pipelineSchema: map[string][]store.Line{}, querySchema: map[string][]store.Line{}}
 }
 
-// Processor registers a processor factory; a second one of a name panics.
-func (r *Registry) Processor(name string, f ProcessorFactory) {
+// Processor registers a processor factory and the migration lines of the
+// tables its processors use (applied when a configured stream names it); a
+// second one of a name panics.
+func (r *Registry) Processor(name string, f ProcessorFactory, schema ...store.Line) {
 	mustBeNew(r.processors, "processor", name)
 	r.processors[name] = f
+	r.processorSchema[name] = schema
 }
 
-// Pipeline registers a pipeline factory.
-func (r *Registry) Pipeline(name string, f PipelineFactory) {
+// Pipeline registers a pipeline factory and the migration lines of the
+// tables it uses (applied when the pipeline is configured and enabled).
+func (r *Registry) Pipeline(name string, f PipelineFactory, schema ...store.Line) {
 	mustBeNew(r.pipelines, "pipeline", name)
 	r.pipelines[name] = f
+	r.pipelineSchema[name] = schema
 }
 
-// Query registers an admin query: "requests" or "flights".
-func (r *Registry) Query(name string, f QueryFactory) {
+// Query registers an admin query: "requests" or "flights", and the
+// migration lines of the tables it reads. The service serves it only when
+// the configuration uses those lines (a processor or pipeline that brings
+// them is configured); otherwise the query answers Unavailable.
+func (r *Registry) Query(name string, f QueryFactory, schema ...store.Line) {
 	mustBeNew(r.queries, "query", name)
 	r.queries[name] = f
+	r.querySchema[name] = schema
 }
 
 // Processors lists the registered processor names.

@@ -26,7 +26,7 @@ import (
 // openStore opens (and migrates) the test's store.
 func openStore(t *testing.T, dsn string) *store.DB {
 	t.Helper()
-	db, err := store.Open(context.Background(), dsn, store.WithMigrate())
+	db, err := store.Open(context.Background(), dsn, store.WithMigrate(AllSchema(NewRegistry())...))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,12 +8,13 @@ import (
 
 	"github.com/msgx/msgx/inbox"
 	"github.com/msgx/msgx/internal/backoff"
+	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
 
 func TestBackfillRetriesWithBackoffAndOverdueLimit(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{inbox.Schema(), outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		ctx := context.Background()
 		bf := &fakeBackfiller{fail: true}
 		f := newFixture(t, db, inbox.WithGroupSize(1), inbox.WithBackfill(bf),
@@ -105,7 +106,7 @@ func TestBackfillRetriesWithBackoffAndOverdueLimit(t *testing.T) {
 }
 
 func TestShadowModeNeverBackfills(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{inbox.Schema(), outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		bf := &fakeBackfiller{}
 		f := newFixture(t, db, inbox.WithBackfill(bf), inbox.WithShadow(true))
 		f.lead(f.eng)

@@ -5,6 +5,8 @@ import (
 
 	"github.com/msgx/msgx/inbox"
 	"github.com/msgx/msgx/internal/failpoint"
+	"github.com/msgx/msgx/outbox"
+	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
 
@@ -13,7 +15,7 @@ import (
 // committed); after the commit, it sees the batch finished and not yet
 // backfilled. The kill is replaced by the check, so the pump goes on.
 func TestFailpointWindows(t *testing.T) {
-	f := newFixture(t, storetest.NewPostgres(t))
+	f := newFixture(t, storetest.NewPostgres(t, store.WithMigrate(inbox.Schema(), outbox.Schema())))
 	for _, c := range []struct {
 		point string
 		want  inbox.Status

@@ -10,6 +10,7 @@ import (
 
 	"github.com/msgx/msgx/inbox"
 	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
@@ -38,7 +39,7 @@ func (f *fixture) waitStep(done <-chan error, what string) {
 }
 
 func TestHungProcessorAttemptTimesOutAsInfraFailure(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{inbox.Schema(), outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		reg := prometheus.NewRegistry()
 		f := newFixture(t, db, inbox.WithGroupSize(10), inbox.WithAttemptTimeout(time.Minute), inbox.WithRegisterer(reg))
 		f.lead(f.eng)
@@ -73,7 +74,7 @@ func TestHungProcessorAttemptTimesOutAsInfraFailure(t *testing.T) {
 }
 
 func TestPumpStatementWaitingOnALockTimesOut(t *testing.T) {
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(inbox.Schema(), outbox.Schema()))
 	f := newFixture(t, db, inbox.WithStatementTimeouts(time.Minute, 200*time.Millisecond))
 	f.lead(f.eng)
 	f.enqueue(f.stream, map[int64]string{1: "a;K"})
@@ -102,7 +103,7 @@ func TestPumpStatementWaitingOnALockTimesOut(t *testing.T) {
 }
 
 func TestLeaseRenewalNeverWaitsForThePump(t *testing.T) {
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(inbox.Schema(), outbox.Schema()))
 	const ttl = 30 * time.Second
 	f := newFixture(t, db, inbox.WithLease(ttl), inbox.WithAttemptTimeout(time.Hour))
 	f.proc.set(1, "block")
@@ -133,7 +134,7 @@ func TestLeaseRenewalNeverWaitsForThePump(t *testing.T) {
 }
 
 func TestLeaseExpiryIsTheDatabasesTime(t *testing.T) {
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(inbox.Schema(), outbox.Schema()))
 	ctx := context.Background()
 	setupTables(t, db)
 	// This host's clock runs an hour ahead of the database's.

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
@@ -17,7 +18,7 @@ import (
 // left behind at once, not when it expires; a lease of another instance id
 // (even one that starts with ours) is waited out as before.
 func TestRestartedInstanceTakesItsLeaseBackAtOnce(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{inbox.Schema(), outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		f := newFixture(t, db)
 		const ttl = 30 * time.Second
 		ctx := context.Background()
@@ -58,7 +59,7 @@ func TestRestartedInstanceTakesItsLeaseBackAtOnce(t *testing.T) {
 // (Superseded, the metric) and never takes the stream back, so the two do not
 // take it from each other at every renewal.
 func TestTwinInstanceIsSupersededAndStaysOut(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{inbox.Schema(), outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		f := newFixture(t, db)
 		const ttl = 30 * time.Second
 		procA, procB := newProc(), newProc()

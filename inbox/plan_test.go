@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/outbox"
+	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
 
@@ -13,7 +15,7 @@ import (
 // they are when a stream starts: there a sequential scan looks cheaper, and
 // the cached plan would go on reading every row of the table as it grows.
 func TestPlansKeepTheirIndexPathsOnEmptyTables(t *testing.T) {
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(inbox.Schema(), outbox.Schema()))
 	stmts := inbox.Statements()
 	if len(stmts) < 30 {
 		t.Fatalf("found %d statements", len(stmts))

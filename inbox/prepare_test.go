@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
@@ -57,7 +58,7 @@ func (p *preparing) seen() [][]string {
 func TestPreparerReadsAheadForTheBatch(t *testing.T) {
 	for _, fail := range []string{"", "error", "panic"} {
 		t.Run("fail="+fail, func(t *testing.T) {
-			storetest.Each(t, func(t *testing.T, db *store.DB) {
+			storetest.Each(t, []store.Line{inbox.Schema(), outbox.Schema()}, func(t *testing.T, db *store.DB) {
 				f := newFixture(t, db, inbox.WithGroupSize(10))
 				p := &preparing{testProc: f.proc, fail: fail}
 				reg := prometheus.NewRegistry()

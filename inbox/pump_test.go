@@ -11,12 +11,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
 
 func TestGroupCommitProcessesInOrderInOneTransaction(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{inbox.Schema(), outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		var commits []inbox.Committed
 		f := newFixture(t, db, inbox.WithGroupSize(10), inbox.WithOnCommit(func(c inbox.Committed) { commits = append(commits, c) }))
 		f.lead(f.eng)
@@ -53,7 +54,7 @@ func TestGroupCommitProcessesInOrderInOneTransaction(t *testing.T) {
 }
 
 func TestHeadFailureBlocksWithBackoffThenGoesDead(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{inbox.Schema(), outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		f := newFixture(t, db)
 		f.lead(f.eng)
 		f.proc.set(1, "fail:INFRA")
@@ -102,7 +103,7 @@ func TestHeadFailureBlocksWithBackoffThenGoesDead(t *testing.T) {
 }
 
 func TestHeadDeadlineEndsRetries(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{inbox.Schema(), outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		f := newFixture(t, db, inbox.WithMaxAttempts(100), inbox.WithHeadDeadline(5*time.Second))
 		f.lead(f.eng)
 		f.proc.set(1, "fail:INFRA")
@@ -128,7 +129,7 @@ func TestHeadDeadlineEndsRetries(t *testing.T) {
 }
 
 func TestFailureClasses(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{inbox.Schema(), outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		f := newFixture(t, db, inbox.WithGroupSize(1))
 		f.lead(f.eng)
 		f.proc.set(4, "fail:PROTOCOL")
@@ -192,7 +193,7 @@ func TestFailureClasses(t *testing.T) {
 }
 
 func TestFailingMessageRollsBackAloneAndEndsTheBatch(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{inbox.Schema(), outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		var commits []inbox.Committed
 		f := newFixture(t, db, inbox.WithGroupSize(10), inbox.WithOnCommit(func(c inbox.Committed) { commits = append(commits, c) }))
 		f.lead(f.eng)
@@ -223,7 +224,7 @@ func TestFailingMessageRollsBackAloneAndEndsTheBatch(t *testing.T) {
 // again one message per transaction, and the failing message is recorded
 // alone, exactly as without the pipeline.
 func TestFailingHeldBackWriteIsTheMessagesOwnFailure(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{inbox.Schema(), outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		f := newFixture(t, db, inbox.WithGroupSize(10))
 		f.lead(f.eng)
 		for id := int64(1); id <= 5; id++ {
@@ -267,7 +268,7 @@ func TestFailingHeldBackWriteIsTheMessagesOwnFailure(t *testing.T) {
 }
 
 func TestSameIdentityIsProcessedOnce(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{inbox.Schema(), outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		f := newFixture(t, db, inbox.WithGroupSize(10))
 		f.lead(f.eng)
 		// 1 and 3 share an identity inside one batch; 5 repeats it in a later batch.
@@ -288,7 +289,7 @@ func TestSameIdentityIsProcessedOnce(t *testing.T) {
 }
 
 func TestRetryIsNotItsOwnDuplicate(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{inbox.Schema(), outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		f := newFixture(t, db)
 		f.lead(f.eng)
 		f.proc.set(1, "fail:INFRA", "fail:INFRA", "ok")
@@ -319,7 +320,7 @@ func TestRetryIsNotItsOwnDuplicate(t *testing.T) {
 }
 
 func TestArchivedMessagesStillDeduplicate(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{inbox.Schema(), outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		bf := &fakeBackfiller{}
 		f := newFixture(t, db, inbox.WithBackfill(bf), inbox.WithArchive(24*time.Hour, time.Hour, 2))
 		f.lead(f.eng)
@@ -364,7 +365,7 @@ func TestArchivedMessagesStillDeduplicate(t *testing.T) {
 }
 
 func TestCommitFailureLeavesNothingBehind(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{inbox.Schema(), outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		bf := &fakeBackfiller{}
 		f := newFixture(t, db, inbox.WithGroupSize(10), inbox.WithBackfill(bf))
 		f.lead(f.eng)
@@ -403,7 +404,7 @@ func TestCommitFailureLeavesNothingBehind(t *testing.T) {
 }
 
 func TestInterruptRecordsNothing(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{inbox.Schema(), outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		f := newFixture(t, db, inbox.WithGroupSize(10))
 		f.lead(f.eng)
 		f.proc.set(2, "block")
@@ -434,7 +435,7 @@ func TestInterruptRecordsNothing(t *testing.T) {
 }
 
 func TestStreamsAreIndependent(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{inbox.Schema(), outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		f := newFixture(t, db)
 		other := f.engine("s2", newProc())
 		f.lead(f.eng)
@@ -456,7 +457,7 @@ func TestStreamsAreIndependent(t *testing.T) {
 }
 
 func TestPumpStaysBehindTheSourceWatermark(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{inbox.Schema(), outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		f := newFixture(t, db)
 		f.lead(f.eng)
 		ctx := context.Background()
@@ -482,7 +483,7 @@ func TestPumpStaysBehindTheSourceWatermark(t *testing.T) {
 }
 
 func TestMetrics(t *testing.T) {
-	db := storetest.NewSQLite(t)
+	db := storetest.NewSQLite(t, store.WithMigrate(inbox.Schema(), outbox.Schema()))
 	reg := prometheus.NewRegistry()
 	f := newFixture(t, db, inbox.WithRegisterer(reg))
 	f.lead(f.eng)
@@ -531,7 +532,7 @@ func TestMetrics(t *testing.T) {
 }
 
 func TestIdentitiesOfUnreachedMessagesAreReleased(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{inbox.Schema(), outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		f := newFixture(t, db, inbox.WithGroupSize(10))
 		f.lead(f.eng)
 		// 1 cannot be decoded yet; 3 carries the identity 1 will decode to.

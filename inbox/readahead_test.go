@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/outbox"
+	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
 
@@ -18,7 +20,7 @@ import (
 // processed before the failure is known, and must leave nothing behind: not
 // even the identity it bound while the failing batch still held it.
 func TestReadAheadWaitsForTheCommitBeforeIt(t *testing.T) {
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(inbox.Schema(), outbox.Schema()))
 	f := newFixture(t, db, inbox.WithGroupSize(3), inbox.WithLease(30*time.Second))
 	ctx := context.Background()
 	if _, err := db.Exec(ctx, "INSERT INTO parent (id) VALUES (424243)"); err != nil {
@@ -76,7 +78,7 @@ func TestReadAheadWaitsForTheCommitBeforeIt(t *testing.T) {
 // every message of a batch that repeats the identities of the batch before
 // it (which is committing while it is read) finds them taken.
 func TestReadAheadKeepsOrderAndIdentities(t *testing.T) {
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(inbox.Schema(), outbox.Schema()))
 	f := newFixture(t, db, inbox.WithGroupSize(4), inbox.WithLease(30*time.Second))
 	msgs := map[int64]string{}
 	var ids, fresh []int64

@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
 
 func TestReplay(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{inbox.Schema(), outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		bf := &fakeBackfiller{}
 		f := newFixture(t, db, inbox.WithGroupSize(1), inbox.WithMaxAttempts(2), inbox.WithBackfill(bf))
 		f.lead(f.eng)

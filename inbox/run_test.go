@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
@@ -91,7 +92,7 @@ func (f *fixture) allSettled(stream string, ids ...int64) func() bool {
 }
 
 func TestMaintenanceNeverStarvesThePump(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{inbox.Schema(), outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		block := make(chan struct{})
 		defer close(block)
 		bf := &fakeBackfiller{block: block}
@@ -126,7 +127,7 @@ func TestMaintenanceNeverStarvesThePump(t *testing.T) {
 }
 
 func TestBackfillIsTriedRightAfterCommit(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{inbox.Schema(), outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		bf := &fakeBackfiller{}
 		f := newFixture(t, db, inbox.WithBackfill(bf), inbox.WithLease(30*time.Second))
 		start(t, f.eng)
@@ -145,7 +146,7 @@ func TestBackfillIsTriedRightAfterCommit(t *testing.T) {
 }
 
 func TestSecondInstanceStandsByAndTakesOver(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{inbox.Schema(), outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		f := newFixture(t, db)
 		const ttl = 30 * time.Second
 		procA, procB := newProc(), newProc()
@@ -200,7 +201,7 @@ func TestSecondInstanceStandsByAndTakesOver(t *testing.T) {
 }
 
 func TestCrashedOwnersLeaseIsTakenOverAfterExpiry(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{inbox.Schema(), outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		f := newFixture(t, db)
 		const ttl = 30 * time.Second
 		// A crashed process left its lease behind.
@@ -226,7 +227,7 @@ func TestCrashedOwnersLeaseIsTakenOverAfterExpiry(t *testing.T) {
 }
 
 func TestLeaderThatLostItsLeaseStopsAtOnce(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{inbox.Schema(), outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		f := newFixture(t, db, inbox.WithLease(30*time.Second))
 		ctx := context.Background()
 		start(t, f.eng)
@@ -251,7 +252,7 @@ func TestLeaderThatLostItsLeaseStopsAtOnce(t *testing.T) {
 }
 
 func TestFencedStepCommitsNothing(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{inbox.Schema(), outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		f := newFixture(t, db)
 		f.enqueue(f.stream, map[int64]string{1: "a;K"})
 		if _, _, err := f.eng.Step(context.Background()); err != inbox.ErrLeaseLost {
@@ -278,7 +279,7 @@ func (s blockingSource) Run(ctx context.Context, _ func()) error {
 }
 
 func TestStopInterruptsAndEveryWorkerExits(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{inbox.Schema(), outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		base := runtime.NumGoroutine()
 		block := make(chan struct{})
 		defer close(block)

@@ -8,6 +8,7 @@ import (
 	"github.com/msgx/msgx/inbox"
 	"github.com/msgx/msgx/internal/backoff"
 	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
@@ -18,7 +19,7 @@ import (
 // the message at once: the retry time was written on the database's clock.
 // With each host's own clock it would wait ten minutes.
 func TestRetryTimesHoldAcrossHostClocks(t *testing.T) {
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(inbox.Schema(), outbox.Schema()))
 	setupTables(t, db)
 	const stream = "skew"
 	engine := func(owner string, host clock.Clock, p inbox.Processor) *inbox.Engine {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
@@ -34,7 +35,7 @@ const (
 // message taken in without one (the poller's) gets the one of a later
 // enqueue of the same id (the ingress's), but one it has is never replaced.
 func TestTraceContextReachesTheProcessor(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{inbox.Schema(), outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		f := newFixture(t, db)
 		proc := &traceProc{got: map[int64][2]string{}}
 		eng := f.engine("tr", proc)
@@ -65,7 +66,7 @@ func TestTraceContextReachesTheProcessor(t *testing.T) {
 // NextID starts above every id the stream has (its archive's too) and
 // counts on, per stream.
 func TestNextID(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{inbox.Schema(), outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		f := newFixture(t, db)
 		f.enqueue("a", map[int64]string{41: "x"})
 		if _, err := db.Exec(context.Background(), ph(db, "INSERT INTO msgx_inbox_hst (stream, msg_id, payload, status, attempts, received_at, archived_at) VALUES ($1, $2, $3, $4, 0, $5, $5)"),

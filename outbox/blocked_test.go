@@ -37,7 +37,7 @@ func rejecting(reject *atomic.Value) *sink {
 // flows; the wait is reported (BlockedKeys). The operator's replay sends
 // the dead event first, then A's waiting events, in order on the wire.
 func TestDeadEventHoldsItsKey(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		ctx := context.Background()
 		clk := clock.NewFake(t0)
 		var reject atomic.Value
@@ -105,7 +105,7 @@ func TestDeadEventHoldsItsKey(t *testing.T) {
 // instead; the key's waiting events go in order, the skipped one stays DEAD
 // (marked skipped) and the skip is audited.
 func TestSkipLetsTheWaitingEventsGo(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		ctx := context.Background()
 		clk := clock.NewFake(t0)
 		var reject atomic.Value
@@ -166,7 +166,7 @@ func TestSkipLetsTheWaitingEventsGo(t *testing.T) {
 // the key too once the head is sent: the claim of the sent head's successor
 // (SentAdvance on PostgreSQL) does not pass it.
 func TestDeadEventBetweenHoldsTheSuccessor(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		ctx := context.Background()
 		clk := clock.NewFake(t0)
 		s := &sink{}

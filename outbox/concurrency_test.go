@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 // transaction-scoped lock on the key before taking ids, so the second writer
 // of a key waits until the first has committed (or rolled back).
 func TestWritersOfAKeyAreSerialised(t *testing.T) {
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(outbox.Schema()))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	clk := clock.NewFake(t0)
@@ -185,7 +185,7 @@ func TestThreeRelaysLoseNothingAndKeepKeyOrder(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	open := func() *store.DB {
-		db, err := store.Open(ctx, dsn, store.WithMigrate(), store.WithLogger(quiet()))
+		db, err := store.Open(ctx, dsn, store.WithMigrate(outbox.Schema()), store.WithLogger(quiet()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -264,7 +264,7 @@ func TestManyUnorderedRelays(t *testing.T) {
 	defer cancel()
 	var dbs []*store.DB
 	for range 4 {
-		db, err := store.Open(ctx, dsn, store.WithMigrate(), store.WithLogger(quiet()))
+		db, err := store.Open(ctx, dsn, store.WithMigrate(outbox.Schema()), store.WithLogger(quiet()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -422,7 +422,7 @@ func TestCrashWhileHoldingClaims(t *testing.T) {
 // A, B and C, with ids "A.0", "B.0", ... in the per-key target "p".
 func crashSetup(ctx context.Context, t *testing.T, dsn string, n int) (*store.DB, []outbox.Event) {
 	t.Helper()
-	db, err := store.Open(ctx, dsn, store.WithMigrate(), store.WithLogger(quiet()))
+	db, err := store.Open(ctx, dsn, store.WithMigrate(outbox.Schema()), store.WithLogger(quiet()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -492,7 +492,7 @@ func TestCrashLoopSpendsNoAttempts(t *testing.T) {
 // PostgreSQL would abort one of them as a deadlock. The first statement takes
 // them all, sorted.
 func TestFewEventCallsTakeTheirLocksInOneOrder(t *testing.T) {
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(outbox.Schema()))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const writers, calls = 4, 150

@@ -6,6 +6,7 @@ import (
 	"github.com/msgx/msgx/internal/clock"
 	"github.com/msgx/msgx/internal/failpoint"
 	"github.com/msgx/msgx/outbox"
+	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
 
@@ -13,7 +14,7 @@ import (
 // confirmed send, when the broker holds the events and their rows are still
 // PENDING. The kill is replaced by the check, so the relay goes on.
 func TestFailpointAfterConfirm(t *testing.T) {
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(outbox.Schema()))
 	s := &sink{}
 	reached := 0
 	fp, err := failpoint.Parse("outbox-after-confirm=1", failpoint.WithKill(func() {

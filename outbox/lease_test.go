@@ -29,7 +29,7 @@ import (
 // heads whose lease ran out, sends them and their successors, and the first
 // one then sends heads after their successors.
 func TestNoSendAfterTheLease(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		clk := clock.NewFake(t0)
 		dest := newOrderSink()
 		opts := []outbox.Option{outbox.WithLease(time.Minute), outbox.WithPublishTimeout(20 * time.Second), outbox.WithDBTimeout(time.Second)}
@@ -84,7 +84,7 @@ func TestNoSendAfterTheLease(t *testing.T) {
 // one running ahead would see the other's one-minute lease as ended after
 // 10 s and take its rows. Both read the database's clock instead.
 func TestLeasesOnTheDatabaseClock(t *testing.T) {
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(outbox.Schema()))
 	behind := clock.NewFake(time.Now().Add(-50 * time.Second))
 	ahead := clock.NewFake(time.Now().Add(50 * time.Second))
 	stuck := &sink{block: make(chan struct{}), entered: make(chan int, 1)}
@@ -131,7 +131,7 @@ func TestLeasesOnTheDatabaseClock(t *testing.T) {
 // WithMaxLeaseExpiries allows, with a reason saying so, however few of its
 // own attempts it used.
 func TestLeaseExpiriesHaveTheirOwnLimit(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		clk := clock.NewFake(t0)
 		enqueue(t, db, t0, ev("p", "A", 1))
 		var stuck []*sink
@@ -167,7 +167,7 @@ func TestLeaseExpiriesHaveTheirOwnLimit(t *testing.T) {
 func TestEventsOfAHostAheadAreDueAtOnce(t *testing.T) {
 	for _, kind := range []outbox.LaneKind{outbox.PerKey, outbox.Unordered} {
 		t.Run(kind.String(), func(t *testing.T) {
-			db := storetest.NewPostgres(t)
+			db := storetest.NewPostgres(t, store.WithMigrate(outbox.Schema()))
 			ahead := time.Now().Add(10 * time.Minute)
 			enqueue(t, db, ahead, ev("p", "A", 1))
 			enqueue(t, db, ahead, ev("p", "B", 2), ev("p", "C", 3))
@@ -191,7 +191,7 @@ func TestEventsOfAHostAheadAreDueAtOnce(t *testing.T) {
 // lease, finds no row: the event is not DEAD, so the first relay must not
 // count it (Stats, msgx_outbox_dead_total) nor log it as dead.
 func TestDeadOnlyWhenMarkedDead(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		clk := clock.NewFake(t0)
 		dest := &sink{}
 		var logs logtest.Buffer

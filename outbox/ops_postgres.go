@@ -13,11 +13,18 @@ import (
 	"github.com/msgx/msgx/store"
 )
 
-// pgOps is the relay's database access on PostgreSQL. The relay gets its own
-// small pool (with the store pool's connection settings) so that its
-// bookkeeping can commit asynchronously without touching the business
-// transactions of the store pool: losing the last relay commits in a database
-// crash only makes events be sent again, which at-least-once allows.
+// pgOps is the relay's database access on PostgreSQL. The relay runs on a
+// small pool of its own, opened by the store (store.DB.SessionPool: the same
+// server and connection settings, other session settings), rather than on
+// the store's pool, because its sessions differ from the business
+// transactions' in two ways that must not reach them:
+//   - its bookkeeping commits asynchronously (synchronous_commit off, unless
+//     WithSynchronousCommit): losing the last relay commits in a database
+//     crash only makes events be sent again, which at-least-once allows,
+//     while a business commit must be durable;
+//   - its statements are planned with sequential scans and JIT off (see
+//     below), settings that would mislead the planner on the callers' own
+//     queries.
 //
 // Claimed rows are named by ctid (paired with their ids); each lane step is
 // one statement, id lists travel as arrays.
@@ -28,32 +35,27 @@ type pgOps struct {
 }
 
 func newPgOps(db *store.DB, s stmts, conns int32, syncCommit bool) (*pgOps, error) {
-	cfg := db.Pool().Config()
-	cfg.MaxConns = conns
-	cfg.MinConns = 0
-	if cfg.ConnConfig.RuntimeParams == nil {
-		cfg.ConnConfig.RuntimeParams = map[string]string{}
+	settings := map[string]string{
+		// Every relay statement reaches its rows through an index or by
+		// ctid. A plan made while the table was nearly empty (a relay
+		// started on an idle outbox) would otherwise find a sequential scan
+		// cheaper for the ctid lookups, and the cached plan would keep
+		// reading the whole table on every claim once a backlog builds up:
+		// 40 ms instead of 1.5 ms for a claim of 100 heads among 30 000
+		// pending events.
+		"enable_seqscan": "off",
+		// A plan that still has to scan sequentially (the id sequence has
+		// no other path) is costed at the disabled path's penalty, far
+		// above jit_above_cost: without this, reading one row of the
+		// sequence would be compiled first, 100 ms and more each time. The
+		// relay's statements are short and never gain from JIT.
+		"jit":              "off",
+		"application_name": "msgx-outbox-relay",
 	}
 	if !syncCommit {
-		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+		settings["synchronous_commit"] = "off"
 	}
-	// Every relay statement reaches its rows through an index or by ctid.
-	// A plan made while the table was nearly empty (a relay started on an
-	// idle outbox) would otherwise find a sequential scan cheaper for the
-	// ctid lookups, and the cached plan would keep reading the whole table
-	// on every claim once a backlog builds up: 40 ms instead of 1.5 ms for a
-	// claim of 100 heads among 30 000 pending events.
-	cfg.ConnConfig.RuntimeParams["enable_seqscan"] = "off"
-	// A plan that still has to scan sequentially (the id sequence has no
-	// other path) is costed at the disabled path's penalty, far above
-	// jit_above_cost: without this, reading one row of the sequence would
-	// be compiled first, 100 ms and more each time. The relay's statements
-	// are short and never gain from JIT.
-	cfg.ConnConfig.RuntimeParams["jit"] = "off"
-	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
-		cfg.ConnConfig.RuntimeParams["application_name"] = "msgx-outbox-relay"
-	}
-	p, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	p, err := db.SessionPool(context.Background(), conns, settings)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: relay pool: %w", err)
 	}

@@ -36,7 +36,7 @@ func TestRabbitMQOutageChargesNothing(t *testing.T) {
 // topics' exchanges, a direct consumer of each (the wire), the proxy msgx
 // reaches the server through and the broker over it.
 func rabbitOutage(t *testing.T) (db *store.DB, b *broker.Broker, wire *wireLog, cut func(bool), topicP, topicU string) {
-	db = storetest.NewPostgres(t)
+	db = storetest.NewPostgres(t, store.WithMigrate(outbox.Schema()))
 	suffix := make([]byte, 6)
 	_, _ = rand.Read(suffix)
 	topicP, topicU = "outage.p."+hex.EncodeToString(suffix), "outage.u."+hex.EncodeToString(suffix)

@@ -351,7 +351,7 @@ func newOutage(t *testing.T, db *store.DB, b *broker.Broker, wire *wireLog, cut 
 // TestKafkaOutageChargesNothing: a 10-minute Kafka outage (kfake's control
 // hook closes the connection of every request) while events are produced.
 func TestKafkaOutageChargesNothing(t *testing.T) {
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(outbox.Schema()))
 	topicP, topicU := "outage.p", "outage.u"
 	kf, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, topicP, topicU))
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 )
 
 func TestEnqueueCommitsWithTheCallerOnly(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		ctx := context.Background()
 		now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 		ev := outbox.Event{ID: "e1", Target: "kafka:msg", Topic: "msg", Key: "F1", Payload: []byte{0, 1, 2}, Headers: map[string]string{"a": "b"}}
@@ -57,7 +57,7 @@ func TestEventsOfAKeyKeepTheCallsOrder(t *testing.T) {
 	keys := []string{"K", "L"}
 	for _, n := range []int{2, 3, 4, 5, 12} {
 		t.Run(fmt.Sprintf("%d events", n), func(t *testing.T) {
-			storetest.Each(t, func(t *testing.T, db *store.DB) {
+			storetest.Each(t, []store.Line{outbox.Schema()}, func(t *testing.T, db *store.DB) {
 				ctx := context.Background()
 				var evs []outbox.Event
 				for i := range n {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/msgx/msgx/internal/clock"
 	"github.com/msgx/msgx/outbox"
+	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
 
@@ -18,7 +19,7 @@ import (
 // builds up. Nor is any statement compiled (JIT) first: a plan costed with
 // the disabled sequential scan's penalty would be, every time it runs.
 func TestRelayPlansKeepTheirIndexPathsOnAnEmptyTable(t *testing.T) {
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(outbox.Schema()))
 	r := newRelay(t, db, clock.NewFake(t0), outbox.Target("p", &sink{}, outbox.PerKey))
 	stmts := outbox.RelayStatements(t)
 	if len(stmts) < 15 {
@@ -33,7 +34,7 @@ func TestRelayPlansKeepTheirIndexPathsOnAnEmptyTable(t *testing.T) {
 // the key afterwards, which costs as much per head as the target has dead
 // letters.
 func TestDeadKeyProbeIsByKey(t *testing.T) {
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(outbox.Schema()))
 	r := newRelay(t, db, clock.NewFake(t0), outbox.Target("p", &sink{}, outbox.PerKey))
 	all := outbox.RelayStatements(t)
 	stmts := map[string]string{"ClaimHeads": all["ClaimHeads"], "SentAdvance": all["SentAdvance"]}

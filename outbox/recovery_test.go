@@ -12,6 +12,7 @@ import (
 	"github.com/msgx/msgx/internal/backoff"
 	"github.com/msgx/msgx/internal/clock"
 	"github.com/msgx/msgx/outbox"
+	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
 
@@ -25,7 +26,7 @@ import (
 // wait at most 30 s of real time), so no retry comes due, and fails again,
 // before the broker is back.
 func TestRecoveryBelowTheFloor(t *testing.T) {
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(outbox.Schema()))
 	clk := clock.NewFake(t0)
 	var down atomic.Bool
 	down.Store(true)

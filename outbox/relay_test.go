@@ -27,7 +27,7 @@ import (
 var noJitter = backoff.Policy{MaxAttempts: 3, Initial: time.Second, Max: 4 * time.Second}
 
 func TestLanesDeliverEverything(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		clk := clock.NewFake(t0)
 		un, pk, co := &sink{}, &sink{}, &sink{}
 		r := newRelay(t, db, clk,
@@ -73,7 +73,7 @@ func TestLanesDeliverEverything(t *testing.T) {
 }
 
 func TestEnqueueKeepsCallOrderAndHeaders(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		var evs []outbox.Event
 		for i := range 300 {
 			e := ev("p", fmt.Sprintf("k%d", i%7), i)
@@ -111,7 +111,7 @@ func TestEnqueueKeepsCallOrderAndHeaders(t *testing.T) {
 }
 
 func TestPerKeyHeadOfLineBlocksOnlyItsKey(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		clk := clock.NewFake(t0)
 		var failA atomic.Bool
 		failA.Store(true)
@@ -179,7 +179,7 @@ func TestPerKeyHeadOfLineBlocksOnlyItsKey(t *testing.T) {
 }
 
 func TestRetriesThenDeadThenReplay(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		ctx := context.Background()
 		clk := clock.NewFake(t0)
 		reg := prometheus.NewRegistry()
@@ -289,7 +289,7 @@ func metric(t *testing.T, reg *prometheus.Registry, name, target string) float64
 }
 
 func TestPoisonEventFailsOnlyItself(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		clk := clock.NewFake(t0)
 		var calls atomic.Int32
 		s := &sink{fail: func(_ string, msgs []*broker.Message) (bool, error) {
@@ -320,7 +320,7 @@ func TestPoisonEventFailsOnlyItself(t *testing.T) {
 }
 
 func TestConfirmLostAfterTheBrokerStoredIt(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		clk := clock.NewFake(t0)
 		var lost atomic.Bool
 		lost.Store(true)
@@ -349,7 +349,7 @@ func TestConfirmLostAfterTheBrokerStoredIt(t *testing.T) {
 }
 
 func TestLeaseTakeover(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		clk := clock.NewFake(t0)
 		stuck := &sink{block: make(chan struct{}), entered: make(chan int, 1)}
 		fresh := &sink{}
@@ -395,7 +395,7 @@ func TestLeaseTakeover(t *testing.T) {
 }
 
 func TestCompaction(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		clk := clock.NewFake(t0)
 		s := &sink{}
 		r := newRelay(t, db, clk, outbox.WithRetry(noJitter), outbox.Target("c", s, outbox.Compacted))
@@ -491,7 +491,7 @@ func TestCompaction(t *testing.T) {
 }
 
 func TestCompactedLaneFlushPeriod(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		clk := clock.NewFake(t0)
 		s := &sink{}
 		r := newRelay(t, db, clk, outbox.WithCleanupInterval(time.Hour), outbox.WithLagInterval(time.Hour),
@@ -523,7 +523,7 @@ func TestCompactedLaneFlushPeriod(t *testing.T) {
 }
 
 func TestCleanupDeletesOldRecordsOnly(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		ctx := context.Background()
 		clk := clock.NewFake(t0)
 		fail := false
@@ -564,7 +564,7 @@ func TestCleanupDeletesOldRecordsOnly(t *testing.T) {
 }
 
 func TestRunRelaysAndStopsCleanly(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		clk := clock.NewFake(t0)
 		reg := prometheus.NewRegistry()
 		s := &sink{}
@@ -600,7 +600,7 @@ func TestRunRelaysAndStopsCleanly(t *testing.T) {
 }
 
 func TestStopGivesClaimsBack(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		clk := clock.NewFake(t0)
 		s := &sink{block: make(chan struct{}), entered: make(chan int, 1)}
 		r := newRelay(t, db, clk, outbox.Target("u", s, outbox.Unordered, outbox.Workers(1)))
@@ -627,7 +627,7 @@ func TestStopGivesClaimsBack(t *testing.T) {
 }
 
 func TestLagMetric(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		clk := clock.NewFake(t0)
 		reg := prometheus.NewRegistry()
 		r := newRelay(t, db, clk, outbox.WithRegisterer(reg), outbox.Target("u", &sink{}, outbox.Unordered))
@@ -644,7 +644,7 @@ func TestLagMetric(t *testing.T) {
 }
 
 func TestRelayConfiguration(t *testing.T) {
-	db := storetest.NewSQLite(t)
+	db := storetest.NewSQLite(t, store.WithMigrate(outbox.Schema()))
 	for name, opts := range map[string][]outbox.Option{
 		"no target":        nil,
 		"twice":            {outbox.Target("a", &sink{}, outbox.Unordered), outbox.Target("a", &sink{}, outbox.PerKey)},
@@ -674,7 +674,7 @@ func TestRelayConfiguration(t *testing.T) {
 // TestThroughTheBrokerPort relays into the in-process broker through the port
 // and consumes the events back.
 func TestThroughTheBrokerPort(t *testing.T) {
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(outbox.Schema()))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	b := broker.New("mem", mem.New(mem.NewServer()), broker.WithLogger(quiet()))
@@ -713,7 +713,7 @@ func TestThroughTheBrokerPort(t *testing.T) {
 // TestCleanupSkipsRowsAnotherCleanerHolds: a cleaner skips the records
 // another one is deleting instead of waiting for its transaction.
 func TestCleanupSkipsRowsAnotherCleanerHolds(t *testing.T) {
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(outbox.Schema()))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	clk := clock.NewFake(t0)

@@ -20,7 +20,7 @@ import (
 // recorded as COVERED by the newer one instead. A dead event with no newer
 // state sent is replayed and sent. Each replay leaves an audit row.
 func TestReplayNeverGoesBackInTime(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		ctx := context.Background()
 		clk := clock.NewFake(t0)
 		var down atomic.Bool

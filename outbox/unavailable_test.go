@@ -23,7 +23,7 @@ import (
 // events where they are (due, in order) and pauses the target until a send
 // is confirmed again.
 func TestSendErrorClasses(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		clk := clock.NewFake(t0)
 		reg := prometheus.NewRegistry()
 		var class atomic.Int32 // -1: the broker takes the send
@@ -117,7 +117,7 @@ func TestSendErrorClasses(t *testing.T) {
 // at once: the rejected event is DEAD at its first attempt, the others that
 // shared its send go out in the same cycle, charged nothing for it.
 func TestRejectedBatchChargesOnlyTheRejectedEvent(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		clk := clock.NewFake(t0)
 		s := &sink{fail: func(_ string, msgs []*broker.Message) (bool, error) {
 			for _, m := range msgs {

@@ -31,7 +31,7 @@ func runParked(t *testing.T, r *outbox.Relay, clk *clock.Fake) {
 // TestWakeOnCommit: a commit through Enqueue wakes the relays of the same
 // DB handle at once, on both dialects, without the poll.
 func TestWakeOnCommit(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		clk := clock.NewFake(t0)
 		s := &sink{}
 		r := newRelay(t, db, clk, outbox.WithPollInterval(time.Hour), outbox.WithLagInterval(time.Hour),
@@ -50,7 +50,7 @@ func TestWakeAcrossProcesses(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	open := func() *store.DB {
-		db, err := store.Open(ctx, dsn, store.WithMigrate(), store.WithLogger(quiet()))
+		db, err := store.Open(ctx, dsn, store.WithMigrate(outbox.Schema()), store.WithLogger(quiet()))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,7 +18,7 @@ import (
 // the watermark.
 func newWatermarkProbe(t *testing.T) (context.Context, *store.DB, *clock.Fake, func() int64) {
 	t.Helper()
-	db := storetest.NewPostgres(t, store.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	db := storetest.NewPostgres(t, store.WithMigrate(Schema()), store.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	_, o, err := newRelayDB(db, 5*time.Second, 2, false)
@@ -200,7 +200,7 @@ func TestFloorPassAtADueRetry(t *testing.T) {
 // A watermark sample takes no transaction id (it used to take one per
 // sample, 50 a second per relay, bringing wraparound closer).
 func TestWatermarkSampleAssignsNoTransactionID(t *testing.T) {
-	db := storetest.NewPostgres(t, store.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	db := storetest.NewPostgres(t, store.WithMigrate(Schema()), store.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	q, err := queriesFor(store.Postgres)

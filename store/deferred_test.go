@@ -15,7 +15,7 @@ import (
 // the next read, a failing savepoint drops what it held back, and what Defer
 // held is in the transaction when it returns.
 func TestDeferHoldsWritesBackWithSavepointMeaning(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, nil, func(t *testing.T, db *store.DB) {
 		ctx := context.Background()
 		q := dialectSQL(db)
 		if _, err := db.Exec(ctx, "CREATE TABLE df (v INTEGER PRIMARY KEY)"); err != nil {
@@ -87,7 +87,7 @@ func TestDeferHoldsWritesBackWithSavepointMeaning(t *testing.T) {
 // reported by what sends it, as ErrDeferredFailed on PostgreSQL, and nothing
 // of the transaction is kept.
 func TestDeferredFailureAbortsTheTransaction(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, nil, func(t *testing.T, db *store.DB) {
 		ctx := context.Background()
 		q := dialectSQL(db)
 		if _, err := db.Exec(ctx, "CREATE TABLE dff (v INTEGER PRIMARY KEY)"); err != nil {

@@ -4,15 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-type pgBackend struct{ pool *pgxpool.Pool }
+type pgBackend struct {
+	pool *pgxpool.Pool
+	// side are the pools SessionPool opened, closed with this one.
+	mu   sync.Mutex
+	side []*pgxpool.Pool
+}
 
 func openPostgres(ctx context.Context, dsn string, o options) (backend, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
@@ -58,7 +65,53 @@ func (b *pgBackend) QueryRow(ctx context.Context, q string, args ...any) Row {
 }
 
 func (b *pgBackend) ping(ctx context.Context) error { return b.pool.Ping(ctx) }
-func (b *pgBackend) close()                         { b.pool.Close() }
+func (b *pgBackend) close() {
+	b.mu.Lock()
+	side := b.side
+	b.side = nil
+	b.mu.Unlock()
+	for _, p := range side {
+		p.Close()
+	}
+	b.pool.Close()
+}
+
+// SessionPool opens a second pool on the server of a PostgreSQL database,
+// with the store's connection settings (DSN, credentials, TLS, search_path),
+// at most maxConns connections and the session settings given (run-time
+// parameters; application_name is set only where the DSN sets none). It is
+// for work whose sessions must differ from the business transactions': the
+// outbox relay commits asynchronously and plans with its own settings, which
+// must not reach the callers' transactions. Close closes it too; closing it
+// earlier is allowed.
+func (db *DB) SessionPool(ctx context.Context, maxConns int32, settings map[string]string) (*pgxpool.Pool, error) {
+	b, ok := db.b.(*pgBackend)
+	if !ok {
+		return nil, fmt.Errorf("store: a session pool needs PostgreSQL, not %s", db.dialect)
+	}
+	cfg := b.pool.Config()
+	cfg.MaxConns = maxConns
+	cfg.MinConns = 0
+	params := maps.Clone(cfg.ConnConfig.RuntimeParams)
+	if params == nil {
+		params = map[string]string{}
+	}
+	for k, v := range settings {
+		if k == "application_name" && params[k] != "" {
+			continue
+		}
+		params[k] = v
+	}
+	cfg.ConnConfig.RuntimeParams = params
+	p, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("store: session pool: %w", err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.side = append(b.side, p)
+	return p, nil
+}
 
 func (b *pgBackend) begin(ctx context.Context) (txBackend, error) {
 	tx, err := b.pool.Begin(ctx)

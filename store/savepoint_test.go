@@ -15,7 +15,7 @@ import (
 // first inside it (PostgreSQL sends the savepoint with that statement), and
 // nested, empty and pgx-level work behave.
 func TestSavepointSemantics(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, nil, func(t *testing.T, db *store.DB) {
 		ctx := context.Background()
 		q := dialectSQL(db)
 		if _, err := db.Exec(ctx, "CREATE TABLE sp (v INTEGER PRIMARY KEY)"); err != nil {

@@ -1,7 +1,8 @@
 // Package store is msgx's database access: open by DSN (PostgreSQL through a
 // pgx pool for production, SQLite through modernc.org/sqlite for the embedded
-// default), embedded versioned migrations per dialect, and the transaction
-// helper that business code uses to write state and enqueue events together.
+// default), the runner of the migration lines that the packages owning tables
+// embed (Line, DB.Migrate), and the transaction helper that business code uses
+// to write state and enqueue events together.
 //
 // Callers write SQL per dialect (kept in .sql files next to the package that
 // owns the tables) and run it through the small Querier interface, which both
@@ -98,7 +99,7 @@ type DB struct {
 type options struct {
 	logger   *slog.Logger
 	maxConns int32
-	migrate  bool
+	migrate  []Line
 }
 
 // Option configures Open.
@@ -111,8 +112,11 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 // pool_max_conns in the DSN).
 func WithMaxConns(n int32) Option { return func(o *options) { o.maxConns = n } }
 
-// WithMigrate applies the embedded migrations during Open (default false).
-func WithMigrate() Option { return func(o *options) { o.migrate = true } }
+// WithMigrate applies the migration lines (and those they require) during
+// Open, as DB.Migrate does (default none).
+func WithMigrate(lines ...Line) Option {
+	return func(o *options) { o.migrate = append(o.migrate, lines...) }
+}
 
 // Open opens a database by DSN: "postgres://…" / "postgresql://…" (pgx DSN;
 // extra parameters such as search_path become session settings) or
@@ -145,8 +149,8 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*DB, error) {
 		b.close()
 		return nil, fmt.Errorf("store: ping %s: %w", d, err)
 	}
-	if o.migrate {
-		if err := db.Migrate(ctx); err != nil {
+	if len(o.migrate) > 0 {
+		if err := db.Migrate(ctx, o.migrate...); err != nil {
 			b.close()
 			return nil, err
 		}

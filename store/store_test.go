@@ -3,7 +3,6 @@ package store_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -11,45 +10,8 @@ import (
 	"github.com/msgx/msgx/store/storetest"
 )
 
-func TestMigrateTwiceAndConcurrently(t *testing.T) {
-	_, dsn := storetest.NewSchema(t)
-	ctx := context.Background()
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			db, err := store.Open(ctx, dsn, store.WithMigrate())
-			if err != nil {
-				errs <- err
-				return
-			}
-			defer db.Close()
-			errs <- db.Migrate(ctx) // a second run is a no-op
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatalf("concurrent migrate: %v", err)
-		}
-	}
-	db, err := store.Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	ms, _ := store.Migrations(store.Postgres)
-	v, err := db.Version(ctx)
-	if err != nil || v != ms[len(ms)-1].Version {
-		t.Fatalf("version = %d, %v; want %d", v, err, ms[len(ms)-1].Version)
-	}
-}
-
 func TestTxTimesSavepointsAndRollback(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{leaseLine()}, func(t *testing.T, db *store.DB) {
 		ctx := context.Background()
 		ins := "INSERT INTO msgx_lease (name, owner, expires_at) VALUES ($1, $2, $3)"
 		sel := "SELECT owner, expires_at FROM msgx_lease WHERE name = $1"
@@ -120,7 +82,7 @@ func TestOpenRejectsUnknownDSN(t *testing.T) {
 }
 
 func TestExecBatchRunsInOrderAndStopsAtTheFirstFailure(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{leaseLine()}, func(t *testing.T, db *store.DB) {
 		ctx := context.Background()
 		ins := "INSERT INTO msgx_lease (name, owner, expires_at) VALUES ($1, $2, $3)"
 		if db.Dialect() == store.SQLite {

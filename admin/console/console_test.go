@@ -19,6 +19,7 @@ import (
 	"github.com/msgx/msgx/internal/backoff"
 	"github.com/msgx/msgx/internal/clock"
 	"github.com/msgx/msgx/outbox"
+	"github.com/msgx/msgx/pipeline/sis"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
@@ -167,7 +168,7 @@ func audits(t *testing.T, db *store.DB) int {
 }
 
 func TestLogin(t *testing.T) {
-	f := setup(t, storetest.NewPostgres(t))
+	f := setup(t, storetest.NewPostgres(t, store.WithMigrate(sis.Schema(), admin.Schema())))
 	if r := f.do(t, "GET", "/console/", "", nil); r.code != http.StatusSeeOther || r.hdr.Get("Location") != "/console/login" {
 		t.Errorf("overview without a session: %d to %q", r.code, r.hdr.Get("Location"))
 	}
@@ -220,7 +221,7 @@ func mustDecode(t *testing.T, c *Console, v string) session {
 }
 
 func TestEscaping(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{sis.Schema(), admin.Schema()}, func(t *testing.T, db *store.DB) {
 		f := setup(t, db)
 		ck := f.login(t, readTok)
 		for _, path := range []string{"/console/dead/inbox/s1/2", "/console/dead", "/console/"} {
@@ -253,7 +254,7 @@ func TestEscaping(t *testing.T) {
 }
 
 func TestCSRF(t *testing.T) {
-	f := setup(t, storetest.NewPostgres(t))
+	f := setup(t, storetest.NewPostgres(t, store.WithMigrate(sis.Schema(), admin.Schema())))
 	ck := f.login(t, opTok)
 	page := f.do(t, "GET", "/console/replay?source=inbox&stream=s1&ids=3", ck, nil)
 	tok := csrfOf(t, page.body)
@@ -311,7 +312,7 @@ func TestCSRF(t *testing.T) {
 }
 
 func TestReadScope(t *testing.T) {
-	f := setup(t, storetest.NewPostgres(t))
+	f := setup(t, storetest.NewPostgres(t, store.WithMigrate(sis.Schema(), admin.Schema())))
 	ck := f.login(t, readTok)
 	for _, path := range []string{"/console/dead", "/console/dead/inbox/s1/3", "/console/replay?source=inbox&stream=s1&ids=3"} {
 		r := f.do(t, "GET", path, ck, nil)
@@ -359,7 +360,7 @@ func TestChart(t *testing.T) {
 }
 
 func TestQueryAndGaps(t *testing.T) {
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(sis.Schema(), admin.Schema()))
 	requests := func(_ context.Context, p map[string][]string) (any, error) {
 		return []map[string]any{{"id": p["status"][0], "status": hostile, "version": 2}}, nil
 	}
@@ -386,7 +387,7 @@ func TestQueryAndGaps(t *testing.T) {
 // The overview's relay table says which target is paused on an unavailable
 // broker, since when, and the last error, and which target no relay serves.
 func TestOverviewShowsPausedAndUnservedTargets(t *testing.T) {
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(sis.Schema(), admin.Schema()))
 	since := time.Date(2026, 12, 6, 2, 57, 0, 0, time.UTC)
 	adm, err := admin.New(admin.Config{DB: db, Targets: []string{"kafka:msg", "kafka:schd"}, ReadToken: readTok, Hosts: []string{"example.com"},
 		Clock: clock.NewFake(since.Add(5 * time.Minute)),
@@ -434,7 +435,7 @@ func (rejectFirst) SendConfirmed(_ context.Context, _ string, msgs ...*broker.Me
 // The overview names the keys of a per-key target held by a DEAD event, the
 // event holding each (a link to it) and how many events wait.
 func TestOverviewShowsBlockedKeys(t *testing.T) {
-	db := storetest.NewSQLite(t)
+	db := storetest.NewSQLite(t, store.WithMigrate(sis.Schema(), admin.Schema()))
 	ctx := context.Background()
 	r, err := outbox.NewRelay(db, outbox.Target("t1", rejectFirst{}, outbox.PerKey))
 	if err != nil {
@@ -469,7 +470,7 @@ func TestOverviewShowsBlockedKeys(t *testing.T) {
 // The overview names each stream's lease holder by instance id (the ages
 // beside times: TestOverviewShowsPausedAndUnservedTargets).
 func TestOverviewShowsLeaseHolderAndAges(t *testing.T) {
-	f := setup(t, storetest.NewPostgres(t))
+	f := setup(t, storetest.NewPostgres(t, store.WithMigrate(sis.Schema(), admin.Schema())))
 	r := f.do(t, "GET", "/console/", f.login(t, readTok), nil)
 	holder := regexp.MustCompile(`<td><code>[^<]+</code> <span class="ok">\(this instance\)</span><div class="muted">lease until [^<]+</div></td>`)
 	if r.code != 200 || !holder.MatchString(r.body) {

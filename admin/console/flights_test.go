@@ -42,7 +42,7 @@ func flightConsole(t *testing.T, db *store.DB) *fixture {
 // history and follows the deleting version to its message, whose page
 // links back to the flight; the raw JSON is one link away, escaped.
 func TestFlightPages(t *testing.T) {
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(sis.Schema(), admin.Schema()))
 	f := flightConsole(t, db)
 	ck := f.login(t, readTok)
 

@@ -10,6 +10,8 @@ import (
 
 	"github.com/msgx/msgx/admin"
 	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/pipeline/sis"
+	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
 
@@ -17,7 +19,7 @@ import (
 // before is no session any more. A session unused for the idle time ends;
 // the overview's automatic refreshes do not keep it alive.
 func TestLogoutRevokesAndIdleSessionsEnd(t *testing.T) {
-	f := setup(t, storetest.NewPostgres(t))
+	f := setup(t, storetest.NewPostgres(t, store.WithMigrate(sis.Schema(), admin.Schema())))
 	ck := f.login(t, opTok)
 	copied := ck
 	if r := f.do(t, "POST", "/console/logout", ck, url.Values{"csrf": {f.con.csrf(mustDecode(t, f.con, ck))}}); r.code != http.StatusSeeOther {
@@ -64,7 +66,7 @@ func TestLogoutRevokesAndIdleSessionsEnd(t *testing.T) {
 
 // Wrong console logins are throttled per client like wrong bearer tokens.
 func TestLoginThrottle(t *testing.T) {
-	f := setup(t, storetest.NewPostgres(t))
+	f := setup(t, storetest.NewPostgres(t, store.WithMigrate(sis.Schema(), admin.Schema())))
 	for i := range admin.DefaultThrottle.Free + 1 {
 		if r := f.do(t, "POST", "/console/login", "", url.Values{"token": {"wrong-token-0123456789"}}); r.code != http.StatusUnauthorized {
 			t.Fatalf("wrong login %d: %d", i+1, r.code)
@@ -80,7 +82,7 @@ func TestLoginThrottle(t *testing.T) {
 // nothing; every answer forbids framing; a foreign Host is refused; an
 // open console serves loopback only.
 func TestConsoleHardening(t *testing.T) {
-	f := setup(t, storetest.NewPostgres(t))
+	f := setup(t, storetest.NewPostgres(t, store.WithMigrate(sis.Schema(), admin.Schema())))
 	for _, m := range []string{"PUT", "DELETE", "PATCH"} {
 		if r := f.do(t, m, "/console/login", "", url.Values{"token": {opTok}}); r.code != http.StatusMethodNotAllowed || r.hdr.Get("Set-Cookie") != "" {
 			t.Errorf("%s /console/login: %d", m, r.code)
@@ -126,7 +128,7 @@ func TestConsoleHardening(t *testing.T) {
 // A failure of the service shows a reference to the log, not the
 // database's text.
 func TestConsoleErrorsHideTheDatabase(t *testing.T) {
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(sis.Schema(), admin.Schema()))
 	f := setup(t, db, map[string]admin.QueryFunc{"flights": func(ctx context.Context, _ map[string][]string) (any, error) {
 		var n int
 		return n, db.QueryRow(ctx, "SELECT 1/0").Scan(&n)

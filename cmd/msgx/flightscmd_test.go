@@ -10,6 +10,7 @@ import (
 	"github.com/msgx/msgx/admin"
 	"github.com/msgx/msgx/pipeline/sis"
 	"github.com/msgx/msgx/pipeline/sis/sistest"
+	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
 
@@ -17,7 +18,7 @@ import (
 // at version 40 and msgx flights history 15 the FDEL message that deleted
 // it, the fields and collections each message changed, and the events.
 func TestFlightsHistoryCommand(t *testing.T) {
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(buildLines()...))
 	sistest.ProcessTraffic(t, db, time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC))
 	srv, err := admin.New(admin.Config{DB: db, Queries: map[string]admin.QueryFunc{
 		"flights": sis.FlightsQuery(db), "flight-history": sis.FlightHistoryQuery(db)}})

@@ -9,13 +9,14 @@ import (
 
 	"github.com/msgx/msgx/admin"
 	"github.com/msgx/msgx/pipeline/sis"
+	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
 
 // msgx flights and msgx requests print tables (the JSON with --json), and
 // a bad parameter comes back as the API's 400 and its reason.
 func TestQueryCommands(t *testing.T) {
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(buildLines()...))
 	srv, err := admin.New(admin.Config{DB: db, Queries: map[string]admin.QueryFunc{
 		"flights": sis.FlightsQuery(db), "requests": sis.RequestsQuery(db)}})
 	if err != nil {

@@ -25,25 +25,25 @@ func newRegistry() *app.Registry {
 			return nil, err
 		}
 		return sis.NewProcessor(cfg, sis.WithLogger(d.Logger), sis.WithRegisterer(d.Registerer), sis.WithFailpoints(d.Failpoints))
-	})
+	}, sis.Schema())
 	// SIS requests: the coordinator that sends RQFD/RQRD through the
 	// outbound mailbox (COUTMSGS) and expires them; POST /v1/requests sends
 	// one, GET /v1/requests (msgx requests) lists them.
 	reg.Pipeline("sisrequests", func(ctx context.Context, d app.Deps, spec app.PipelineSpec) (*app.Pipeline, error) {
 		return sisRequests(ctx, d, spec.Options)
-	})
+	}, sis.Schema())
 	// The daily history sweep of the SIS flight state.
 	reg.Pipeline("sishistory", func(_ context.Context, d app.Deps, spec app.PipelineSpec) (*app.Pipeline, error) {
 		return sisHistory(d, spec.Options)
-	})
-	reg.Query("requests", func(d app.Deps) admin.QueryFunc { return sis.RequestsQuery(d.DB) })
+	}, sis.Schema())
+	reg.Query("requests", func(d app.Deps) admin.QueryFunc { return sis.RequestsQuery(d.DB) }, sis.Schema())
 	// GET /v1/flights (msgx flights): the flight query, from the flight state.
-	reg.Query("flights", func(d app.Deps) admin.QueryFunc { return sis.FlightsQuery(d.DB) })
+	reg.Query("flights", func(d app.Deps) admin.QueryFunc { return sis.FlightsQuery(d.DB) }, sis.Schema())
 	// GET /v1/flights/{flid}/history (msgx flights history FLID): a
 	// flight's versions; GET /v1/messages/{stream}/{id}/effects: the
 	// versions one message made.
-	reg.Query("flight-history", func(d app.Deps) admin.QueryFunc { return sis.FlightHistoryQuery(d.DB) })
-	reg.Query("message-effects", func(d app.Deps) admin.QueryFunc { return sis.MessageEffectsQuery(d.DB) })
+	reg.Query("flight-history", func(d app.Deps) admin.QueryFunc { return sis.FlightHistoryQuery(d.DB) }, sis.Schema())
+	reg.Query("message-effects", func(d app.Deps) admin.QueryFunc { return sis.MessageEffectsQuery(d.DB) }, sis.Schema())
 	// Route passports: a broker consumer with its own relay of the two
 	// output topics.
 	reg.Pipeline("routepassport", func(_ context.Context, d app.Deps, spec app.PipelineSpec) (*app.Pipeline, error) {
@@ -70,6 +70,6 @@ func newRegistry() *app.Registry {
 			Handlers: map[string]http.Handler{"POST /v1/routepassport/test": p.TestController()},
 			Check:    p.Check,
 		}, nil
-	})
+	}, routepassport.Schema())
 	return reg
 }

@@ -26,7 +26,7 @@ func (failing) Process(context.Context, store.Tx, *inbox.Message) (inbox.Outcome
 // msgx replay exits non-zero when any id was refused, in the dry run and
 // in the replay, and says in words that a selection matched nothing.
 func TestReplayCommandRefusals(t *testing.T) {
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(buildLines()...))
 	ctx, cancel := context.WithCancel(context.Background())
 	eng, err := inbox.New(db, "s1", failing{}, inbox.WithMaxAttempts(1), inbox.WithPollInterval(10*time.Millisecond),
 		inbox.WithBackoff(backoff.Policy{MaxAttempts: 1, Initial: time.Millisecond, Max: time.Millisecond}))

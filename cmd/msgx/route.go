@@ -42,7 +42,7 @@ pcp.route.georeference.v1, and dead-letters records that break the contract
 			log := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
 			var sopts []store.Option
 			if migrate {
-				sopts = append(sopts, store.WithMigrate())
+				sopts = append(sopts, store.WithMigrate(routepassport.Schema()))
 			}
 			db, err := store.Open(ctx, dsn, append(sopts, store.WithLogger(log))...)
 			if err != nil {

@@ -6,11 +6,12 @@ import (
 	"testing"
 
 	"github.com/msgx/msgx/app"
+	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
 
 func TestSISRequestsSettings(t *testing.T) {
-	db := storetest.NewSQLite(t)
+	db := storetest.NewSQLite(t, store.WithMigrate(buildLines()...))
 	d := app.Deps{DB: db}
 	if _, err := sisRequests(context.Background(), d, map[string]string{"sendr": "X", "timeout": "soon"}); err == nil ||
 		!strings.Contains(err.Error(), "sendr: unknown setting") || !strings.Contains(err.Error(), "timeout") || !strings.Contains(err.Error(), "outbound-dsn is required") {
@@ -24,7 +25,7 @@ func TestSISRequestsSettings(t *testing.T) {
 }
 
 func TestSISHistorySettings(t *testing.T) {
-	d := app.Deps{DB: storetest.NewSQLite(t)}
+	d := app.Deps{DB: storetest.NewSQLite(t, store.WithMigrate(buildLines()...))}
 	if _, err := sisHistory(d, map[string]string{"retention": "-1h", "at": "25:00", "keep": "x"}); err == nil ||
 		!strings.Contains(err.Error(), "retention") || !strings.Contains(err.Error(), "keep: unknown setting") {
 		t.Fatalf("bad settings: %v", err)

@@ -35,7 +35,7 @@ func (rejectFirst) SendConfirmed(_ context.Context, _ string, msgs ...*broker.Me
 // and the event, the replay's dry run says how many events wait behind it,
 // and msgx skip previews, then carries out, the skip.
 func TestStatusReplayAndSkipOfABlockedKey(t *testing.T) {
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(buildLines()...))
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC))
 	r, err := outbox.NewRelay(db, outbox.WithClock(clk), outbox.Target("kafka:msg", rejectFirst{}, outbox.PerKey))

@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/msgx/msgx/admin"
 	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/broker/mem"
 	"github.com/msgx/msgx/inbox"
@@ -131,7 +132,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	db, err := store.Open(ctx, cfg.DSN, store.WithMigrate(), store.WithLogger(cfg.Log))
+	db, err := store.Open(ctx, cfg.DSN, store.WithMigrate(admin.Schema(), mailbox.Schema(), sis.Schema()), store.WithLogger(cfg.Log))
 	if err != nil {
 		return Result{}, err
 	}

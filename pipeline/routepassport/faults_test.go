@@ -17,6 +17,7 @@ import (
 	"github.com/msgx/msgx/broker/mem"
 	"github.com/msgx/msgx/internal/backoff"
 	"github.com/msgx/msgx/outbox"
+	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
 
@@ -68,7 +69,7 @@ func checkOnePairEach(t *testing.T, want int, topics map[string][]*kgo.Record) {
 // another group over the same database — creates no second pair of events.
 func TestRedeliveryCreatesNoSecondPair(t *testing.T) {
 	e := newEnv(t, 2)
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(Schema()))
 	regA := prometheus.NewRegistry()
 	a := newPipeline(t, db, e.broker(quietLogger()), e.options(regA, quietLogger())...)
 	stopA := startPipeline(t, a)
@@ -155,7 +156,7 @@ func TestDatabaseCutLosesNothing(t *testing.T) {
 // records, and every record comes out once.
 func TestTwoInstancesShareTheWork(t *testing.T) {
 	e := newEnv(t, 4)
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(Schema()))
 	regs := []*prometheus.Registry{prometheus.NewRegistry(), prometheus.NewRegistry()}
 	for _, reg := range regs {
 		p := newPipeline(t, db, e.broker(quietLogger()), e.options(reg, quietLogger())...)
@@ -194,7 +195,7 @@ func TestTwoInstancesShareTheWork(t *testing.T) {
 // four at once: the same outcome.
 func TestSingleRecordHandlers(t *testing.T) {
 	e := newEnv(t, 3)
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(Schema()))
 	p := newPipeline(t, db, e.broker(quietLogger()), append(e.options(prometheus.NewRegistry(), quietLogger()), WithBatchSize(1), WithConcurrency(4))...)
 	startPipeline(t, p)
 	in := e.reader(e.routeIn)
@@ -206,7 +207,7 @@ func TestSingleRecordHandlers(t *testing.T) {
 // On a broker without log positions (here the in-process one) a record's
 // content is its identity: the same record sent twice is stored once.
 func TestContentIdentityWithoutPositions(t *testing.T) {
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(Schema()))
 	srv := mem.NewServer()
 	t.Cleanup(srv.Close)
 	b := broker.New("mem", mem.New(srv), broker.WithLogger(quietLogger()))
@@ -245,7 +246,7 @@ func TestContentIdentityWithoutPositions(t *testing.T) {
 // Identities older than the retention are deleted; newer ones stay.
 func TestExpiredSourcesAreDeleted(t *testing.T) {
 	e := newEnv(t, 1)
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(Schema()))
 	p := newPipeline(t, db, e.broker(quietLogger()), WithSourceRetention(time.Hour))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -269,7 +270,7 @@ func TestExpiredSourcesAreDeleted(t *testing.T) {
 func TestOutputFailuresAreKeptAndReplayable(t *testing.T) {
 	e := newEnv(t, 1)
 	missing := e.georef + ".missing"
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(Schema()))
 	reg := prometheus.NewRegistry()
 	drv := kafka.New(kafka.SeedBrokers(e.seeds()...), kafka.WithLogger(quietLogger()), kafka.WithUnknownTopicRetries(0))
 	b := broker.New("kafka", drv, broker.WithLogger(quietLogger()))
@@ -324,7 +325,7 @@ func TestOutputFailuresAreKeptAndReplayable(t *testing.T) {
 // Run may run again after it returned, never twice at once.
 func TestRunAgain(t *testing.T) {
 	e := newEnv(t, 1)
-	p := newPipeline(t, storetest.NewPostgres(t), e.broker(quietLogger()), e.options(prometheus.NewRegistry(), quietLogger())...)
+	p := newPipeline(t, storetest.NewPostgres(t, store.WithMigrate(Schema())), e.broker(quietLogger()), e.options(prometheus.NewRegistry(), quietLogger())...)
 	stop := startPipeline(t, p)
 	in := e.reader(e.routeIn)
 	e.produce(records("A", 0, 1)...)

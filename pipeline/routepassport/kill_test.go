@@ -68,7 +68,7 @@ func TestKilledMidStreamLosesNothing(t *testing.T) {
 	_, dsn := storetest.NewSchema(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	db, err := store.Open(ctx, dsn, store.WithMigrate(), store.WithLogger(quietLogger()))
+	db, err := store.Open(ctx, dsn, store.WithMigrate(Schema()), store.WithLogger(quietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}

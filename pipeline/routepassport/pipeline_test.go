@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/msgx/msgx/internal/logtest"
+	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
 
@@ -20,7 +21,7 @@ import (
 // newest passport, the five counters, logs without payloads.
 func TestEndToEnd(t *testing.T) {
 	e := newEnv(t, 3)
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(Schema()))
 	reg := prometheus.NewRegistry()
 	logs := &logtest.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))

@@ -15,7 +15,7 @@ import (
 // ledger's cleanup runs every few minutes over a table of every record of
 // the retention period.
 func TestPlansKeepTheirIndexPathsOnEmptyTables(t *testing.T) {
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(Schema()))
 	q, err := store.LoadQueries(sqlFS, "sql", store.Postgres)
 	if err != nil {
 		t.Fatal(err)

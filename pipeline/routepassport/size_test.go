@@ -22,6 +22,7 @@ import (
 	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/broker/driver"
 	"github.com/msgx/msgx/broker/kafka"
+	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
 
@@ -130,7 +131,7 @@ func TestOversizedDeadLetterGoesByReference(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(Schema()))
 	opts := func() []Option {
 		return append(e.options(prometheus.NewRegistry(), quietLogger()), WithTopics(e.input, smallDLQ, e.routeIn, e.georef),
 			WithMaxRecordBytes(1_020_000))
@@ -182,7 +183,7 @@ func TestOversizedDeadLetterGoesByReference(t *testing.T) {
 // records around it are stored.
 func TestOversizedEventIsRefusedAtIngest(t *testing.T) {
 	e := newEnv(t, 1)
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(Schema()))
 	reg := prometheus.NewRegistry()
 	startPipeline(t, newPipeline(t, db, e.broker(quietLogger()), e.options(reg, quietLogger())...))
 	// A LineString of about 537 kB: its georeference event (WKT and
@@ -252,7 +253,7 @@ func TestDeadLetterOutageWaitsAndStopsPromptly(t *testing.T) {
 		}
 		return nil, nil, false
 	})
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(Schema()))
 	reg := prometheus.NewRegistry()
 	opts := append(e.options(reg, quietLogger()), WithStopTimeout(2*time.Minute), WithDBTimeout(time.Second))
 	b := broker.New("kafka", testDriver(e), broker.WithLogger(quietLogger()))

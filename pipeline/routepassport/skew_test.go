@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
 
@@ -18,7 +19,7 @@ import (
 // leases to end. The sent mark's time is the trace of that clock.
 func TestRelayTimesAreTheDatabases(t *testing.T) {
 	e := newEnv(t, 1)
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(Schema()))
 	ahead := clock.Offset{Base: clock.Real{}, D: 10 * time.Minute}
 	p := newPipeline(t, db, e.broker(quietLogger()), append(e.options(prometheus.NewRegistry(), quietLogger()), WithClock(ahead))...)
 	startPipeline(t, p)

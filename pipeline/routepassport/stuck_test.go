@@ -77,7 +77,7 @@ func TestOldUnacknowledgedRecordFailsCheck(t *testing.T) {
 // that can cut it.
 func cutDB(t *testing.T) (*store.DB, *brokertest.Proxy) {
 	t.Helper()
-	return storetest.NewCuttablePostgres(t, store.WithLogger(quietLogger()))
+	return storetest.NewCuttablePostgres(t, store.WithMigrate(Schema()), store.WithLogger(quietLogger()))
 }
 
 // waitCheck waits, within a bound, until p.Check's answer satisfies cond.

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/msgx/msgx/pipeline/sis"
+	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
 
@@ -18,7 +19,7 @@ const eventsDoc = "../../docs/events.md"
 // the events the processor writes for real fixtures (the schedule, a GTDT
 // and an FDEL of flight 15, a reference ADD). MSGX_UPDATE_DOCS=1 rewrites them.
 func TestEventsDocExamples(t *testing.T) {
-	h := newHarness(t, storetest.NewSQLite(t), sis.Config{})
+	h := newHarness(t, storetest.NewSQLite(t, store.WithMigrate(sis.Schema())), sis.Config{})
 	gtdt := replace(t, fixture(t, "FLOP_GTDT_1.xml"), "<FLID>121112312</FLID>", "<FLID>15</FLID>")
 	h.ok(fixture(t, "SCHD_DNLD_1.xml"))
 	h.ok(gtdt)

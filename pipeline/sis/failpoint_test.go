@@ -5,6 +5,7 @@ import (
 
 	"github.com/msgx/msgx/internal/failpoint"
 	"github.com/msgx/msgx/pipeline/sis"
+	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
 
@@ -13,7 +14,7 @@ import (
 // commits (another connection does not see them yet); not for a snapshot
 // that changes nothing, nor for a FLOP.
 func TestFailpointMidSnapshot(t *testing.T) {
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(sis.Schema()))
 	var h *harness
 	reached := 0
 	fp, err := failpoint.Parse("sis-mid-snapshot=1", failpoint.WithKill(func() {

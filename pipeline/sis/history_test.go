@@ -29,7 +29,7 @@ func count(t *testing.T, db *store.DB, q string) int {
 // transaction; a recent flight stays until it is quiet; the snapshot log
 // keeps 90 days; the daily run fires at 03:30 airport time.
 func TestHistorySweep(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{sis.Schema()}, func(t *testing.T, db *store.DB) {
 		ctx := context.Background()
 		h := loaded(t, db)                                                   // 15, 16 (2021-01-23), 121112312, 7610151 (2003-12-15)
 		if out := h.ok(fixture(t, "FLOP_FDEL_1.xml")); out != inbox.Done() { // deletes 15

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/msgx/msgx/pipeline/sis"
+	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
 
@@ -23,7 +24,7 @@ import (
 // many rows the criteria of the moment keep, which a cached plan cannot
 // know.
 func TestPlansKeepTheirIndexPathsOnEmptyTables(t *testing.T) {
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(sis.Schema()))
 	stmts := sis.Statements()
 	for _, name := range []string{"FlightPage", "ListRequests"} {
 		if _, ok := stmts[name]; !ok {

@@ -38,7 +38,7 @@ func loaded(t *testing.T, db *store.DB) *harness {
 // kind, and the state stored in the tables equals the state document the
 // events are built from.
 func TestEveryFixtureIsHandled(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{sis.Schema()}, func(t *testing.T, db *store.DB) {
 		h := loaded(t, db)
 		names := traffic.Names()
 		slices.SortStableFunc(names, func(a, b string) int {
@@ -112,7 +112,7 @@ func boolInt(b bool) int {
 }
 
 func TestFlopSetsAndClearsScalars(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{sis.Schema()}, func(t *testing.T, db *store.DB) {
 		h := loaded(t, db)
 		h.ok(withSeq(fixture(t, "FLOP_APPT_1.xml"), 1))
 		if got := h.flight("15").Fields["APPT"]; got != "12DEC031350" {
@@ -160,7 +160,7 @@ func TestFlopSetsAndClearsScalars(t *testing.T) {
 // TestSameGateTwiceIsOneChange: the second identical GTDT changes nothing:
 // no version, no event.
 func TestSameGateTwiceIsOneChange(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{sis.Schema()}, func(t *testing.T, db *store.DB) {
 		h := loaded(t, db)
 		before := len(h.events())
 		v0 := h.flight("121112312").Version
@@ -192,7 +192,7 @@ func TestSameGateTwiceIsOneChange(t *testing.T) {
 }
 
 func TestCollectionsClearAndRoutesStayApart(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{sis.Schema()}, func(t *testing.T, db *store.DB) {
 		h := loaded(t, db)
 		f := h.flight("16")
 		if len(f.Collections["ROUT"]) != 1 || len(f.Collections["ERUT"]) != 2 {
@@ -221,7 +221,7 @@ func TestCollectionsClearAndRoutesStayApart(t *testing.T) {
 }
 
 func TestFlopOnUnknownFlightIsSkipped(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{sis.Schema()}, func(t *testing.T, db *store.DB) {
 		h := newHarness(t, db, sis.Config{})
 		if out := h.ok(fixture(t, "FLOP_GTDT_1.xml")); out != inbox.Skip("no-match:unknown FLID 121112312") {
 			t.Fatalf("%+v", out)
@@ -236,7 +236,7 @@ func TestFlopOnUnknownFlightIsSkipped(t *testing.T) {
 }
 
 func TestFdelDeletesSoftlyWithATombstone(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{sis.Schema()}, func(t *testing.T, db *store.DB) {
 		h := loaded(t, db)
 		before := len(h.events())
 		h.ok(fixture(t, "FLOP_FDEL_1.xml"))
@@ -260,7 +260,7 @@ func TestFdelDeletesSoftlyWithATombstone(t *testing.T) {
 }
 
 func TestScheduleIsValidatedAsAWhole(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{sis.Schema()}, func(t *testing.T, db *store.DB) {
 		h := newHarness(t, db, sis.Config{})
 		dnld := fixture(t, "SCHD_DNLD_1.xml")
 		err := h.fails(replace(t, dnld, "<RECS>2</RECS>", "<RECS>3</RECS>"), inbox.Protocol)
@@ -292,7 +292,7 @@ func TestScheduleIsValidatedAsAWhole(t *testing.T) {
 }
 
 func TestScheduleMergesAndAgainChangesNothing(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{sis.Schema()}, func(t *testing.T, db *store.DB) {
 		h := newHarness(t, db, sis.Config{})
 		dnld := fixture(t, "SCHD_DNLD_1.xml")
 		h.ok(dnld)
@@ -318,7 +318,7 @@ func TestScheduleMergesAndAgainChangesNothing(t *testing.T) {
 }
 
 func TestRequestGuardAndIgnoreList(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{sis.Schema()}, func(t *testing.T, db *store.DB) {
 		resp := replace(t, fixture(t, "SCHD_DNLD_1.xml"), "<STYP>DNLD</STYP>", "<STYP>RESP</STYP>")
 		guarded := newHarness(t, db, sis.Config{RequestGuard: true, Ignore: []string{"FLOP/CNCL"}})
 		if out := guarded.ok(resp); out != inbox.Skip("no-match:no-open-request") {
@@ -384,7 +384,7 @@ func TestFlopSubtypesCoverTheInterface(t *testing.T) {
 // middle: every message sees the writes of those before it, and the failed
 // one's rollback leaves no trace.
 func TestOneTransactionForSeveralMessages(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{sis.Schema()}, func(t *testing.T, db *store.DB) {
 		h := loaded(t, db)
 		dnld := fixture(t, "SCHD_DNLD_1.xml")
 		batch := [][]byte{
@@ -462,7 +462,7 @@ func TestStateEncodingIsEncodingJSONs(t *testing.T) {
 // whatever arrives ends as a success, a skip or a classified failure, never
 // a panic or an unclassified error.
 func TestAnyBodyUnderAnyKind(t *testing.T) {
-	h := loaded(t, storetest.NewSQLite(t))
+	h := loaded(t, storetest.NewSQLite(t, store.WithMigrate(sis.Schema())))
 	kinds := [][2]string{{"SCHD", "DNLD"}, {"SCHD", "ADFT"}, {"FLOP", "GTDT"}, {"FLOP", "HNAG"}, {"FLOP", "FDEL"}, {"FDEL", "FDEL"}}
 	typeRE := regexp.MustCompile(`<TYPE>[^<]*</TYPE>`)
 	stypRE := regexp.MustCompile(`<STYP>[^<]*</STYP>`)
@@ -485,7 +485,7 @@ func TestAnyBodyUnderAnyKind(t *testing.T) {
 // TestGBKBytes: a payload in GBK bytes, declared so (as a transport that does
 // not transcode hands it over), is read as its declaration says.
 func TestGBKBytes(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{sis.Schema()}, func(t *testing.T, db *store.DB) {
 		h := loaded(t, db)
 		utf := replace(t, fixture(t, "FLOP_SRVT_1.xml"), `encoding="UTF-8"`, `encoding="GBK"`)
 		gbk, err := simplifiedchinese.GBK.NewEncoder().Bytes(utf)
@@ -540,7 +540,7 @@ func TestIdentityDayBoundary(t *testing.T) {
 // detail row a message should have set or cleared and did not shows here at
 // that message, not only in the end state TestEveryFixtureIsHandled checks.
 func TestTablesFollowEveryFlop(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{sis.Schema()}, func(t *testing.T, db *store.DB) {
 		h := loaded(t, db)
 		check := func(name string) {
 			t.Helper()

@@ -45,7 +45,7 @@ func adftOn(seq int64, day string, from, to int) []byte {
 // pages neither overlap nor miss a flight, and each flight is its full
 // stored state.
 func TestFlightQueryPaging(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{sis.Schema()}, func(t *testing.T, db *store.DB) {
 		ctx := context.Background()
 		h := newHarness(t, db, sis.Config{})
 		for i := 0; i < 6; i++ {

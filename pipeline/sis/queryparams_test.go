@@ -10,6 +10,7 @@ import (
 
 	"github.com/msgx/msgx/admin"
 	"github.com/msgx/msgx/pipeline/sis"
+	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
 
@@ -18,7 +19,7 @@ import (
 // parameter they do not know; a bounded random walk over the parameters
 // finds no 500 either.
 func TestQueryParameters(t *testing.T) {
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(sis.Schema()))
 	srv, err := admin.New(admin.Config{DB: db, Queries: map[string]admin.QueryFunc{
 		"flights": sis.FlightsQuery(db), "requests": sis.RequestsQuery(db)}})
 	if err != nil {

@@ -32,7 +32,7 @@ func (s signalling) Prepare(ctx context.Context, tx store.Tx, batch []any) error
 // FLOP on an unknown flight.
 func TestReadAheadFindsTheFlightTheBatchBeforeCreates(t *testing.T) {
 	ctx := context.Background()
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(sis.Schema()))
 	proc, err := sis.NewProcessor(sis.Config{}, sis.WithLogger(quiet))
 	if err != nil {
 		t.Fatal(err)

@@ -81,7 +81,7 @@ func opsOf(evs []sis.RefEvent) []string {
 // ADD and UPD upsert (an unchanged record is no change), DEL deletes, a
 // later snapshot replaces the whole set; every change is one event.
 func TestReferenceLifecycle(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{sis.Schema()}, func(t *testing.T, db *store.DB) {
 		h := newHarness(t, db, sis.Config{})
 		step := func(name, wantKeys string, wantOps ...string) {
 			t.Helper()
@@ -125,7 +125,7 @@ func TestReferenceLifecycle(t *testing.T) {
 // TestReferenceEveryType applies every reference fixture (DNLD first): each
 // type's records are keyed by their first child element.
 func TestReferenceEveryType(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{sis.Schema()}, func(t *testing.T, db *store.DB) {
 		h := newHarness(t, db, sis.Config{Ignore: []string{}})
 		for _, name := range traffic.Names() {
 			typ, rest, _ := strings.Cut(name, "_")
@@ -153,7 +153,7 @@ func TestReferenceEveryType(t *testing.T) {
 // TestReferenceREGNIgnoredByDefault: REGN is a reference type, but the
 // default ignore list names it and wins; with an empty list it is stored.
 func TestReferenceREGNIgnoredByDefault(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{sis.Schema()}, func(t *testing.T, db *store.DB) {
 		h := newHarness(t, db, sis.Config{})
 		if out := h.ok(fixture(t, "REGN_DNLD_1.xml")); out != inbox.Skip("ignored:REGN/DNLD") {
 			t.Fatalf("default: %+v", out)
@@ -174,7 +174,7 @@ func TestReferenceREGNIgnoredByDefault(t *testing.T) {
 // TestReferenceBadPackets: a record without a key or a key carried twice
 // makes the packet DEAD(PROTOCOL) and writes nothing.
 func TestReferenceBadPackets(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{sis.Schema()}, func(t *testing.T, db *store.DB) {
 		h := newHarness(t, db, sis.Config{})
 		dnld := fixture(t, "ABDG_DNLD_1.xml")
 		h.fails(replace(t, dnld, "<ABCD>112</ABCD>", "<ABCD> </ABCD>"), inbox.Protocol)
@@ -188,7 +188,7 @@ func TestReferenceBadPackets(t *testing.T) {
 // TestSeasonSchedule: SCHS is stored whole per season and airport, changes
 // no flight and publishes nothing; the same schedule again is no change.
 func TestSeasonSchedule(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{sis.Schema()}, func(t *testing.T, db *store.DB) {
 		h := newHarness(t, db, sis.Config{})
 		season := func() (version int64, recs int, body string) {
 			t.Helper()
@@ -226,7 +226,7 @@ func TestSeasonSchedule(t *testing.T) {
 // before, and the element is kept — stored for the message and carried by
 // each of its events — rather than dropped.
 func TestReferenceKeepsUnknownElements(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{sis.Schema()}, func(t *testing.T, db *store.DB) {
 		h := newHarness(t, db, sis.Config{Ignore: []string{}})
 		ref := map[string]bool{}
 		for _, typ := range sis.ReferenceTypes {

@@ -92,7 +92,7 @@ func resp(t *testing.T, seq int64, at time.Time) []byte {
 // says and is SENT; the RESP dated after it is applied and the request is
 // DONE with it; the same answer again matches nothing.
 func TestRequestAnsweredByRESP(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{sis.Schema()}, func(t *testing.T, db *store.DB) {
 		r := newRequests(t, db)
 		q := r.rqfd(t)
 		if q.Status != sis.ReqSent || q.Seq != 1 || q.OutboundID == nil || q.AnswerType != "SCHD" {
@@ -133,7 +133,7 @@ func TestRequestAnsweredByRESP(t *testing.T) {
 // SKIPPED no-match with the snapshot untouched; a tolerated clock skew
 // matches and is noted.
 func TestRequestGuardNoMatch(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{sis.Schema()}, func(t *testing.T, db *store.DB) {
 		h := newHarness(t, db, sis.Config{RequestGuard: true})
 		untouched := func(what string) {
 			t.Helper()
@@ -200,7 +200,7 @@ func TestRequestGuardNoMatch(t *testing.T) {
 // TestRequestRQRDReplacesTheSet: an RQRD for GLST, answered by the real
 // GLST RESP (guarded), replaces the stored GLST set.
 func TestRequestRQRDReplacesTheSet(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{sis.Schema()}, func(t *testing.T, db *store.DB) {
 		h := newHarness(t, db, sis.Config{RequestGuard: true})
 		other := replace(t, fixture(t, "GLST_DNLD_1.xml"), "<GCOD>G17</GCOD>", "<GCOD>G99</GCOD>")
 		if out := h.ok(other); out != inbox.Done() {
@@ -230,7 +230,7 @@ func TestRequestRQRDReplacesTheSet(t *testing.T) {
 // TestRequestNotSent: in shadow mode nothing is written; a failed outbound
 // insert leaves the request EXPIRED with the error, never SENT.
 func TestRequestNotSent(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{sis.Schema()}, func(t *testing.T, db *store.DB) {
 		r := newRequests(t, db)
 		shadow, err := sis.NewCoordinator(db, r.out, sis.WithShadow(true))
 		if err != nil {
@@ -262,7 +262,7 @@ func TestRequestNotSent(t *testing.T) {
 // TestRequestsAPI: POST sends a request, the "requests" query lists it,
 // pages and filters.
 func TestRequestsAPI(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{sis.Schema()}, func(t *testing.T, db *store.DB) {
 		r := newRequests(t, db)
 		post := func(body string) *httptest.ResponseRecorder {
 			w := httptest.NewRecorder()

@@ -11,6 +11,7 @@ import (
 	"github.com/msgx/msgx/broker/driver"
 	"github.com/msgx/msgx/internal/clock"
 	"github.com/msgx/msgx/pipeline/sis"
+	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
 
@@ -27,7 +28,7 @@ func (f failingOutbound) SentAt(context.Context, int64) (time.Time, bool, error)
 // Retry-After (send it again later), and its record says the mailbox was
 // unavailable; one the mailbox refused stays a 502.
 func TestRequestWhileTheMailboxIsUnavailable(t *testing.T) {
-	db := storetest.NewSQLite(t)
+	db := storetest.NewSQLite(t, store.WithMigrate(sis.Schema()))
 	for _, tc := range []struct {
 		code   driver.ErrorCode
 		status int

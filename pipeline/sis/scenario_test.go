@@ -57,7 +57,7 @@ func newPipeWith(t *testing.T, cfg sis.Config, prepare func(raw *sql.DB, table s
 	if prepare != nil {
 		prepare(raw, table.Name())
 	}
-	p := &pipe{t: t, db: storetest.NewPostgres(t), raw: raw, table: table}
+	p := &pipe{t: t, db: storetest.NewPostgres(t, store.WithMigrate(sis.Schema())), raw: raw, table: table}
 	proc, err := sis.NewProcessor(cfg, sis.WithLogger(quiet))
 	if err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 // span carry its W3C traceparent, so the relay's send and the consumers
 // continue the trace; without a span they carry no headers at all.
 func TestEventsCarryTheTraceContext(t *testing.T) {
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(sis.Schema()))
 	h := newHarness(t, db, sis.Config{})
 	h.ok(adft(1, "15"))
 

@@ -18,7 +18,7 @@ import (
 // its events; a message that changes nothing records nothing; the history
 // is read newest first and by message.
 func TestFlightVersions(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, []store.Line{sis.Schema()}, func(t *testing.T, db *store.DB) {
 		ctx := context.Background()
 		h := newHarness(t, db, sis.Config{})
 		h.ok(fixture(t, "SCHD_DNLD_1.xml")) // id 1: flights 15 and 16

@@ -98,7 +98,7 @@ func rows(t *testing.T, db *store.DB, stream string) []row {
 func TestRabbitMQFeedsAStream(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(mailbox.Schema()))
 	topic, group := storetest.UniqueName("bsrc"), "msgx"
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	b := startRabbit(ctx, t, log, topic, group)
@@ -260,7 +260,7 @@ func deleteTopology(t *testing.T, topic, group string) {
 func TestThroughTheStreamsMailbox(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(mailbox.Schema()))
 	mb, err := mailbox.NewStore(db)
 	if err != nil {
 		t.Fatal(err)
@@ -306,7 +306,7 @@ func TestThroughTheStreamsMailbox(t *testing.T) {
 func TestMailboxColumnsAndUnstorableMessages(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(mailbox.Schema()))
 	mb, err := mailbox.NewStore(db)
 	if err != nil {
 		t.Fatal(err)

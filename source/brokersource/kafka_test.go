@@ -17,6 +17,8 @@ import (
 	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/broker/kafka"
 	"github.com/msgx/msgx/source/brokersource"
+	"github.com/msgx/msgx/source/mailbox"
+	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
 
@@ -61,7 +63,7 @@ func TestOversizedDeadLetterByReferenceOnKafka(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.Stop(context.Background()) })
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(mailbox.Schema()))
 	src, err := brokersource.New(b, broker.Subscription{Topic: topic, Group: "msgx"}, db, "s",
 		brokersource.WithMaxBytes(1000), brokersource.WithLogger(log))
 	if err != nil {

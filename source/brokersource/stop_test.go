@@ -13,6 +13,8 @@ import (
 	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/internal/backoff"
 	"github.com/msgx/msgx/source/brokersource"
+	"github.com/msgx/msgx/source/mailbox"
+	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
 
@@ -23,7 +25,7 @@ import (
 func TestStopDuringAStoreRetryIsPrompt(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	db, proxy := storetest.NewCuttablePostgres(t)
+	db, proxy := storetest.NewCuttablePostgres(t, store.WithMigrate(mailbox.Schema()))
 	t.Cleanup(db.Close)
 	topic, group := storetest.UniqueName("bsrc-stop"), "msgx"
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))

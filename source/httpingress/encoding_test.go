@@ -16,6 +16,7 @@ import (
 	"github.com/msgx/msgx/inbox"
 	"github.com/msgx/msgx/source/httpingress"
 	"github.com/msgx/msgx/source/mailbox"
+	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
 
@@ -27,7 +28,7 @@ func doc(encoding string) string { return strings.Replace(chineseDoc, "%s", enco
 func TestGBKBodyIsStoredAsUTF8AndKeptByteExactOnMariaDB(t *testing.T) {
 	ctx := context.Background()
 	table, raw := mariaDBMailbox(t)
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(mailbox.Schema()))
 	eng, err := inbox.New(db, "sis", identityProc{}, inbox.WithLogger(quiet))
 	if err != nil {
 		t.Fatal(err)
@@ -243,7 +244,7 @@ func TestBodyThatGrowsPastTheMailboxLimitIs413OnMariaDB(t *testing.T) {
 // A body with a NUL byte cannot be stored in a mailbox on PostgreSQL (a
 // text column): 400 with the reason, not 503.
 func TestNULByteIs400OnAPostgresMailbox(t *testing.T) {
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(mailbox.Schema()))
 	table, err := mailbox.NewStore(db)
 	if err != nil {
 		t.Fatal(err)

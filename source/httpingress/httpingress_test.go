@@ -49,7 +49,7 @@ type setup struct {
 
 func newSetup(t *testing.T, enq func(*inbox.Engine) httpingress.Enqueuer, opts ...httpingress.Option) *setup {
 	t.Helper()
-	s := &setup{db: storetest.NewSQLite(t)}
+	s := &setup{db: storetest.NewSQLite(t, store.WithMigrate(mailbox.Schema()))}
 	var err error
 	if s.table, err = mailbox.NewStore(s.db); err != nil {
 		t.Fatal(err)
@@ -163,7 +163,7 @@ func TestSendRejectsWhatItCannotStore(t *testing.T) {
 }
 
 func TestMailboxDownIsNeverA200(t *testing.T) {
-	dead := storetest.NewSQLite(t)
+	dead := storetest.NewSQLite(t, store.WithMigrate(mailbox.Schema()))
 	table, err := mailbox.NewStore(dead)
 	if err != nil {
 		t.Fatal(err)

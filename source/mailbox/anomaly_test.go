@@ -8,6 +8,7 @@ import (
 
 	"github.com/msgx/msgx/internal/clock"
 	"github.com/msgx/msgx/source/mailbox"
+	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
 
@@ -32,7 +33,7 @@ func TestAutoIncrementStepAboveOneIsAnErrorOnMariaDB(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e := &env{t: t, name: "mariadb", db: storetest.NewPostgres(t), table: tbl, raw: raw}
+	e := &env{t: t, name: "mariadb", db: storetest.NewPostgres(t, store.WithMigrate(mailbox.Schema())), table: tbl, raw: raw}
 	p := e.poller(clock.NewFake(t0))
 	if _, err := p.Poll(ctx); !errors.Is(err, mailbox.ErrAutoIncrementStep) {
 		t.Fatalf("poll = %v, want ErrAutoIncrementStep", err)

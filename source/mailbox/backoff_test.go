@@ -10,6 +10,7 @@ import (
 
 	"github.com/msgx/msgx/internal/clock"
 	"github.com/msgx/msgx/source/mailbox"
+	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
 
@@ -39,7 +40,7 @@ func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
 
 func TestPollerBacksOffOnErrorsAndRateLimitsItsLog(t *testing.T) {
-	db := storetest.NewSQLite(t)
+	db := storetest.NewSQLite(t, store.WithMigrate(mailbox.Schema()))
 	clk := clock.NewFake(t0)
 	down := &downMailbox{}
 	logs := &countingHandler{}

@@ -39,11 +39,11 @@ type env struct {
 // uniquely named table, dropped at cleanup.
 func eachMailbox(t *testing.T, fn func(t *testing.T, e *env)) {
 	t.Run("sqlite", func(t *testing.T) {
-		db := storetest.NewSQLite(t)
+		db := storetest.NewSQLite(t, store.WithMigrate(mailbox.Schema()))
 		fn(t, newStoreEnv(t, "sqlite", db))
 	})
 	t.Run("postgres", func(t *testing.T) {
-		db := storetest.NewPostgres(t)
+		db := storetest.NewPostgres(t, store.WithMigrate(mailbox.Schema()))
 		fn(t, newStoreEnv(t, "postgres", db))
 	})
 	t.Run("mariadb", func(t *testing.T) {
@@ -85,7 +85,7 @@ func newMariaDBEnv(t *testing.T) *env {
 			t.Logf("drop %s: %v", tbl.Name(), err)
 		}
 	})
-	return &env{t: t, name: "mariadb", db: storetest.NewPostgres(t), table: tbl, raw: raw}
+	return &env{t: t, name: "mariadb", db: storetest.NewPostgres(t, store.WithMigrate(mailbox.Schema())), table: tbl, raw: raw}
 }
 
 // exec runs SQL written with ? placeholders against the mailbox's database.

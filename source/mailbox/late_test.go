@@ -14,6 +14,7 @@ import (
 	"github.com/msgx/msgx/inbox"
 	"github.com/msgx/msgx/internal/clock"
 	"github.com/msgx/msgx/source/mailbox"
+	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
 
@@ -126,7 +127,7 @@ func TestLateRowOfAPermanentGapOnMariaDB(t *testing.T) {
 }
 
 func TestGapsAgeOnTheDatabasesClock(t *testing.T) {
-	e := newStoreEnv(t, "postgres", storetest.NewPostgres(t))
+	e := newStoreEnv(t, "postgres", storetest.NewPostgres(t, store.WithMigrate(mailbox.Schema())))
 	ctx := context.Background()
 	clk := clock.NewFake(t0)
 	p := mailbox.NewPoller(e.table, e.db, "sis", mailbox.WithPollerClock(clk), mailbox.WithPollerLogger(quiet),

@@ -88,7 +88,7 @@ func (g *gatedScanner) Scan(ctx context.Context, after int64, limit int) ([]mail
 }
 
 func TestNothingOvertakesTheMailboxBeforeTheCursorExists(t *testing.T) {
-	e := newStoreEnv(t, "postgres", storetest.NewPostgres(t))
+	e := newStoreEnv(t, "postgres", storetest.NewPostgres(t, store.WithMigrate(mailbox.Schema())))
 	ctx := context.Background()
 	e.put(1, 2, 3, 4, 5)
 	clk := clock.NewFake(t0)

@@ -20,8 +20,12 @@ import (
 // eachStoreMailbox runs fn with the mailbox in the inbox's own store: SQLite
 // (the embedded default) and PostgreSQL.
 func eachStoreMailbox(t *testing.T, fn func(t *testing.T, e *env)) {
-	t.Run("sqlite", func(t *testing.T) { fn(t, newStoreEnv(t, "sqlite", storetest.NewSQLite(t))) })
-	t.Run("postgres", func(t *testing.T) { fn(t, newStoreEnv(t, "postgres", storetest.NewPostgres(t))) })
+	t.Run("sqlite", func(t *testing.T) {
+		fn(t, newStoreEnv(t, "sqlite", storetest.NewSQLite(t, store.WithMigrate(mailbox.Schema()))))
+	})
+	t.Run("postgres", func(t *testing.T) {
+		fn(t, newStoreEnv(t, "postgres", storetest.NewPostgres(t, store.WithMigrate(mailbox.Schema()))))
+	})
 }
 
 // badWriteProc processes messages in order; the write of message bad goes to
@@ -132,7 +136,7 @@ func TestProcessedMarkIsWrittenInThePumpTransaction(t *testing.T) {
 		}
 		// A table in another store cannot be written in this one's
 		// transactions.
-		other, err := mailbox.NewStore(storetest.NewSQLite(t), mailbox.WithTable(e.table.Name()))
+		other, err := mailbox.NewStore(storetest.NewSQLite(t, store.WithMigrate(mailbox.Schema())), mailbox.WithTable(e.table.Name()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -216,7 +220,7 @@ func TestSkippedAndDeadMessagesGetTheirMarkInTheTransaction(t *testing.T) {
 // transaction, the message it belongs to records the failure and holds the
 // head, with neither its status nor its mark changed.
 func TestAFailingMarkFailsTheTransaction(t *testing.T) {
-	e := newStoreEnv(t, "postgres", storetest.NewPostgres(t))
+	e := newStoreEnv(t, "postgres", storetest.NewPostgres(t, store.WithMigrate(mailbox.Schema())))
 	ctx := context.Background()
 	e.exec(`CREATE FUNCTION inboxmark_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN

@@ -1,5 +1,6 @@
-// Package storetest makes a fresh, migrated database per test: a new schema in
-// the local PostgreSQL (dropped at cleanup) or a new SQLite file.
+// Package storetest makes a fresh database per test: a new schema in the local
+// PostgreSQL (dropped at cleanup) or a new SQLite file, migrated with the lines
+// the test names (store.WithMigrate), and nothing else.
 package storetest
 
 import (
@@ -110,14 +111,15 @@ func NewSchema(t testing.TB) (schema, dsn string) {
 	return schema, PostgresURL() + sep + "search_path=" + schema
 }
 
-// NewPostgres opens a migrated database in a fresh schema.
+// NewPostgres opens a database in a fresh schema, migrated with the lines of
+// the store.WithMigrate among opts.
 func NewPostgres(t testing.TB, opts ...store.Option) *store.DB {
 	t.Helper()
 	_, dsn := NewSchema(t)
 	return open(t, dsn, opts)
 }
 
-// NewCuttablePostgres opens a migrated database in a fresh schema through a
+// NewCuttablePostgres opens a database in a fresh schema (as NewPostgres) through a
 // TCP proxy, which the test cuts and restores to take the database away and
 // bring it back.
 func NewCuttablePostgres(t testing.TB, opts ...store.Option) (*store.DB, *brokertest.Proxy) {
@@ -136,7 +138,8 @@ func NewCuttablePostgres(t testing.TB, opts ...store.Option) (*store.DB, *broker
 	return open(t, u.String(), opts), proxy
 }
 
-// NewSQLite opens a migrated database in a fresh file.
+// NewSQLite opens a database in a fresh file, migrated with the lines of the
+// store.WithMigrate among opts.
 func NewSQLite(t testing.TB, opts ...store.Option) *store.DB {
 	t.Helper()
 	return open(t, "sqlite:"+filepath.Join(t.TempDir(), "msgx.db"), opts)
@@ -146,7 +149,7 @@ func open(t testing.TB, dsn string, opts []store.Option) *store.DB {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	db, err := store.Open(ctx, dsn, append([]store.Option{store.WithMigrate()}, opts...)...)
+	db, err := store.Open(ctx, dsn, opts...)
 	if err != nil {
 		t.Fatalf("storetest: open %s: %v", dsn, err)
 	}
@@ -154,10 +157,11 @@ func open(t testing.TB, dsn string, opts []store.Option) *store.DB {
 	return db
 }
 
-// Each runs fn once per dialect as subtests, each with its own fresh database.
-func Each(t *testing.T, fn func(t *testing.T, db *store.DB)) {
-	t.Run("postgres", func(t *testing.T) { fn(t, NewPostgres(t)) })
-	t.Run("sqlite", func(t *testing.T) { fn(t, NewSQLite(t)) })
+// Each runs fn once per dialect as subtests, each with its own fresh database
+// migrated with lines.
+func Each(t *testing.T, lines []store.Line, fn func(t *testing.T, db *store.DB)) {
+	t.Run("postgres", func(t *testing.T) { fn(t, NewPostgres(t, store.WithMigrate(lines...))) })
+	t.Run("sqlite", func(t *testing.T) { fn(t, NewSQLite(t, store.WithMigrate(lines...))) })
 }
 
 func sanitize(s string) string {

@@ -30,6 +30,7 @@ import (
 	"github.com/msgx/msgx/inbox"
 	"github.com/msgx/msgx/internal/bench"
 	"github.com/msgx/msgx/outbox"
+	"github.com/msgx/msgx/pipeline/sis"
 	"github.com/msgx/msgx/source/mailbox"
 	"github.com/msgx/msgx/store"
 )
@@ -424,7 +425,7 @@ func freshSchema(ctx context.Context, dsn string) (*store.DB, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	db, err := store.Open(ctx, bench.WithParam(bench.WithParam(sc.DSN, "synchronous_commit", "on"), "application_name", sc.Name), store.WithMigrate())
+	db, err := store.Open(ctx, bench.WithParam(bench.WithParam(sc.DSN, "synchronous_commit", "on"), "application_name", sc.Name), store.WithMigrate(mailbox.Schema(), sis.Schema()))
 	if err != nil {
 		_ = sc.Drop()
 		return nil, nil, err

@@ -11,11 +11,12 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 )
 
 func openDSN(ctx context.Context, dsn string, conns int32) (*store.DB, error) {
-	return store.Open(ctx, dsn, store.WithMigrate(), store.WithMaxConns(conns),
+	return store.Open(ctx, dsn, store.WithMigrate(outbox.Schema()), store.WithMaxConns(conns),
 		store.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 }
 

@@ -135,7 +135,7 @@ func runOne(ctx context.Context, cfg Config, variant string) (bench.Result, erro
 	defer func() { _ = sc.Drop() }()
 	dsn := bench.WithParam(sc.DSN, "application_name", appName)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	db, err := store.Open(ctx, dsn, store.WithMigrate(), store.WithLogger(quiet), store.WithMaxConns(8))
+	db, err := store.Open(ctx, dsn, store.WithMigrate(routepassport.Schema()), store.WithLogger(quiet), store.WithMaxConns(8))
 	if err != nil {
 		return bench.Result{}, err
 	}

@@ -89,7 +89,7 @@ func (p *peer) Setup(ctx context.Context, sink *workload.Sink) error {
 	q.Set("pool_max_conns", fmt.Sprint(p.cfg.Pool))
 	u.RawQuery = q.Encode()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if p.db, err = store.Open(ctx, u.String(), store.WithMigrate(), store.WithLogger(quiet)); err != nil {
+	if p.db, err = store.Open(ctx, u.String(), store.WithMigrate(outbox.Schema()), store.WithLogger(quiet)); err != nil {
 		return err
 	}
 	// The relay has its own handle, as a relay process would.

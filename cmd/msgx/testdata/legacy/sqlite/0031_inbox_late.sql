@@ -1,0 +1,12 @@
+-- Rows of a permanent gap that showed up in the mailbox after all: taken in
+-- late (out of order) or refused, by the operator's choice; never dropped
+-- without this record.
+CREATE TABLE IF NOT EXISTS msgx_inbox_late (
+    stream   TEXT NOT NULL,
+    msg_id   INTEGER NOT NULL,
+    gap_id   INTEGER NOT NULL,
+    action   TEXT NOT NULL,
+    found_at INTEGER NOT NULL,
+    PRIMARY KEY (stream, msg_id)
+);
+CREATE INDEX IF NOT EXISTS msgx_inbox_gap_declared ON msgx_inbox_gap (stream, declared_at);
