@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -324,6 +325,14 @@ func TestComparePlantedDifferences(t *testing.T) {
 			t.Fatal(err)
 		}
 		check(t, rep, p, len(ms))
+		// docs/sis.md shows this very report.
+		var text bytes.Buffer
+		if err := rep.WriteText(&text); err != nil {
+			t.Fatal(err)
+		}
+		if doc := docBlock(t, "### The report"); text.String() != doc {
+			t.Errorf("docs/sis.md's report is not the report:\n%s", text.String())
+		}
 	})
 
 	t.Run("csv", func(t *testing.T) {
@@ -443,5 +452,35 @@ func TestReadTableRefusesAMissingColumn(t *testing.T) {
 	_, err = compare.ReadTable(ctx, storetest.MySQLDSN(), table, m, time.UTC)
 	if err == nil || !strings.Contains(err.Error(), "no column AL (the table has ID, DAY)") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// docBlock returns the first fenced block after heading in docs/sis.md.
+func docBlock(t *testing.T, heading string) string {
+	t.Helper()
+	b, err := os.ReadFile("../../../docs/sis.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	i := strings.Index(s, heading+"\n")
+	if i < 0 {
+		t.Fatalf("docs/sis.md has no %q", heading)
+	}
+	s = s[i:]
+	start := strings.Index(s, "\n```")
+	s = s[start+4:]
+	s = s[strings.IndexByte(s, '\n')+1:]
+	return s[:strings.Index(s, "```")]
+}
+
+// TestMappingDocExample: the mapping docs/sis.md shows parses.
+func TestMappingDocExample(t *testing.T) {
+	m, err := compare.ParseMapping(strings.NewReader(docBlock(t, "### The mapping file")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := m.Columns["GATES"]; c.Name != "GTDT" || !m.FoldCase || m.TimeLayout != "2006-01-02 15:04" {
+		t.Errorf("the doc's mapping reads as %+v", m)
 	}
 }
