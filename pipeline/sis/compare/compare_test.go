@@ -3,6 +3,7 @@ package compare_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/csv"
 	"encoding/json"
 	"os"
@@ -482,5 +483,45 @@ func TestMappingDocExample(t *testing.T) {
 	}
 	if c := m.Columns["GATES"]; c.Name != "GTDT" || !m.FoldCase || m.TimeLayout != "2006-01-02 15:04" {
 		t.Errorf("the doc's mapping reads as %+v", m)
+	}
+}
+
+// TestReadTablePostgres reads an incumbent on PostgreSQL: a timestamptz
+// is read in the airport's zone, a date is the operation day, an integer
+// FLID and a jsonb collection with a numeric sequence are read as text.
+func TestReadTablePostgres(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, dsn := storetest.NewSchema(t)
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, `CREATE TABLE flight_info (flight_id bigint, op_day date, std timestamptz, carrier text, gates jsonb);
+		INSERT INTO flight_info VALUES (121112312, '2003-12-15', '2003-12-15 05:45:00+00', 'CA', '[{"@GTNO": 1, "GATE": "G28"}]')`); err != nil {
+		t.Fatal(err)
+	}
+	m, err := compare.ParseMapping(strings.NewReader("columns: {FLIGHT_ID: FLID, OP_DAY: OPERATION_DAY, STD: SODT, CARRIER: ALCD, GATES: GTDT}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shanghai, err := time.LoadLocation("Asia/Shanghai")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inc, err := compare.ReadTable(ctx, dsn, "flight_info", m, shanghai)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := []compare.Flight{{FLID: "121112312", OperationDay: "2003-12-15", Status: sis.StatusActive,
+		Fields:      map[string]string{"SODT": "15DEC031345", "ALCD": "CA"},
+		Collections: map[string][]sis.Item{"GTDT": {{"@GTNO": "1", "GATE": "G28"}}}}}
+	rep, err := compare.Compare(m, inc, ms, compare.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Equal() || rep.Summary.Equal != 1 {
+		t.Errorf("got %s from %s", js(rep), js(inc))
 	}
 }
