@@ -148,7 +148,7 @@ func runCompareFlights(ctx context.Context, f compareFlags, args []string, out i
 	} else if v == 0 {
 		return 0, errors.New("the store (--dsn) holds no msgx schema")
 	}
-	msgx, err := compare.ReadMsgx(ctx, db)
+	msgx, err := compare.ReadMsgx(ctx, db, f.from, f.to)
 	if err != nil {
 		return 0, err
 	}

@@ -30,7 +30,7 @@ func TestCompareFlightsCommand(t *testing.T) {
 	}
 	defer db.Close()
 	sistest.ProcessTraffic(t, db, time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC))
-	flights, err := compare.ReadMsgx(ctx, db)
+	flights, err := compare.ReadMsgx(ctx, db, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}

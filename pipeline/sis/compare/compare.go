@@ -12,39 +12,64 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/msgx/msgx/pipeline/sis"
 	"github.com/msgx/msgx/store"
 )
 
-// ReadMsgx reads msgx's flights from its store, every flight page by page
-// (sis.QueryFlights: the flight tables, not the events).
-func ReadMsgx(ctx context.Context, db store.Querier) ([]Flight, error) {
-	var out []Flight
-	after := ""
-	for {
-		page, err := sis.QueryFlights(ctx, db, sis.FlightFilter{After: after, Limit: sis.MaxFlightPage})
-		if err != nil {
+// maxDayQueries bounds the days ReadMsgx reads one by one; a longer span
+// is read whole (Compare keeps the days asked for).
+const maxDayQueries = 62
+
+// ReadMsgx reads msgx's flights from its store (sis.QueryFlights: the
+// flight tables, not the events), page by page: the flights of the days
+// from to to when both are given (yyyy-mm-dd) and at most maxDayQueries
+// days apart, day by day; every flight otherwise.
+func ReadMsgx(ctx context.Context, db store.Querier, from, to string) ([]Flight, error) {
+	days := []string{""}
+	if from != "" && to != "" {
+		first, err1 := time.Parse(time.DateOnly, from)
+		last, err2 := time.Parse(time.DateOnly, to)
+		if err := errors.Join(err1, err2); err != nil {
 			return nil, fmt.Errorf("compare: msgx flights: %w", err)
 		}
-		for _, f := range page.Flights {
-			fl := Flight{FLID: f.FLID, OperationDay: f.OperationDay, Status: f.Status, Fields: f.Fields, Collections: f.Collections}
-			if fl.Fields == nil {
-				fl.Fields = map[string]string{}
+		if last.Sub(first) <= maxDayQueries*24*time.Hour {
+			days = nil
+			for d := first; !d.After(last); d = d.AddDate(0, 0, 1) {
+				days = append(days, d.Format(time.DateOnly))
 			}
-			fl.Fields[KeyStatus] = f.Status
-			out = append(out, fl)
 		}
-		if page.Next == "" {
-			return out, nil
-		}
-		after = page.Next
 	}
+	var out []Flight
+	for _, day := range days {
+		after := ""
+		for {
+			page, err := sis.QueryFlights(ctx, db, sis.FlightFilter{Day: day, After: after, Limit: sis.MaxFlightPage})
+			if err != nil {
+				return nil, fmt.Errorf("compare: msgx flights: %w", err)
+			}
+			for _, f := range page.Flights {
+				fl := Flight{FLID: f.FLID, OperationDay: f.OperationDay, Status: f.Status, Fields: f.Fields, Collections: f.Collections}
+				if fl.Fields == nil {
+					fl.Fields = map[string]string{}
+				}
+				fl.Fields[KeyStatus] = f.Status
+				out = append(out, fl)
+			}
+			if page.Next == "" {
+				break
+			}
+			after = page.Next
+		}
+	}
+	return out, nil
 }
 
 // Options narrow a comparison.

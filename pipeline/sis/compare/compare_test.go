@@ -241,9 +241,31 @@ func msgxState(t *testing.T) []compare.Flight {
 	sistest.ProcessTraffic(t, db, time.Date(2026, 12, 6, 8, 0, 0, 0, time.UTC))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	fs, err := compare.ReadMsgx(ctx, db)
+	fs, err := compare.ReadMsgx(ctx, db, "", "")
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Days asked for are read day by day: flights 15 and 16 fly on
+	// 2021-01-23, 121112312 on 2003-12-15 and 7610151 on 2020-12-15.
+	for _, tc := range []struct {
+		from, to string
+		want     []string
+	}{
+		{"2021-01-23", "2021-01-23", []string{"15", "16"}},
+		{"2020-12-14", "2021-01-23", []string{"7610151", "15", "16"}},
+		{"2000-01-01", "2030-01-01", []string{"121112312", "15", "16", "7610151"}}, // too many days: all
+	} {
+		days, err := compare.ReadMsgx(ctx, db, tc.from, tc.to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, f := range days {
+			got = append(got, f.FLID)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("msgx flights of %s to %s: %v, want %v", tc.from, tc.to, got, tc.want)
+		}
 	}
 	return fs
 }
@@ -427,6 +449,7 @@ func TestParseMappingRefuses(t *testing.T) {
 		{"columns: {A: FLID, B: OPERATION_DAY}\nfoldcase: true", "field foldcase not found"},
 		{"columns: {A: FLID, B: OPERATION_DAY, C: {name: ALCD, value: {}}}", "field value not found"},
 		{"columns: {A: FLID, B: OPERATION_DAY}\ntimes: {names: [SODT]}", "names without a layout"},
+		{"columns: {A: FLID, B: OPERATION_DAY, C: {name: GTDT, values: {a: b}}}", "not a key's or a collection's"},
 	} {
 		_, err := compare.ParseMapping(strings.NewReader(tc.yaml))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -164,6 +164,8 @@ func (m *Mapping) check() error {
 			errs = append(errs, fmt.Errorf("columns.%s: %q is not an SIS name (upper case, NAME or NAME_ATTR)", col, c.Name))
 		case by[c.Name] != "":
 			errs = append(errs, fmt.Errorf("columns.%s: %s is already the column %s", col, c.Name, by[c.Name]))
+		case len(c.Values) > 0 && (c.collection() || c.Name == KeyFLID || c.Name == KeyDay):
+			errs = append(errs, fmt.Errorf("columns.%s: values translate a field's codes, not a key's or a collection's", col))
 		}
 		by[c.Name] = col
 	}
