@@ -48,7 +48,7 @@ func newRoot() *cobra.Command {
 		newServeCmd(), newStatusCmd(), newDeadCmd(), newReplayCmd(), newSkipCmd(),
 		newQueryCmd("requests", "Outbound requests (RQFD/RQRD) of the SIS pipeline: a table, or --json", printRequests),
 		newFlightsCmd(),
-		newBackfillCmd(), newRouteCmd(), newManCmd())
+		newBackfillCmd(), newRouteCmd(), newCompareCmd(os.Exit), newManCmd())
 	return root
 }
 

@@ -176,6 +176,15 @@ var collectionSeq = map[string]string{
 	"DELY": "", "SRVT": "", "PSHT": "PSHN", "TIPT": "", "PORT": "", "VIPF": "",
 }
 
+// SequenceAttr names the sequence attribute of a known collection's items
+// (GTDT: "GTNO"), "" for a collection ordered by position only or not known.
+// Tools that match items of two versions of a collection key them by it.
+func SequenceAttr(coll string) string { return collectionSeq[coll] }
+
+// IsCollection reports whether an element named name is a known collection
+// (one of the dictionary's collections).
+func IsCollection(name string) bool { return isCollection(name) }
+
 // isCollection reports whether an element named name is a known collection.
 func isCollection(name string) bool {
 	_, ok := collectionSeq[name]
