@@ -3,8 +3,10 @@ package admin_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -19,15 +21,19 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers/legacy"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/msgx/msgx/admin"
 	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/broker/driver"
+	"github.com/msgx/msgx/broker/kafka"
 	"github.com/msgx/msgx/inbox"
 	"github.com/msgx/msgx/internal/backoff"
 	"github.com/msgx/msgx/internal/clock"
 	"github.com/msgx/msgx/outbox"
+	"github.com/msgx/msgx/pipeline/routepassport"
 	"github.com/msgx/msgx/pipeline/sis"
+	"github.com/msgx/msgx/source/mailbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
@@ -81,7 +87,15 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	}
 	routes := srv.Routes()
 	slices.Sort(routes)
-	documented := operations(doc)
+	documented := slices.DeleteFunc(operations(doc), func(op string) bool {
+		if pipelineOf(doc, op) == "" {
+			return false
+		}
+		if slices.Contains(routes, op) {
+			t.Errorf("%s is documented as a pipeline's, but the admin server serves it", op)
+		}
+		return true
+	})
 	for _, r := range routes {
 		if !slices.Contains(documented, r) {
 			t.Errorf("the server serves %s; the document does not describe it", r)
@@ -92,6 +106,14 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 			t.Errorf("the document describes %s; the server does not serve it", op)
 		}
 	}
+}
+
+// pipelineOf is the pipeline that mounts the operation on the admin
+// listener (its x-msgx-pipeline), "" for the admin server's own.
+func pipelineOf(doc *openapi3.T, op string) string {
+	method, path, _ := strings.Cut(op, " ")
+	name, _ := doc.Paths.Find(path).GetOperation(method).Extensions["x-msgx-pipeline"].(string)
+	return name
 }
 
 // proc decodes "bad" as MALFORMED and fails "flaky" with INFRA.
@@ -126,7 +148,7 @@ func (rejectA1) SendConfirmed(_ context.Context, _ string, msgs ...*broker.Messa
 // testServer is an admin server under test: over HTTP on loopback, or
 // (remote set) called directly as a client from another address would.
 type testServer struct {
-	srv    *admin.Server
+	h      http.Handler
 	url    string
 	remote string
 }
@@ -176,7 +198,7 @@ func (ts *testServer) send(t *testing.T, c apiCase) (*http.Request, *http.Respon
 		req := build("http://127.0.0.1:8081" + c.path)
 		req.RemoteAddr = ts.remote
 		rec := httptest.NewRecorder()
-		ts.srv.ServeHTTP(rec, req)
+		ts.h.ServeHTTP(rec, req)
 		resp = rec.Result()
 	} else {
 		var err error
@@ -196,7 +218,7 @@ func (ts *testServer) send(t *testing.T, c apiCase) (*http.Request, *http.Respon
 // messages succeeded and dead (MALFORMED, EXHAUSTED) on stream s1, a stream
 // s2 that runs elsewhere, and on the per-key target p a DEAD event ev-A-1
 // holding key A with ev-A-2 waiting behind it.
-func fixture(t *testing.T) (main, bare, locked, open *testServer) {
+func fixture(t *testing.T, doc *openapi3.T) servers {
 	db := storetest.NewPostgres(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	eng, err := inbox.New(db, "s1", proc{}, inbox.WithMaxAttempts(1), inbox.WithPollInterval(10*time.Millisecond),
@@ -247,38 +269,123 @@ func fixture(t *testing.T) (main, bare, locked, open *testServer) {
 	}
 
 	streams := []admin.Stream{{Name: "s1", Engine: eng}, {Name: "s2"}}
-	serve := func(cfg admin.Config) *testServer {
+	quiet := slog.New(slog.DiscardHandler)
+	serve := func(cfg admin.Config, pipelines map[string]http.Handler) *testServer {
 		cfg.DB, cfg.Streams, cfg.Targets, cfg.TargetStates = db, streams, []string{"p"}, relay.Targets
-		cfg.Gatherer = prometheus.NewRegistry()
+		cfg.Gatherer, cfg.Logger = prometheus.NewRegistry(), quiet
 		srv, err := admin.New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		hs := httptest.NewServer(srv)
+		// The listener as the service builds it: the admin server, and
+		// each pipeline's handlers behind the operator scope.
+		mux := http.NewServeMux()
+		mux.Handle("/", srv)
+		for _, op := range operations(doc) {
+			if name := pipelineOf(doc, op); name != "" {
+				mux.Handle(op, srv.RequireOperator(pipelines[name]))
+			}
+		}
+		hs := httptest.NewServer(mux)
 		t.Cleanup(hs.Close)
-		return &testServer{srv: srv, url: hs.URL}
+		return &testServer{h: mux, url: hs.URL}
 	}
-	main = serve(admin.Config{ReadToken: readToken, OperatorToken: operatorToken, Throttle: admin.Throttle{Free: 1000},
-		Queries: map[string]admin.QueryFunc{
+
+	// The SIS requests: an outbound mailbox on MariaDB; in shadow mode
+	// none; one whose server cannot be reached; one without its table.
+	coordinator := func(out sis.Outbound, opts ...sis.CoordinatorOption) http.Handler {
+		c, err := sis.NewCoordinator(db, out, append(opts, sis.WithRequestLogger(quiet))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Handler()
+	}
+	raw := storetest.OpenMySQL(t)
+	outbound, err := mailbox.NewOutbound(raw, mailbox.WithOutboundTable(storetest.UniqueName("t_openapi_coutmsgs_")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := outbound.Create(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = outbound.Drop(context.Background()) })
+	missing, err := mailbox.NewOutbound(raw, mailbox.WithOutboundTable(storetest.UniqueName("t_openapi_missing_")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	away, err := sql.Open("mysql", "root@tcp(127.0.0.1:1)/test?parseTime=true") // nothing listens on port 1
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = away.Close() })
+	unreachable, err := mailbox.NewOutbound(away)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The route passports' test controller on a Kafka broker (kfake).
+	kf, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, routepassport.InputTopic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kf.Close)
+	b := broker.New("kafka", kafka.New(kafka.SeedBrokers(kf.ListenAddrs()...), kafka.WithLogger(quiet)), broker.WithLogger(quiet))
+	startCtx, cancelStart := context.WithTimeout(ctx, 30*time.Second)
+	defer cancelStart()
+	if err := b.Start(startCtx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = b.Stop(ctx)
+	})
+	controller := func(enabled bool) http.Handler {
+		p, err := routepassport.New(db, b, routepassport.WithTestController(enabled), routepassport.WithMaxRecordBytes(maxRecord),
+			routepassport.WithLogger(quiet), routepassport.WithRegisterer(prometheus.NewRegistry()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.TestController()
+	}
+
+	working := map[string]http.Handler{"sisrequests": coordinator(outbound), "routepassport": controller(true)}
+	off := controller(false)
+	tokens := admin.Config{ReadToken: readToken, OperatorToken: operatorToken, Throttle: admin.Throttle{Free: 1000}}
+	with := func(cfg admin.Config, edit func(*admin.Config)) admin.Config { edit(&cfg); return cfg }
+	var s servers
+	s.main = serve(with(tokens, func(c *admin.Config) {
+		c.Queries = map[string]admin.QueryFunc{
 			"requests": sis.RequestsQuery(db), "flights": sis.FlightsQuery(db),
 			"flight-history": sis.FlightHistoryQuery(db), "message-effects": sis.MessageEffectsQuery(db),
-		}})
-	// No query registered, a readiness check failing.
-	bare = serve(admin.Config{ReadToken: readToken, OperatorToken: operatorToken, Throttle: admin.Throttle{Free: 1000},
-		Unavailable: map[string]string{"flights": "not available: the SIS pipeline is not enabled"},
-		Checks:      []admin.Check{{Name: "broker b", Check: func(context.Context) error { return errors.New("connection refused") }}}})
+		}
+	}), working)
+	// No query registered, a readiness check failing, the pipelines in
+	// shadow mode and without their test controller.
+	s.bare = serve(with(tokens, func(c *admin.Config) {
+		c.Unavailable = map[string]string{"flights": "not available: the SIS pipeline is not enabled"}
+		c.Checks = []admin.Check{{Name: "broker b", Check: func(context.Context) error { return errors.New("connection refused") }}}
+	}), map[string]http.Handler{"sisrequests": coordinator(nil, sis.WithShadow(true)), "routepassport": off})
+	s.down = serve(tokens, map[string]http.Handler{"sisrequests": coordinator(unreachable), "routepassport": off})
+	s.broken = serve(tokens, map[string]http.Handler{"sisrequests": coordinator(missing), "routepassport": off})
 	// Throttled: two wrong tokens lock this client out for an hour.
-	locked = serve(admin.Config{ReadToken: readToken, OperatorToken: operatorToken, Throttle: admin.Throttle{Free: 1, Base: time.Hour}})
+	s.locked = serve(with(tokens, func(c *admin.Config) { c.Throttle = admin.Throttle{Free: 1, Base: time.Hour} }), working)
 	for range 2 {
-		if _, resp, _ := locked.send(t, apiCase{method: "GET", path: "/v1/status", token: wrongToken}); resp.StatusCode != http.StatusUnauthorized {
+		if _, resp, _ := s.locked.send(t, apiCase{method: "GET", path: "/v1/status", token: wrongToken}); resp.StatusCode != http.StatusUnauthorized {
 			t.Fatalf("a wrong token: %d", resp.StatusCode)
 		}
 	}
 	// No token configured, called from another host.
-	open = serve(admin.Config{})
-	open.remote = "192.0.2.1:40000"
-	return main, bare, locked, open
+	s.open = serve(admin.Config{}, working)
+	s.open.remote = "192.0.2.1:40000"
+	return s
 }
+
+// maxRecord is the test controller's record limit.
+const maxRecord = 4096
+
+// servers are the admin listeners under test (see fixture).
+type servers struct{ main, bare, down, broken, locked, open *testServer }
 
 // Every documented operation answers, for good and bad requests, with a
 // status the document lists for it and a body of the documented shape; and
@@ -290,12 +397,14 @@ func TestOpenAPIAnswersAsDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	main, bare, locked, open := fixture(t)
+	s := fixture(t, doc)
+	main, bare, locked, open := s.main, s.bare, s.locked, s.open
 
 	const (
 		dryInbox  = `{"source":"inbox","stream":"s1","ids":["2","3","9"],"dry_run":true,"reason":"fixed downstream"}`
 		dryOutbox = `{"source":"outbox","target":"p","dry_run":true,"reason":"look"}`
 		drySkip   = `{"ids":["ev-A-1","nope"],"dry_run":true,"reason":"payload cannot be fixed"}`
+		rqrd      = `{"kind":"RQRD","refType":"GLST"}`
 	)
 	notJSON := []string{"Content-Type", "text/plain"}
 	crossSite := []string{"Sec-Fetch-Site", "cross-site"}
@@ -389,6 +498,22 @@ func TestOpenAPIAnswersAsDocumented(t *testing.T) {
 		{name: "message effects, an unknown parameter", on: main, method: "GET", path: "/v1/messages/s1/3/effects?v=1", token: readToken, want: 400},
 		{name: "message effects, not enabled", on: bare, method: "GET", path: "/v1/messages/s1/3/effects", token: readToken, want: 501, conforms: true},
 
+		{name: "send a request", on: main, method: "POST", path: "/v1/requests", token: operatorToken, body: rqrd, want: 201, conforms: true},
+		{name: "send a request for flights", on: main, method: "POST", path: "/v1/requests", token: operatorToken,
+			body: `{"kind":"RQFD","from":"2026-12-01T00:00:00+08:00","to":"2026-12-02T00:00:00+08:00"}`, want: 201, conforms: true},
+		{name: "send a request, an unknown kind", on: main, method: "POST", path: "/v1/requests", token: operatorToken, body: `{"kind":"RQXX"}`, want: 400},
+		{name: "send a request, not JSON", on: main, method: "POST", path: "/v1/requests", token: operatorToken, body: `{"kind":`, want: 400},
+		{name: "send a request, shadow mode", on: bare, method: "POST", path: "/v1/requests", token: operatorToken, body: rqrd, want: 409, conforms: true},
+		{name: "send a request, the mailbox unreachable", on: s.down, method: "POST", path: "/v1/requests", token: operatorToken, body: rqrd, want: 503, conforms: true},
+		{name: "send a request, the mailbox refusing", on: s.broken, method: "POST", path: "/v1/requests", token: operatorToken, body: rqrd, want: 502, conforms: true},
+
+		{name: "inject a route passport", on: main, method: "POST", path: "/v1/routepassport/test", token: operatorToken,
+			body: `{"routeId":"R-1","name":"n"}`, want: 202, conforms: true},
+		{name: "inject a route passport, too large", on: main, method: "POST", path: "/v1/routepassport/test", token: operatorToken,
+			body: `{"routeId":"R-1","name":"` + strings.Repeat("n", maxRecord) + `"}`, want: 413, conforms: true},
+		{name: "inject a route passport, the controller disabled", on: bare, method: "POST", path: "/v1/routepassport/test", token: operatorToken,
+			body: `{"routeId":"R-1"}`, want: 404, conforms: true},
+
 		{name: "openapi.json", on: main, method: "GET", path: "/v1/openapi.json", want: 200, conforms: true},
 		{name: "metrics", on: main, method: "GET", path: "/metrics", want: 200, conforms: true},
 		{name: "healthz", on: main, method: "GET", path: "/healthz", want: 200, conforms: true},
@@ -403,14 +528,15 @@ func TestOpenAPIAnswersAsDocumented(t *testing.T) {
 	// throttled client, and for the operator's a read token, a write from
 	// another site or not in JSON.
 	samples := map[string]string{"stream": "s1", "id": "3", "event": "ev-A-1", "flid": "F1"}
-	goodBody := map[string]string{"/v1/replay": dryOutbox, "/v1/skip": drySkip}
+	goodBody := map[string]string{"POST /v1/replay": dryOutbox, "POST /v1/skip": drySkip,
+		"POST /v1/requests": rqrd, "POST /v1/routepassport/test": `{"routeId":"R-1"}`}
 	for _, op := range operations(doc) {
 		method, tmpl, _ := strings.Cut(op, " ")
 		path := tmpl
 		for name, v := range samples {
 			path = strings.ReplaceAll(path, "{"+name+"}", v)
 		}
-		c := apiCase{method: method, path: path, body: goodBody[tmpl]}
+		c := apiCase{method: method, path: path, body: goodBody[op]}
 		o := doc.Paths.Find(tmpl).GetOperation(method)
 		needs := 0
 		if o.Security != nil && len(*o.Security) > 0 && !slices.ContainsFunc(*o.Security, func(r openapi3.SecurityRequirement) bool { return len(r) == 0 }) {
@@ -471,8 +597,11 @@ func TestOpenAPIAnswersAsDocumented(t *testing.T) {
 	}
 
 	// Every documented status was answered, but for a failure of the
-	// service and a skip racing another operator's change.
-	notProvoked := func(op, status string) bool { return status == "500" || op == "POST /v1/skip" && status == "409" }
+	// service, a skip racing another operator's change and a broker
+	// failing a send.
+	notProvoked := func(op, status string) bool {
+		return status == "500" || op == "POST /v1/skip" && status == "409" || op == "POST /v1/routepassport/test" && status == "502"
+	}
 	for _, op := range operations(doc) {
 		method, tmpl, _ := strings.Cut(op, " ")
 		for status := range doc.Paths.Find(tmpl).GetOperation(method).Responses.Map() {
@@ -497,10 +626,15 @@ func TestOpenAPIUndocumentedMethodsAndPaths(t *testing.T) {
 		path := strings.NewReplacer("{stream}", "s1", "{id}", "1", "{event}", "e", "{flid}", "F1").Replace(tmpl)
 		var allowed []string
 		for m := range doc.Paths.Find(tmpl).Operations() {
-			allowed = append(allowed, m)
+			if pipelineOf(doc, m+" "+tmpl) == "" {
+				allowed = append(allowed, m) // the admin server's own
+			}
+		}
+		if len(allowed) == 0 {
+			continue // a pipeline's path: not served without the pipeline
 		}
 		for _, m := range []string{"GET", "POST", "PUT", "DELETE", "PATCH"} {
-			if slices.Contains(allowed, m) {
+			if doc.Paths.Find(tmpl).GetOperation(m) != nil {
 				continue
 			}
 			req := httptest.NewRequest(m, path, strings.NewReader("{}"))
