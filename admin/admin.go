@@ -141,7 +141,7 @@ type Config struct {
 type Server struct {
 	cfg     Config
 	q       store.Queries
-	mux     *http.ServeMux
+	mux     *routeMux
 	streams map[string]Stream
 	dbClock bool
 
@@ -191,7 +191,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, q: q, mux: http.NewServeMux(), streams: map[string]Stream{}, dbClock: dbClock, hosts: map[string]bool{}}
+	s := &Server{cfg: cfg, q: q, mux: newRouteMux(), streams: map[string]Stream{}, dbClock: dbClock, hosts: map[string]bool{}}
 	if err := s.setTokens(); err != nil {
 		return nil, err
 	}
@@ -216,6 +216,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
 	s.mux.HandleFunc("GET /readyz", s.readyz)
+	s.mux.HandleFunc("GET /v1/openapi.json", s.openAPI)
 	s.route("GET /v1/status", Read, s.status)
 	s.route("GET /v1/dead", Read, s.deadList)
 	s.route("GET /v1/dead/inbox/{stream}/{id}", Read, s.deadInbox)

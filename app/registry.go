@@ -125,6 +125,17 @@ func (r *Registry) Query(name string, f QueryFactory, schema ...store.Line) {
 	r.querySchema[name] = schema
 }
 
+// BuildPipeline builds the registered pipeline name as the service does
+// (an error when no pipeline has that name): the handlers it mounts on the
+// admin listener can be checked against the API's document.
+func (r *Registry) BuildPipeline(ctx context.Context, name string, d Deps, spec PipelineSpec) (*Pipeline, error) {
+	f := r.pipelines[name]
+	if f == nil {
+		return nil, fmt.Errorf("app: no pipeline %q is registered", name)
+	}
+	return f(ctx, d, spec)
+}
+
 // Processors lists the registered processor names.
 func (r *Registry) Processors() []string { return slices.Sorted(maps.Keys(r.processors)) }
 
