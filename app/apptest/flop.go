@@ -35,8 +35,8 @@ var (
 	flidRE = regexp.MustCompile(`<FLID>[^<]*</FLID>`)
 )
 
-// Messages returns n messages rotating the bundled FLOP messages, message i with SEQN
-// base+i+1 and one of flids FLIDs.
+// Messages returns n messages rotating the bundled FLOP messages, message i
+// with SEQN base+i+1 and one of flids FLIDs.
 func Messages(n, flids int, base int64) ([][]byte, error) {
 	fx, err := FLOPs()
 	if err != nil {

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -463,5 +462,3 @@ func (FlopProcessor) Process(ctx context.Context, tx store.Tx, msg *inbox.Messag
 	}
 	return inbox.Done(), nil
 }
-
-var flidRE = regexp.MustCompile(`<FLID>[^<]*</FLID>`)

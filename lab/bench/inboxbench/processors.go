@@ -58,7 +58,10 @@ func withoutFDEL(fx [][]byte) [][]byte {
 	return out
 }
 
-var bodyTimeRE = regexp.MustCompile(`>(\d\d[A-Z]{3}\d\d)\d{4}<`)
+var (
+	bodyTimeRE = regexp.MustCompile(`>(\d\d[A-Z]{3}\d\d)\d{4}<`)
+	flidRE     = regexp.MustCompile(`<FLID>[^<]*</FLID>`)
+)
 
 // varyUpdates makes the rotated fixtures update their flights the way real
 // traffic does, with new values: message i's body times (ddMONyyHHmm) get
