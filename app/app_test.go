@@ -15,10 +15,9 @@ import (
 	"time"
 
 	"github.com/msgx/msgx/admin"
+	"github.com/msgx/msgx/app/apptest"
 	"github.com/msgx/msgx/app/config"
 	"github.com/msgx/msgx/inbox"
-	"github.com/msgx/msgx/internal/bench/inboxbench"
-	"github.com/msgx/msgx/internal/testproc"
 	"github.com/msgx/msgx/source/mailbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -32,7 +31,7 @@ const (
 func registry() *Registry {
 	reg := NewRegistry()
 	reg.Processor("flop", func(_ context.Context, _ Deps, _ string, opts map[string]string) (inbox.Processor, error) {
-		return testproc.New(opts), nil
+		return apptest.New(opts), nil
 	})
 	return reg
 }
@@ -72,7 +71,7 @@ func newMailbox(t *testing.T, n int) (table string, db *sql.DB) {
 		t.Fatalf("MariaDB: %v", err)
 	}
 	t.Cleanup(func() { _ = tb.Drop(context.Background()) })
-	msgs, err := inboxbench.Messages(n, 3, time.Now().UnixNano()%1_000_000_000)
+	msgs, err := apptest.Messages(n, 3, time.Now().UnixNano()%1_000_000_000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +259,7 @@ func TestUnknownProcessorAndPipeline(t *testing.T) {
 }
 
 // writer is the test processor saying which target it enqueues to.
-type writer struct{ *testproc.Processor }
+type writer struct{ *apptest.Processor }
 
 func (w writer) OutboxTargets() []string { return []string{w.Target} }
 
@@ -269,7 +268,7 @@ func (w writer) OutboxTargets() []string { return []string{w.Target} }
 func TestUnrelayedTargetRefusesToStart(t *testing.T) {
 	reg := registry()
 	reg.Processor("writer", func(_ context.Context, _ Deps, _ string, opts map[string]string) (inbox.Processor, error) {
-		return writer{testproc.New(opts)}, nil
+		return writer{apptest.New(opts)}, nil
 	})
 	dsn := filepath.Join(t.TempDir(), "msgx.db")
 	cfg := loadConfig(t, strings.Replace(fmt.Sprintf(embedded, dsn), "processor: flop,", `processor: writer, options: {target: "kafka:ref"},`, 1))

@@ -11,13 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/msgx/msgx/app/apptest"
 	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/broker/brokertest"
 	"github.com/msgx/msgx/broker/rabbitmq"
 	"github.com/msgx/msgx/inbox"
-	"github.com/msgx/msgx/internal/bench/inboxbench"
 	"github.com/msgx/msgx/internal/logtest"
-	"github.com/msgx/msgx/internal/testproc"
 	"github.com/msgx/msgx/source/mailbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -78,7 +77,7 @@ func TestStartsWithRabbitMQDown(t *testing.T) {
 	t.Cleanup(func() { deleteTopology(t, out, "g"+suffix); deleteTopology(t, in, "msgx-"+suffix) })
 	reg := registry()
 	reg.Processor("writer", func(_ context.Context, _ Deps, _ string, opts map[string]string) (inbox.Processor, error) {
-		return writer{testproc.New(opts)}, nil
+		return writer{apptest.New(opts)}, nil
 	})
 	cfg := loadConfig(t, fmt.Sprintf(`
 store: {dsn: %q}
@@ -95,7 +94,7 @@ streams:
     sources: {feed: {kind: broker, broker: rmq, topic: %q, group: %q}}
 relay: {poll-interval: 20ms, backoff: {initial: 100ms, max: 1s}, targets: {"t:rmq": {broker: rmq}}}
 `, dsn, proxy.Addr(), out, in, "msgx-"+suffix))
-	msgs, err := inboxbench.Messages(6, 2, time.Now().UnixNano()%1_000_000_000)
+	msgs, err := apptest.Messages(6, 2, time.Now().UnixNano()%1_000_000_000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +210,7 @@ streams:
   l: {processor: flop, mailbox: local, poll-interval: 20ms}
 relay: {poll-interval: 20ms, targets: {"kafka:msg": {broker: local}}}
 `, dsn, proxy.Addr(), table))
-	msgs, err := inboxbench.Messages(3, 1, time.Now().UnixNano()%1_000_000_000)
+	msgs, err := apptest.Messages(3, 1, time.Now().UnixNano()%1_000_000_000)
 	if err != nil {
 		t.Fatal(err)
 	}

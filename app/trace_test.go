@@ -15,7 +15,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/msgx/msgx/internal/bench/inboxbench"
+	"github.com/msgx/msgx/app/apptest"
 	"github.com/msgx/msgx/internal/tracing"
 	"github.com/msgx/msgx/store/storetest"
 )
@@ -64,7 +64,7 @@ relay: {poll-interval: 20ms, targets: {"kafka:msg": {broker: k}}}
 			t.Fatal("the poller did not read the mailbox")
 		}
 	}
-	msgs, err := inboxbench.Messages(1, 1, time.Now().UnixNano()%1_000_000_000)
+	msgs, err := apptest.Messages(1, 1, time.Now().UnixNano()%1_000_000_000)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/broker/rabbitmq"
 	"github.com/msgx/msgx/internal/backoff"
-	"github.com/msgx/msgx/internal/reliability"
+	"github.com/msgx/msgx/internal/tcpproxy"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -78,7 +78,7 @@ func rabbitOutage(t *testing.T) (db *store.DB, b *broker.Broker, wire *wireLog, 
 		}()
 	}
 
-	px, err := reliability.NewProxy(rabbitAddr)
+	px, err := tcpproxy.New(rabbitAddr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,5 @@
 // Command msgx-reliability runs the fault campaign on the real msgx binary
-// (package internal/reliability) and prints its figures; it exits 1 when
+// (package lab/reliability) and prints its figures; it exits 1 when
 // the checker finds a violation. Run it from the module's root:
 //
 //	go run ./cmd/msgx-reliability --duration 10m --kills 100 --crash-loop 1m --outage 30s --second \
@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/msgx/msgx/broker/rabbitmq"
-	"github.com/msgx/msgx/internal/reliability"
+	"github.com/msgx/msgx/lab/reliability"
 )
 
 func main() {

@@ -15,7 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/msgx/msgx/inbox"
-	"github.com/msgx/msgx/internal/demo"
+	"github.com/msgx/msgx/pipeline/sis/traffic"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
@@ -100,7 +100,7 @@ relay:
 	}
 	defer db.Close()
 
-	msgs, err := demo.Traffic(time.Now().UnixNano() % 1_000_000_000)
+	msgs, err := traffic.Ordered(time.Now().UnixNano() % 1_000_000_000)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,9 +16,9 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/msgx/msgx/internal/demo"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/pipeline/sis"
+	"github.com/msgx/msgx/pipeline/sis/traffic"
 	"github.com/msgx/msgx/store"
 )
 
@@ -70,7 +70,7 @@ func TestConsoleBrowser(t *testing.T) {
 	// Real traffic: the bundled SIS messages through the ingress, in the
 	// demo's order (the schedule first, the FDEL last).
 	// (The reference data's topic, sis.ref, is seeded with the cluster.)
-	msgs, err := demo.Traffic(5000)
+	msgs, err := traffic.Ordered(5000)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,7 @@
 // Command msgx is the message-exchange engine's command line: it runs the
-// service and its demo, applies migrations, and measures the engine.
+// service and its demo, applies migrations and administers a running service.
+// The benchmarks and the fault campaign are the lab's commands (msgx-bench,
+// msgx-reliability), not linked here.
 package main
 
 import (
@@ -44,7 +46,7 @@ func newRoot() *cobra.Command {
 		Version:       build().Version,
 	}
 	root.SetVersionTemplate(out.String())
-	root.AddCommand(newVersionCmd(), newDemoCmd(), newMigrateCmd(), newBenchCmd(),
+	root.AddCommand(newVersionCmd(), newDemoCmd(), newMigrateCmd(),
 		newServeCmd(), newStatusCmd(), newDeadCmd(), newReplayCmd(), newSkipCmd(),
 		newQueryCmd("requests", "Outbound requests (RQFD/RQRD) of the SIS pipeline: a table, or --json", printRequests),
 		newFlightsCmd(),

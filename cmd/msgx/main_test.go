@@ -56,15 +56,6 @@ func TestVersion(t *testing.T) {
 	}
 }
 
-func TestBenchBrokerMemPrintsResultLines(t *testing.T) {
-	out := run(t, "bench", "broker", "--adapter", "mem", "--n", "500", "--batch", "50")
-	for _, v := range []string{"raw-publish", "raw-consume", "port-publish", "port-consume"} {
-		if !strings.Contains(out, "RESULT peer=msgx workload=broker variant="+v+" ") {
-			t.Errorf("no RESULT line for %s in:\n%s", v, out)
-		}
-	}
-}
-
 func TestMigrateSQLite(t *testing.T) {
 	out := run(t, "migrate", "--dsn", "sqlite:"+t.TempDir()+"/m.db")
 	if !strings.Contains(out, "schema at version") {

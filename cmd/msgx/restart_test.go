@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/msgx/msgx/inbox"
-	"github.com/msgx/msgx/internal/demo"
+	"github.com/msgx/msgx/pipeline/sis/traffic"
 	"github.com/msgx/msgx/source/mailbox"
 	"github.com/msgx/msgx/store"
 )
@@ -32,7 +32,7 @@ func TestKilledInstanceResumesAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	msgs, err := demo.Traffic(time.Now().UnixNano() % 1_000_000_000)
+	msgs, err := traffic.Ordered(time.Now().UnixNano() % 1_000_000_000)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,6 @@ import (
 	"github.com/msgx/msgx/admin"
 	"github.com/msgx/msgx/deploy"
 	"github.com/msgx/msgx/inbox"
-	"github.com/msgx/msgx/internal/demo"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/pipeline/sis"
 	"github.com/msgx/msgx/pipeline/sis/traffic"
@@ -344,11 +343,11 @@ func TestServeProduction(t *testing.T) {
 	// (the schedule first, the composed ADFT, then the rest), each with a
 	// fresh SEQN.
 	base := time.Now().UnixNano() % 1_000_000_000
-	msgs, err := demo.Traffic(base)
+	msgs, err := traffic.Ordered(base)
 	if err != nil {
 		t.Fatal(err)
 	}
-	older, err := demo.Traffic(base + 1000)
+	older, err := traffic.Ordered(base + 1000)
 	if err != nil {
 		t.Fatal(err)
 	}

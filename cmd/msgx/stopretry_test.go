@@ -18,7 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/msgx/msgx/internal/reliability"
+	"github.com/msgx/msgx/internal/tcpproxy"
 	"github.com/msgx/msgx/store/storetest"
 )
 
@@ -30,7 +30,7 @@ import (
 func TestSIGTERMDuringDatabaseOutageStopsPromptly(t *testing.T) {
 	bin := buildMsgx(t)
 	schema, direct := storetest.NewSchema(t)
-	proxy, err := reliability.NewProxy("127.0.0.1:5432")
+	proxy, err := tcpproxy.New("127.0.0.1:5432")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/msgx/msgx/broker/driver"
-	"github.com/msgx/msgx/internal/reliability"
+	"github.com/msgx/msgx/internal/tcpproxy"
 	"github.com/msgx/msgx/source/mailbox"
 	"github.com/msgx/msgx/store/storetest"
 )
@@ -40,7 +40,7 @@ func TestOutboundInsertErrorClasses(t *testing.T) {
 	if !ok || !ok2 {
 		t.Fatalf("no tcp(host:port) in the test DSN %q", dsn)
 	}
-	px, err := reliability.NewProxy(server)
+	px, err := tcpproxy.New(server)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/msgx/msgx/inbox"
-	"github.com/msgx/msgx/internal/demo"
 	"github.com/msgx/msgx/pipeline/sis"
+	"github.com/msgx/msgx/pipeline/sis/traffic"
 	"github.com/msgx/msgx/store"
 )
 
 // ProcessTraffic runs the SIS processor on the bundled traffic in the
-// demo's order (the schedule first, the FDEL last; demo.Traffic), stream
+// order of traffic.Ordered (the schedule first, the FDEL last), stream
 // "sis", message i+1 at start+i seconds, one transaction per message as the
 // inbox engine runs it (the message in a savepoint). A message the
 // processor refuses is left as the engine would leave it: nothing written.
@@ -26,7 +26,7 @@ func ProcessTraffic(t testing.TB, db *store.DB, start time.Time) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msgs, err := demo.Traffic(1000)
+	msgs, err := traffic.Ordered(1000)
 	if err != nil {
 		t.Fatal(err)
 	}
