@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/msgx/msgx/broker/driver"
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/clock"
 )
 
 // hangDriver is an adapter that hangs: its dead-letter settlement and its

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/msgx/msgx/broker"
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/clock"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 )

@@ -11,9 +11,9 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/msgx/msgx/backoff"
 	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/broker/rabbitmq"
-	"github.com/msgx/msgx/internal/backoff"
 	"github.com/msgx/msgx/internal/reliability"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"

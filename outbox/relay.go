@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/msgx/msgx/internal/backoff"
+	"github.com/msgx/msgx/backoff"
 	"github.com/msgx/msgx/internal/dbclock"
 	"github.com/msgx/msgx/store"
 )

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/msgx/msgx/broker"
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/clock"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"

@@ -11,8 +11,8 @@ import (
 
 	"github.com/msgx/msgx/app"
 	"github.com/msgx/msgx/app/config"
-	"github.com/msgx/msgx/internal/clock"
-	"github.com/msgx/msgx/internal/failpoint"
+	"github.com/msgx/msgx/clock"
+	"github.com/msgx/msgx/failpoint"
 )
 
 func newServeCmd() *cobra.Command {
@@ -110,8 +110,8 @@ func clockFromEnv(getenv func(string) string, profile string) (clock.Clock, time
 }
 
 // Failpoints are a test setting too: the reliability campaign arms one to
-// crash an instance inside a window that matters (package
-// internal/failpoint). Read once here and handed down like the clock.
+// crash an instance inside a window that matters (package failpoint).
+// Read once here and handed down like the clock.
 const (
 	// EnvFailpoints arms failpoints: "POINT=N,..." (at the Nth time POINT is
 	// reached the process kills itself with SIGKILL).

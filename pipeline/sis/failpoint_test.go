@@ -3,7 +3,7 @@ package sis_test
 import (
 	"testing"
 
-	"github.com/msgx/msgx/internal/failpoint"
+	"github.com/msgx/msgx/failpoint"
 	"github.com/msgx/msgx/pipeline/sis"
 	"github.com/msgx/msgx/store/storetest"
 )

@@ -10,8 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/msgx/msgx/backoff"
 	"github.com/msgx/msgx/broker"
-	"github.com/msgx/msgx/internal/backoff"
 	"github.com/msgx/msgx/source/brokersource"
 	"github.com/msgx/msgx/store/storetest"
 )
