@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -219,14 +218,6 @@ func startPipeline(t testing.TB, p *Pipeline) (stop func()) {
 	}
 	t.Cleanup(stop)
 	return stop
-}
-
-func quietLogger() *slog.Logger {
-	level := slog.LevelWarn + 8
-	if os.Getenv("ROUTEPASSPORT_TEST_LOG") != "" {
-		level = slog.LevelInfo
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }
 
 func counter(t testing.TB, g prometheus.Gatherer, name string, labels map[string]string) float64 {

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/msgx/msgx/failpoint"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/pipeline/sis"
 	"github.com/msgx/msgx/store/storetest"
 )
@@ -25,7 +26,7 @@ func TestFailpointMidSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := sis.NewProcessor(sis.Config{}, sis.WithLogger(quiet), sis.WithFailpoints(fp))
+	p, err := sis.NewProcessor(sis.Config{}, sis.WithLogger(testkit.Quiet()), sis.WithFailpoints(fp))
 	if err != nil {
 		t.Fatal(err)
 	}
