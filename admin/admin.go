@@ -27,8 +27,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/msgx/msgx/clock"
 	"github.com/msgx/msgx/inbox"
-	"github.com/msgx/msgx/internal/clock"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 )

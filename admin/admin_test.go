@@ -15,8 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/msgx/msgx/backoff"
 	"github.com/msgx/msgx/inbox"
-	"github.com/msgx/msgx/internal/backoff"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -91,16 +92,8 @@ func (f *fixture) do(t *testing.T, method, path, tok, body string, out any) int 
 	return rec.Code
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+// patience bounds every wait of these tests for a condition.
+const patience = 20 * time.Second
 
 func TestAdminAPI(t *testing.T) {
 	storetest.Each(t, []store.Line{Schema()}, func(t *testing.T, db *store.DB) {
@@ -116,7 +109,7 @@ func TestAdminAPI(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the stream to settle", func() bool {
+		testkit.Eventually(t, "the stream to settle", patience, func() bool {
 			c, err := inbox.Counts(ctx, db, "s1")
 			return err == nil && c[inbox.Succeeded] == 2 && c[inbox.Dead] == 2
 		})
@@ -177,7 +170,7 @@ func TestAdminAPI(t *testing.T) {
 		if strings.Join(res.Replayed, ",") != "3" || res.DryRun {
 			t.Fatalf("replay: %+v", res)
 		}
-		waitFor(t, "the replayed message to succeed", func() bool {
+		testkit.Eventually(t, "the replayed message to succeed", patience, func() bool {
 			row, err := inbox.Get(ctx, db, "s1", 3)
 			return err == nil && row.Status == inbox.Succeeded
 		})

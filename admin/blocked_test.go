@@ -12,7 +12,7 @@ import (
 
 	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/broker/driver"
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/clock"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -41,7 +41,7 @@ func TestBlockedKeyStatusPreviewAndSkip(t *testing.T) {
 		ctx := context.Background()
 		clk := clock.NewFake(time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC))
 		pub := &rejectA1{}
-		r, err := outbox.NewRelay(db, outbox.WithClock(clk), outbox.Target("p", pub, outbox.PerKey), outbox.Target("u", pub, outbox.Unordered))
+		r, err := outbox.NewRelay(db, outbox.WithClock(clk), outbox.WithDatabaseClock(false), outbox.Target("p", pub, outbox.PerKey), outbox.Target("u", pub, outbox.Unordered))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/clock"
 )
 
 // readyCache keeps the last answer of the readiness checks, so that a flood

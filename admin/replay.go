@@ -301,7 +301,7 @@ func (s *Server) replayOutbox(ctx context.Context, actor string, req ReplayReque
 	}
 	return s.cfg.DB.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
 		res.Replayed = res.Replayed[:0]
-		out, err := outbox.ReplayEvents(ctx, tx, s.cfg.Clock.Now(), outbox.ReplayRequest{EventIDs: selected, Actor: actor, Reason: req.Reason})
+		out, err := outbox.Replay(ctx, tx, s.cfg.Clock.Now(), outbox.ReplayRequest{EventIDs: selected, Actor: actor, Reason: req.Reason})
 		if err != nil {
 			return err
 		}

@@ -87,7 +87,7 @@ func (s *Server) Skip(ctx context.Context, actor string, req SkipRequest) (SkipR
 		err = s.auditSkip(ctx, s.cfg.DB, actor, action, req, res)
 	default:
 		err = s.cfg.DB.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
-			out, err := outbox.SkipEvents(ctx, tx, s.cfg.Clock.Now(), outbox.SkipRequest{EventIDs: selected, Actor: actor, Reason: req.Reason})
+			out, err := outbox.Skip(ctx, tx, s.cfg.Clock.Now(), outbox.SkipRequest{EventIDs: selected, Actor: actor, Reason: req.Reason})
 			if err != nil {
 				return err
 			}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/broker/driver"
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/clock"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -28,7 +28,7 @@ func TestStatusShowsPausedTargets(t *testing.T) {
 	db := storetest.NewSQLite(t, store.WithMigrate(Schema()))
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC))
-	r, err := outbox.NewRelay(db, outbox.WithClock(clk), outbox.Target("t1", downPublisher{}, outbox.PerKey), outbox.Target("t2", downPublisher{}, outbox.PerKey))
+	r, err := outbox.NewRelay(db, outbox.WithClock(clk), outbox.WithDatabaseClock(false), outbox.Target("t1", downPublisher{}, outbox.PerKey), outbox.Target("t2", downPublisher{}, outbox.PerKey))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/clock"
 )
 
 // Throttle is how failed authentications slow a client down: the first

@@ -34,12 +34,12 @@ import (
 	"github.com/msgx/msgx/admin"
 	"github.com/msgx/msgx/admin/console"
 	"github.com/msgx/msgx/app/config"
+	"github.com/msgx/msgx/backoff"
 	"github.com/msgx/msgx/broker"
+	"github.com/msgx/msgx/buildinfo"
+	"github.com/msgx/msgx/clock"
+	"github.com/msgx/msgx/failpoint"
 	"github.com/msgx/msgx/inbox"
-	"github.com/msgx/msgx/internal/backoff"
-	"github.com/msgx/msgx/internal/buildinfo"
-	"github.com/msgx/msgx/internal/clock"
-	"github.com/msgx/msgx/internal/failpoint"
 	"github.com/msgx/msgx/internal/httpserve"
 	"github.com/msgx/msgx/internal/tlsfiles"
 	"github.com/msgx/msgx/internal/tracing"
@@ -465,9 +465,9 @@ func (a *App) buildStreams(ctx context.Context, reg *Registry, deps Deps) error 
 			s.targets = tw.OutboxTargets()
 		}
 		opts := []inbox.Option{
-			inbox.WithLogger(a.log), inbox.WithRegisterer(a.metrics), inbox.WithHostClock(a.clock), inbox.WithOwner(a.owner),
+			inbox.WithLogger(a.log), inbox.WithRegisterer(a.metrics), inbox.WithClock(a.clock), inbox.WithOwner(a.owner),
 			inbox.WithGroupSize(c.GroupSize), inbox.WithMaxAttempts(c.MaxAttempts),
-			inbox.WithBackoff(backoff.Policy{MaxAttempts: c.MaxAttempts, Initial: c.Backoff.Initial.D(), Max: c.Backoff.Max.D(), Multiplier: 2}),
+			inbox.WithBackoff(streamBackoff(c)),
 			inbox.WithHeadDeadline(c.HeadDeadline.D()), inbox.WithPollInterval(c.PollInterval.D()), inbox.WithLease(c.Lease.D()),
 			inbox.WithShadow(a.cfg.Shadow), inbox.WithFailpoints(a.fp),
 			inbox.WithOnCommit(func(cm inbox.Committed) {
@@ -477,7 +477,7 @@ func (a *App) buildStreams(ctx context.Context, reg *Registry, deps Deps) error 
 			}),
 		}
 		if c.ArchiveAfter > 0 {
-			opts = append(opts, inbox.WithArchive(c.ArchiveAfter.D(), time.Hour, 500))
+			opts = append(opts, inbox.WithArchive(c.ArchiveAfter.D(), inbox.DefaultArchiveEvery, inbox.DefaultArchiveBatch))
 		}
 		if c.Mailbox != "" {
 			mc := a.cfg.Mailboxes[c.Mailbox]
@@ -497,7 +497,7 @@ func (a *App) buildStreams(ctx context.Context, reg *Registry, deps Deps) error 
 			opts = append(opts, inbox.WithSource(s.poller))
 			if *c.Backfill && !a.cfg.Shadow {
 				opts = append(opts, inbox.WithBackfill(s.table), inbox.WithBackfillSweep(c.BackfillEvery.D(),
-					backoff.Policy{Initial: 30 * time.Second, Max: 15 * time.Minute, Multiplier: 2}, c.OverdueBackfill.D(), c.BackfillBatch))
+					inbox.DefaultBackfillRetry(), c.OverdueBackfill.D(), c.BackfillBatch))
 			}
 		}
 		for _, sn := range slices.Sorted(maps.Keys(c.Sources)) {
@@ -573,11 +573,27 @@ func (a *App) checkRelayed() error {
 	return nil
 }
 
+// streamBackoff is the inbox's retry delays with the attempts and delays the
+// configuration sets; the rest of the policy (the growth) is the inbox's.
+func streamBackoff(c config.Stream) backoff.Policy {
+	p := inbox.DefaultBackoff()
+	p.MaxAttempts, p.Initial, p.Max = c.MaxAttempts, c.Backoff.Initial.D(), c.Backoff.Max.D()
+	return p
+}
+
+// relayRetry is the relay's retry policy with the attempts and delays the
+// configuration sets; the rest of it (growth, jitter) is the relay's.
+func relayRetry(rc config.Relay) backoff.Policy {
+	p := outbox.DefaultRetry()
+	p.MaxAttempts, p.Initial, p.Max = rc.MaxAttempts, rc.Backoff.Initial.D(), rc.Backoff.Max.D()
+	return p
+}
+
 // relayPolicy is the relay's retry budget, lease, timeouts and periods as
 // the configuration sets them.
 func relayPolicy(rc config.Relay) []outbox.Option {
 	return []outbox.Option{
-		outbox.WithRetry(backoff.Policy{MaxAttempts: rc.MaxAttempts, Initial: rc.Backoff.Initial.D(), Max: rc.Backoff.Max.D(), Jitter: 0.2}),
+		outbox.WithRetry(relayRetry(rc)),
 		outbox.WithLease(rc.Lease.D()), outbox.WithPublishTimeout(rc.PublishTimeout.D()),
 		outbox.WithPollInterval(rc.PollInterval.D()), outbox.WithRetention(rc.Retention.D()),
 	}
@@ -589,7 +605,7 @@ func (a *App) buildRelay() error {
 		return nil
 	}
 	opts := append([]outbox.Option{
-		outbox.WithLogger(a.log), outbox.WithRegisterer(a.metrics), outbox.WithHostClock(a.clock), outbox.WithFailpoints(a.fp),
+		outbox.WithLogger(a.log), outbox.WithRegisterer(a.metrics), outbox.WithClock(a.clock), outbox.WithFailpoints(a.fp),
 	}, relayPolicy(rc)...)
 	for _, name := range slices.Sorted(maps.Keys(rc.Targets)) {
 		t := rc.Targets[name]

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/msgx/msgx/app/config"
+	"github.com/msgx/msgx/backoff"
 	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/broker/driver"
 	"github.com/msgx/msgx/broker/kafka"
@@ -25,8 +26,7 @@ import (
 	"github.com/msgx/msgx/broker/nats"
 	"github.com/msgx/msgx/broker/pulsar"
 	"github.com/msgx/msgx/broker/rabbitmq"
-	"github.com/msgx/msgx/internal/backoff"
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/clock"
 )
 
 // newDriver builds the adapter a broker entry names.

@@ -10,11 +10,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/msgx/msgx/backoff"
 	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/broker/mem"
-	"github.com/msgx/msgx/internal/backoff"
-	"github.com/msgx/msgx/internal/clock"
-	"github.com/msgx/msgx/internal/logtest"
+	"github.com/msgx/msgx/clock"
+	"github.com/msgx/msgx/internal/testkit"
 )
 
 // A broker that keeps failing to start is tried again with backoff, every
@@ -24,7 +24,7 @@ func TestBrokerStartRetryLogsBoundedly(t *testing.T) {
 	srv := mem.NewServer()
 	srv.Close() // a closed in-process server refuses Start
 	clk := clock.NewFake(time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC))
-	logs := &logtest.Buffer{}
+	logs := &testkit.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	b := broker.New("down", mem.New(srv), broker.WithLogger(slog.New(slog.DiscardHandler)), broker.WithClock(clk))
 	failures := prometheus.NewCounter(prometheus.CounterOpts{Name: "f"})
@@ -50,7 +50,7 @@ func TestBrokerStartRetryLogsBoundedly(t *testing.T) {
 		}
 		clk.Advance(40 * time.Second) // beyond the longest delay (30 s + 20 %)
 	}
-	waitFor(t, "the last attempt counted", 10*time.Second, func() bool { return int(testutil.ToFloat64(failures)) == steps+1 })
+	testkit.Eventually(t, "the last attempt counted", 10*time.Second, func() bool { return int(testutil.ToFloat64(failures)) == steps+1 })
 	lines := strings.Count(logs.String(), "broker still does not start")
 	// 12 attempts over 8 minutes of the clock: a line a minute at most.
 	if lines < 1 || lines > steps*40/60 {

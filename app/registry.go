@@ -13,9 +13,9 @@ import (
 
 	"github.com/msgx/msgx/admin"
 	"github.com/msgx/msgx/broker"
+	"github.com/msgx/msgx/clock"
+	"github.com/msgx/msgx/failpoint"
 	"github.com/msgx/msgx/inbox"
-	"github.com/msgx/msgx/internal/clock"
-	"github.com/msgx/msgx/internal/failpoint"
 	"github.com/msgx/msgx/store"
 )
 

@@ -3,8 +3,6 @@ package app
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +11,7 @@ import (
 	"github.com/msgx/msgx/app/config"
 	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/broker/driver"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -106,7 +105,7 @@ func TestRetryBudgetWithProductionSettings(t *testing.T) {
 			return nil
 		}},
 	}
-	opts := append(relayPolicy(rc), outbox.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	opts := append(relayPolicy(rc), outbox.WithLogger(testkit.Quiet()))
 	var evs []outbox.Event
 	for name, p := range pubs {
 		opts = append(opts, outbox.Target(name, p, outbox.PerKey))
@@ -125,7 +124,7 @@ func TestRetryBudgetWithProductionSettings(t *testing.T) {
 
 	want := map[string]outbox.Status{"unknown": outbox.StatusDead, "slow-unknown": outbox.StatusDead, "rejected": outbox.StatusDead, "unavailable": outbox.StatusSent}
 	recs := map[string]outbox.Record{}
-	waitFor(t, "every event finished", 90*time.Second, func() bool {
+	testkit.Eventually(t, "every event finished", 90*time.Second, func() bool {
 		for name := range pubs {
 			rec, err := outbox.Get(ctx, db, "ev-"+name)
 			if err != nil {

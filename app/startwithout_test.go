@@ -16,7 +16,7 @@ import (
 	"github.com/msgx/msgx/broker/brokertest"
 	"github.com/msgx/msgx/broker/rabbitmq"
 	"github.com/msgx/msgx/inbox"
-	"github.com/msgx/msgx/internal/logtest"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/source/mailbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -42,17 +42,6 @@ func succeeded(t *testing.T, db *store.DB, stream string) int {
 		t.Fatal(err)
 	}
 	return n
-}
-
-func waitFor(t *testing.T, what string, bound time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(bound)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", bound, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // The service starts while its RabbitMQ is down and processes the mailbox:
@@ -109,7 +98,7 @@ relay: {poll-interval: 20ms, backoff: {initial: 100ms, max: 1s}, targets: {"t:rm
 	}
 
 	a := runAppWith(t, cfg, reg)
-	waitFor(t, "the mailbox rows processed with RabbitMQ down", 30*time.Second, func() bool { return succeeded(t, db, "s") == 5 })
+	testkit.Eventually(t, "the mailbox rows processed with RabbitMQ down", 30*time.Second, func() bool { return succeeded(t, db, "s") == 5 })
 	var pending int
 	if err := db.QueryRow(ctx, "SELECT COUNT(*) FROM msgx_outbox WHERE target = 't:rmq'").Scan(&pending); err != nil || pending != 5 {
 		t.Fatalf("events held in the outbox: %d %v", pending, err)
@@ -141,7 +130,7 @@ relay: {poll-interval: 20ms, backoff: {initial: 100ms, max: 1s}, targets: {"t:rm
 	}
 
 	proxy.Restore()
-	waitFor(t, "the held events sent once RabbitMQ is back", 60*time.Second, func() bool {
+	testkit.Eventually(t, "the held events sent once RabbitMQ is back", 60*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(got) == 5
@@ -152,7 +141,7 @@ relay: {poll-interval: 20ms, backoff: {initial: 100ms, max: 1s}, targets: {"t:rm
 	}
 	// The broker source listens now: a message published to its topic is
 	// processed too. Its queue exists once the source has declared it.
-	waitFor(t, "a message through the broker source", 60*time.Second, func() bool {
+	testkit.Eventually(t, "a message through the broker source", 60*time.Second, func() bool {
 		if err := direct.SendConfirmed(ctx, in, &broker.Message{Key: "k", Payload: msgs[5]}); err != nil {
 			t.Fatal(err)
 		}
@@ -223,7 +212,7 @@ relay: {poll-interval: 20ms, targets: {"kafka:msg": {broker: local}}}
 			t.Fatal(err)
 		}
 	}
-	logs := &logtest.Buffer{}
+	logs := &testkit.Buffer{}
 	rctx, cancel := context.WithCancel(ctx)
 	a, err := New(rctx, cfg, registry(), WithLogOutput(logs))
 	if err != nil {
@@ -234,7 +223,7 @@ relay: {poll-interval: 20ms, targets: {"kafka:msg": {broker: local}}}
 	go func() { done <- a.Run(rctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	waitFor(t, "the store mailbox's stream processing", 30*time.Second, func() bool { return succeeded(t, db, "l") == 3 })
+	testkit.Eventually(t, "the store mailbox's stream processing", 30*time.Second, func() bool { return succeeded(t, db, "l") == 3 })
 	waitReadyz(t, a.AdminAddr(), 30*time.Second, "the mailbox not ready", func(code int, failed map[string]string) bool {
 		return code == 503 && failed["mailbox shared"] != ""
 	})
@@ -243,7 +232,7 @@ relay: {poll-interval: 20ms, targets: {"kafka:msg": {broker: local}}}
 	}
 	// The backlog written before the outage is processed once it is back.
 	proxy.Restore()
-	waitFor(t, "the mailbox's rows processed once it is back", 30*time.Second, func() bool { return succeeded(t, db, "s") == 4 })
+	testkit.Eventually(t, "the mailbox's rows processed once it is back", 30*time.Second, func() bool { return succeeded(t, db, "s") == 4 })
 	waitReadyz(t, a.AdminAddr(), 30*time.Second, "ready", func(code int, _ map[string]string) bool { return code == 200 })
 }
 
@@ -268,7 +257,7 @@ func TestStoreRetriedAtStart(t *testing.T) {
 	}
 	ctx := context.Background()
 
-	logs := &logtest.Buffer{}
+	logs := &testkit.Buffer{}
 	type result struct {
 		a   *App
 		err error
@@ -278,7 +267,7 @@ func TestStoreRetriedAtStart(t *testing.T) {
 		a, err := New(ctx, loadConfig(t, yml(via, "1m")), registry(), WithLogOutput(logs))
 		res <- result{a, err}
 	}()
-	waitFor(t, "a logged retry", 30*time.Second, func() bool { return strings.Contains(logs.String(), "store unreachable at start; retrying") })
+	testkit.Eventually(t, "a logged retry", 30*time.Second, func() bool { return strings.Contains(logs.String(), "store unreachable at start; retrying") })
 	select {
 	case r := <-res:
 		t.Fatalf("New returned while the store was down: %v", r.err)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -15,9 +13,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/msgx/msgx/backoff"
 	"github.com/msgx/msgx/broker/mem"
-	"github.com/msgx/msgx/internal/backoff"
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/clock"
+	"github.com/msgx/msgx/internal/testkit"
 )
 
 func TestDecide(t *testing.T) {
@@ -67,13 +66,11 @@ func TestSettleOnce(t *testing.T) {
 	}
 }
 
-func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
 // startMem returns a started broker on a fake clock over a fresh in-process server.
 func startMem(t *testing.T, clk clock.Clock, opts ...Option) *Broker {
 	t.Helper()
 	srv := mem.NewServer()
-	b := New("mem", mem.New(srv), append([]Option{WithClock(clk), WithLogger(quietLogger())}, opts...)...)
+	b := New("mem", mem.New(srv), append([]Option{WithClock(clk), WithLogger(testkit.Quiet())}, opts...)...)
 	if err := b.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -448,12 +445,12 @@ func gatherListener(t *testing.T, reg *prometheus.Registry) (uint64, map[string]
 func TestTwoBrokersOfOneNameOnOneRegistry(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	srv := mem.NewServer()
-	b1 := New("mem", mem.New(srv), WithRegisterer(reg), WithLogger(quietLogger()))
+	b1 := New("mem", mem.New(srv), WithRegisterer(reg), WithLogger(testkit.Quiet()))
 	if err := b1.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	defer b1.Stop(context.Background())
-	b2 := New("mem", mem.New(srv), WithRegisterer(reg), WithLogger(quietLogger()))
+	b2 := New("mem", mem.New(srv), WithRegisterer(reg), WithLogger(testkit.Quiet()))
 	if err := b2.Start(context.Background()); err == nil {
 		_ = b2.Stop(context.Background())
 		t.Fatal("a second broker of the same name on one registry started")

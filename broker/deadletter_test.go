@@ -14,8 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/msgx/msgx/backoff"
 	"github.com/msgx/msgx/broker/driver"
-	"github.com/msgx/msgx/internal/backoff"
+	"github.com/msgx/msgx/internal/testkit"
 )
 
 // limitDriver is a broker with a client limit (driver.Limiter, counting key,
@@ -115,7 +116,7 @@ func newLimitDriver(limit int, topics map[string]int, payload []byte) *limitDriv
 
 func startDriver(t *testing.T, drv driver.Broker, reg prometheus.Registerer) *Broker {
 	t.Helper()
-	b := New("limit", drv, WithLogger(quietLogger()), WithRegisterer(reg),
+	b := New("limit", drv, WithLogger(testkit.Quiet()), WithRegisterer(reg),
 		WithSettleRetry(backoff.Policy{MaxAttempts: 3, Initial: time.Millisecond, Max: 5 * time.Millisecond}))
 	if err := b.Start(context.Background()); err != nil {
 		t.Fatal(err)

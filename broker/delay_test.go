@@ -7,7 +7,8 @@ import (
 	"time"
 
 	"github.com/msgx/msgx/broker/driver"
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/clock"
+	"github.com/msgx/msgx/internal/testkit"
 )
 
 // delayDriver records what it is asked to publish and with which delay.
@@ -43,7 +44,7 @@ func (d *delayDriver) PublishDelayed(_ context.Context, _ string, msgs []*driver
 func TestSendDelayedUsesTheNativeDelay(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
 	drv := &delayDriver{}
-	b := New("stub", drv, WithClock(clk), WithLogger(quietLogger()))
+	b := New("stub", drv, WithClock(clk), WithLogger(testkit.Quiet()))
 	if err := b.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/msgx/msgx/backoff"
 	"github.com/msgx/msgx/broker/driver"
-	"github.com/msgx/msgx/internal/backoff"
 )
 
 // Handler processes one delivery. Its returned error decides the settlement;

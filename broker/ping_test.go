@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/msgx/msgx/broker/mem"
+	"github.com/msgx/msgx/internal/testkit"
 )
 
 // Ping is the adapter's: the in-process broker answers while its server is
@@ -14,7 +15,7 @@ import (
 func TestPing(t *testing.T) {
 	ctx := context.Background()
 	srv := mem.NewServer()
-	b := New("mem", mem.New(srv), WithLogger(quietLogger()))
+	b := New("mem", mem.New(srv), WithLogger(testkit.Quiet()))
 	if err := b.Ping(ctx); !errors.Is(err, ErrNotStarted) {
 		t.Errorf("before Start: %v", err)
 	}
@@ -30,7 +31,7 @@ func TestPing(t *testing.T) {
 	}
 	_ = b.Stop(ctx)
 
-	h := New("hang", &hangDriver{}, WithLogger(quietLogger()))
+	h := New("hang", &hangDriver{}, WithLogger(testkit.Quiet()))
 	if err := h.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

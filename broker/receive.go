@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/msgx/msgx/backoff"
 	"github.com/msgx/msgx/broker/driver"
-	"github.com/msgx/msgx/internal/backoff"
 )
 
 func (l *Listener) receive() {

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/clock"
 )
 
 // Stop stops receiving, waits for in-flight handlers until ctx ends, then

@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/msgx/msgx/broker/driver"
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/clock"
+	"github.com/msgx/msgx/internal/testkit"
 )
 
 // hangDriver is an adapter that hangs: its dead-letter settlement and its
@@ -66,7 +67,7 @@ func (d *hangDelivery) DeadLetter(context.Context, *driver.Message) error {
 func TestStopIsBoundedByItsContext(t *testing.T) {
 	h := &hangDriver{release: make(chan struct{}), entered: make(chan struct{})}
 	defer close(h.release)
-	b := New("hang", h, WithLogger(quietLogger()), WithClock(clock.Real{}), WithCloseTimeout(100*time.Millisecond))
+	b := New("hang", h, WithLogger(testkit.Quiet()), WithClock(clock.Real{}), WithCloseTimeout(100*time.Millisecond))
 	if err := b.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

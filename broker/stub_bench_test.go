@@ -2,8 +2,6 @@ package broker_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"strconv"
 	"sync/atomic"
 	"syscall"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/broker/driver"
+	"github.com/msgx/msgx/internal/testkit"
 )
 
 // stubDriver hands out fresh in-memory deliveries as fast as they are asked
@@ -79,15 +78,13 @@ func (d *stubDelivery) Requeue(context.Context, *driver.Message, time.Duration) 
 func (d *stubDelivery) DeadLetter(context.Context, *driver.Message) error             { return nil }
 func (d *stubDelivery) Release(context.Context, *driver.Message, time.Duration) error { return nil }
 
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
 // BenchmarkListenerStub measures the port's per-message cost for consume and
 // ack over a driver that costs next to nothing: receive, dispatch, handler
 // call, metrics, settlement.
 func BenchmarkListenerStub(b *testing.B) {
 	for _, conc := range []int{1, 4} {
 		b.Run("concurrency="+strconv.Itoa(conc), func(b *testing.B) {
-			br := broker.New("stub", &stubDriver{}, broker.WithLogger(quiet))
+			br := broker.New("stub", &stubDriver{}, broker.WithLogger(testkit.Quiet()))
 			ctx := context.Background()
 			if err := br.Start(ctx); err != nil {
 				b.Fatal(err)

@@ -8,9 +8,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/msgx/msgx/backoff"
 	"github.com/msgx/msgx/broker/driver"
-	"github.com/msgx/msgx/internal/backoff"
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/clock"
+	"github.com/msgx/msgx/internal/testkit"
 )
 
 // failDriver hands out one delivery whose acknowledgement and release both
@@ -179,7 +180,7 @@ func TestHandlerThatDoesNotReturnShowsItsAge(t *testing.T) {
 func TestHeldDeliveryShowsItsAge(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
 	reg := prometheus.NewRegistry()
-	b := New("stub", failDriver{}, WithClock(clk), WithLogger(quietLogger()), WithRegisterer(reg),
+	b := New("stub", failDriver{}, WithClock(clk), WithLogger(testkit.Quiet()), WithRegisterer(reg),
 		WithSettleRetry(backoff.Policy{MaxAttempts: 1}), WithStallThreshold(2*time.Minute))
 	if err := b.Start(context.Background()); err != nil {
 		t.Fatal(err)

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/msgx/msgx/backoff"
 	"github.com/msgx/msgx/inbox"
-	"github.com/msgx/msgx/internal/backoff"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"

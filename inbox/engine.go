@@ -16,10 +16,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/msgx/msgx/internal/backoff"
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/backoff"
+	"github.com/msgx/msgx/clock"
+	"github.com/msgx/msgx/failpoint"
 	"github.com/msgx/msgx/internal/dbclock"
-	"github.com/msgx/msgx/internal/failpoint"
 	"github.com/msgx/msgx/store"
 )
 
@@ -73,11 +73,10 @@ type Committed struct {
 }
 
 type options struct {
-	clock clock.Clock
-	// clockSet: WithClock chose the clock; otherwise, on PostgreSQL, the
-	// engine reads the database's clock through hostClock (dbclock).
-	clockSet     bool
-	hostClock    clock.Clock
+	// clock is this host's clock; on PostgreSQL, unless dbClockOff, the
+	// engine reads it corrected to the database's clock (dbclock).
+	clock        clock.Clock
+	dbClockOff   bool
 	log          *slog.Logger
 	reg          prometheus.Registerer
 	groupSize    int
@@ -115,17 +114,19 @@ type options struct {
 // Option configures an Engine.
 type Option func(*options)
 
-// WithClock sets the clock every scheduling decision reads, as it is. By
-// default the engine reads the database server's clock on PostgreSQL (the
-// host's clock corrected by its measured offset, so that the retry times and
-// head deadlines one leader writes hold for the next on another host) and the
-// host's clock on SQLite. A clock given here must agree across the engines of
-// a stream to well under the backoff: tests, or engines on the database's host.
-func WithClock(c clock.Clock) Option { return func(o *options) { o.clock, o.clockSet = c, true } }
+// WithClock sets this host's clock (default the wall clock). On PostgreSQL
+// the engine reads it corrected by its measured offset to the database
+// server's clock, so that the retry times and head deadlines one leader
+// writes hold for the next on another host (see WithDatabaseClock).
+func WithClock(c clock.Clock) Option { return func(o *options) { o.clock = c } }
 
-// WithHostClock sets this host's clock (default the wall clock), which the
-// engine corrects to the database's clock where WithClock does not set one.
-func WithHostClock(c clock.Clock) Option { return func(o *options) { o.hostClock = c } }
+// WithDatabaseClock says whether, on PostgreSQL, the engine corrects its
+// clock to the database server's (default true; SQLite has one process and
+// no correction). Off, every scheduling decision reads the clock of
+// WithClock as it is, which must then agree across the engines of a stream
+// to well under the backoff: tests on a fake clock, or engines on the
+// database's host.
+func WithDatabaseClock(on bool) Option { return func(o *options) { o.dbClockOff = !on } }
 
 // WithLogger sets the logger.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
@@ -134,16 +135,18 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 func WithRegisterer(r prometheus.Registerer) Option { return func(o *options) { o.reg = r } }
 
 // WithGroupSize sets how many consecutive ready messages one transaction may
-// process (default 50; 1 = one transaction per message). Each message runs in
-// its own savepoint; on PostgreSQL, keep it at or below 64 so the
-// subtransactions of a batch stay in the backend's subtransaction cache.
+// process (default DefaultGroupSize, 50; 1 = one transaction per message).
+// Each message runs in its own savepoint; on PostgreSQL, keep it at or below
+// 64 so the subtransactions of a batch stay in the backend's subtransaction
+// cache.
 func WithGroupSize(n int) Option { return func(o *options) { o.groupSize = n } }
 
 // WithMaxAttempts sets the attempts after which a failing head goes
 // DEAD(EXHAUSTED) (default 5).
 func WithMaxAttempts(n int) Option { return func(o *options) { o.maxAttempts = n } }
 
-// WithBackoff sets the retry delays (default 1, 2, 4, 8, 16 s, capped at 60 s).
+// WithBackoff sets the retry delays (default DefaultBackoff: 1, 2, 4, 8,
+// 16 s, capped at 60 s).
 func WithBackoff(p backoff.Policy) Option { return func(o *options) { o.backoff = p } }
 
 // WithHeadDeadline sets how long a message may hold the head from its first
@@ -196,9 +199,10 @@ func WithBackfill(b Backfiller) Option { return func(o *options) { o.backfiller 
 func WithShadow(on bool) Option { return func(o *options) { o.shadow = on } }
 
 // WithBackfillSweep sets the sweep period (default 30 s), the retry delays
-// (default 30 s doubling to 15 min), the overdue limit R after which a
-// message's mark is written regardless of its backoff (default 1 h, counted
-// from its receipt), and the batch size (default 100).
+// (default DefaultBackfillRetry: 30 s doubling to 15 min), the overdue limit
+// R after which a message's mark is written regardless of its backoff
+// (default 1 h, counted from its receipt), and the batch size (default 100).
+// A zero value keeps its default.
 func WithBackfillSweep(every time.Duration, retry backoff.Policy, overdue time.Duration, batch int) Option {
 	return func(o *options) {
 		o.backfillEvery, o.backfillBackoff, o.overdue, o.backfillBatch = every, retry, overdue, batch
@@ -217,26 +221,56 @@ func WithArchive(after, every time.Duration, batch int) Option {
 	return func(o *options) { o.archiveAfter, o.archiveEvery, o.archiveBatch = after, every, batch }
 }
 
+// The engine's defaults: what New uses for an option not given (or given
+// as zero). They are the one copy of these values: a configuration that maps
+// onto the options (app/config) takes its defaults from here.
+const (
+	DefaultGroupSize        = 50
+	DefaultMaxAttempts      = 5
+	DefaultHeadDeadline     = 10 * time.Minute
+	DefaultAttemptTimeout   = time.Minute
+	DefaultStatementTimeout = 30 * time.Second
+	DefaultLockTimeout      = 10 * time.Second
+	DefaultPollInterval     = time.Second
+	DefaultLease            = 30 * time.Second
+	DefaultBackfillEvery    = 30 * time.Second
+	DefaultBackfillOverdue  = time.Hour
+	DefaultBackfillBatch    = 100
+	DefaultArchiveEvery     = time.Hour
+	DefaultArchiveBatch     = 500
+)
+
+// DefaultBackoff is the retry delays of a failing head: 1 s doubling to at
+// most 60 s, over DefaultMaxAttempts attempts.
+func DefaultBackoff() backoff.Policy {
+	return backoff.Policy{MaxAttempts: DefaultMaxAttempts, Initial: time.Second, Max: time.Minute, Multiplier: 2}
+}
+
+// DefaultBackfillRetry is the backfill sweep's retry delays of a mark that
+// could not be written: 30 s doubling to at most 15 min.
+func DefaultBackfillRetry() backoff.Policy {
+	return backoff.Policy{Initial: 30 * time.Second, Max: 15 * time.Minute, Multiplier: 2}
+}
+
 func defaults() options {
 	return options{
 		clock:           clock.Real{},
-		hostClock:       clock.Real{},
 		log:             slog.Default(),
-		groupSize:       50,
-		maxAttempts:     5,
-		backoff:         backoff.Policy{MaxAttempts: 5, Initial: time.Second, Max: time.Minute, Multiplier: 2},
-		headDeadline:    10 * time.Minute,
-		attemptLimit:    time.Minute,
-		stmtTimeout:     30 * time.Second,
-		lockTimeout:     10 * time.Second,
-		pollInterval:    time.Second,
-		leaseTTL:        30 * time.Second,
-		backfillEvery:   30 * time.Second,
-		backfillBackoff: backoff.Policy{Initial: 30 * time.Second, Max: 15 * time.Minute, Multiplier: 2},
-		overdue:         time.Hour,
-		backfillBatch:   100,
-		archiveEvery:    time.Hour,
-		archiveBatch:    500,
+		groupSize:       DefaultGroupSize,
+		maxAttempts:     DefaultMaxAttempts,
+		backoff:         DefaultBackoff(),
+		headDeadline:    DefaultHeadDeadline,
+		attemptLimit:    DefaultAttemptTimeout,
+		stmtTimeout:     DefaultStatementTimeout,
+		lockTimeout:     DefaultLockTimeout,
+		pollInterval:    DefaultPollInterval,
+		leaseTTL:        DefaultLease,
+		backfillEvery:   DefaultBackfillEvery,
+		backfillBackoff: DefaultBackfillRetry(),
+		overdue:         DefaultBackfillOverdue,
+		backfillBatch:   DefaultBackfillBatch,
+		archiveEvery:    DefaultArchiveEvery,
+		archiveBatch:    DefaultArchiveBatch,
 		jobTimeout:      2 * time.Minute,
 	}
 }
@@ -323,6 +357,9 @@ func New(db *store.DB, stream string, proc Processor, opts ...Option) (*Engine, 
 	if o.archiveBatch < 1 {
 		o.archiveBatch = d.archiveBatch
 	}
+	if o.backfillBackoff.Initial <= 0 {
+		o.backfillBackoff = d.backfillBackoff
+	}
 	for _, j := range o.jobs {
 		if j.Every <= 0 || j.Run == nil {
 			return nil, fmt.Errorf("inbox: job %q needs a period and a function", j.Name)
@@ -332,14 +369,14 @@ func New(db *store.DB, stream string, proc Processor, opts ...Option) (*Engine, 
 	if err != nil {
 		return nil, err
 	}
+	if o.clock == nil {
+		return nil, errors.New("inbox: nil clock")
+	}
 	clk := o.clock
 	var dbc *dbclock.Clock
-	if !o.clockSet {
-		clk = o.hostClock
-		if db.Dialect() == store.Postgres {
-			dbc = dbclock.New(o.hostClock)
-			clk = dbc
-		}
+	if !o.dbClockOff && db.Dialect() == store.Postgres {
+		dbc = dbclock.New(o.clock)
+		clk = dbc
 	}
 	e := &Engine{
 		db: db, q: q, stream: stream, proc: proc, o: o, clk: clk, dbc: dbc,

@@ -3,8 +3,8 @@ package inbox_test
 import (
 	"testing"
 
+	"github.com/msgx/msgx/failpoint"
 	"github.com/msgx/msgx/inbox"
-	"github.com/msgx/msgx/internal/failpoint"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"

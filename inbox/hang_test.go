@@ -8,8 +8,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/msgx/msgx/clock"
 	"github.com/msgx/msgx/inbox"
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -50,7 +51,7 @@ func TestHungProcessorAttemptTimesOutAsInfraFailure(t *testing.T) {
 		// The pump is stuck in message 2 (the head is 1 until the batch
 		// commits): the head's age grows on the dashboard meanwhile.
 		f.clk.Advance(40 * time.Second)
-		if age := metricValue(t, reg, "msgx_inbox_head_age_seconds"); age != 40 {
+		if age := testkit.MetricValue(t, reg, "msgx_inbox_head_age_seconds"); age != 40 {
 			t.Fatalf("head age while the pump hangs = %v, want 40", age)
 		}
 		f.clk.Advance(20 * time.Second) // the attempt's minute is up
@@ -67,7 +68,7 @@ func TestHungProcessorAttemptTimesOutAsInfraFailure(t *testing.T) {
 		f.clk.Advance(time.Second)
 		f.drain(f.eng)
 		f.wantStatus(map[int64]inbox.Status{2: inbox.Succeeded, 3: inbox.Succeeded})
-		if age := metricValue(t, reg, "msgx_inbox_head_age_seconds"); age != 0 {
+		if age := testkit.MetricValue(t, reg, "msgx_inbox_head_age_seconds"); age != 0 {
 			t.Fatalf("head age with nothing unfinished = %v", age)
 		}
 	})
@@ -114,7 +115,7 @@ func TestLeaseRenewalNeverWaitsForThePump(t *testing.T) {
 	// The renewer wakes every ttl/3; the pump's fence must not hold it up.
 	f.waitWaiters(2) // the renewer and the attempt's deadline
 	f.clk.Advance(ttl / 3)
-	eventually(t, "renewal while the pump hangs", func() bool { return f.leaseExpiry().After(before) })
+	testkit.Eventually(t, "renewal while the pump hangs", patience, func() bool { return f.leaseExpiry().After(before) })
 	if !f.eng.IsLeader() {
 		t.Fatal("lost the lease while renewing")
 	}
@@ -139,7 +140,7 @@ func TestLeaseExpiryIsTheDatabasesTime(t *testing.T) {
 	setupTables(t, db)
 	// This host's clock runs an hour ahead of the database's.
 	clk := clock.NewFake(time.Now().Add(time.Hour))
-	eng, err := inbox.New(db, "s1", newProc(), inbox.WithClock(clk), inbox.WithOwner("skewed"), inbox.WithLogger(quiet),
+	eng, err := inbox.New(db, "s1", newProc(), inbox.WithClock(clk), inbox.WithDatabaseClock(false), inbox.WithOwner("skewed"), inbox.WithLogger(testkit.Quiet()),
 		inbox.WithLease(30*time.Second))
 	if err != nil {
 		t.Fatal(err)

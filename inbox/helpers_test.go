@@ -4,25 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
+	"github.com/msgx/msgx/clock"
 	"github.com/msgx/msgx/inbox"
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 )
 
-var t0 = time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
+// patience bounds every wait of these tests for a condition.
+const patience = 10 * time.Second
 
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+var t0 = time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
 
 // testProc is a scriptable processor. A payload is "identity;kind"; what a
 // message does on each attempt is scripted per id.
@@ -198,7 +196,7 @@ func newFixture(t *testing.T, db *store.DB, opts ...inbox.Option) *fixture {
 func (f *fixture) engine(stream string, p inbox.Processor, opts ...inbox.Option) *inbox.Engine {
 	f.t.Helper()
 	// Step-driven tests move the clock by hours: a lease that outlives them.
-	base := []inbox.Option{inbox.WithClock(f.clk), inbox.WithOwner("test-" + stream), inbox.WithLogger(quiet), inbox.WithLease(1000 * time.Hour),
+	base := []inbox.Option{inbox.WithClock(f.clk), inbox.WithDatabaseClock(false), inbox.WithOwner("test-" + stream), inbox.WithLogger(testkit.Quiet()), inbox.WithLease(1000 * time.Hour),
 		inbox.WithLeaseTimesFromClock()}
 	eng, err := inbox.New(f.db, stream, p, append(base, opts...)...)
 	if err != nil {
@@ -326,18 +324,6 @@ func evs(stream string, ids ...int64) []string {
 	return out
 }
 
-// eventually polls cond until it holds or the bound passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // fakeBackfiller records backfill calls and fails while fail is set.
 type fakeBackfiller struct {
 	mu    sync.Mutex
@@ -386,26 +372,4 @@ func (b *fakeBackfiller) allCalls() [][]int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return append([][]int64(nil), b.calls...)
-}
-
-// metricValue is the value of the one series of a registered counter or
-// gauge.
-func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name || len(mf.GetMetric()) != 1 {
-			continue
-		}
-		m := mf.GetMetric()[0]
-		if m.GetCounter() != nil {
-			return m.GetCounter().GetValue()
-		}
-		return m.GetGauge().GetValue()
-	}
-	t.Fatalf("no metric %s of one series", name)
-	return 0
 }

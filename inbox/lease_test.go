@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -45,8 +46,8 @@ func TestRestartedInstanceTakesItsLeaseBackAtOnce(t *testing.T) {
 		f.enqueue(f.stream, map[int64]string{1: "a;K"})
 		start(t, e)
 		// The clock stands still: no expiry helps.
-		eventually(t, "the restarted instance leads", e.IsLeader)
-		eventually(t, "processing", f.allSettled(f.stream, 1))
+		testkit.Eventually(t, "the restarted instance leads", patience, e.IsLeader)
+		testkit.Eventually(t, "processing", patience, f.allSettled(f.stream, 1))
 		if h, ok, err := inbox.HolderOf(ctx, db, f.stream); err != nil || !ok || h.Instance != "node-1" || h.Owner == "node-1/deadbeef" {
 			t.Fatalf("holder %+v %v %v", h, ok, err)
 		}
@@ -68,20 +69,20 @@ func TestTwinInstanceIsSupersededAndStaysOut(t *testing.T) {
 		a := f.engine(f.stream, procA, inbox.WithOwner(inbox.OwnerFor("node-1")), inbox.WithLease(ttl), inbox.WithRegisterer(regA))
 		b := f.engine(f.stream, procB, inbox.WithOwner(inbox.OwnerFor("node-1")), inbox.WithLease(ttl))
 		start(t, a)
-		eventually(t, "A leads", a.IsLeader)
+		testkit.Eventually(t, "A leads", patience, a.IsLeader)
 		f.enqueue(f.stream, map[int64]string{1: "a;K"})
 		a.Wake()
-		eventually(t, "A processes", f.allSettled(f.stream, 1))
+		testkit.Eventually(t, "A processes", patience, f.allSettled(f.stream, 1))
 		if a.Superseded() != nil {
 			t.Fatal("superseded before any twin")
 		}
 
 		start(t, b)
-		eventually(t, "B takes the lease at once", b.IsLeader)
+		testkit.Eventually(t, "B takes the lease at once", patience, b.IsLeader)
 		f.enqueue(f.stream, map[int64]string{2: "b;K"})
 		a.Wake()
 		b.Wake()
-		eventually(t, "B processes", f.allSettled(f.stream, 2))
+		testkit.Eventually(t, "B processes", patience, f.allSettled(f.stream, 2))
 		// A's next pump transaction (woken above) or renewal finds the lease
 		// gone to its twin.
 		f.advanceUntil("A superseded", ttl/6, func() bool { return a.Superseded() != nil })

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -82,7 +83,7 @@ func TestPreparerReadsAheadForTheBatch(t *testing.T) {
 				if got := f.bizIDs(f.stream); !slices.Equal(got, []int64{1, 3}) {
 					t.Fatalf("business rows %v", got)
 				}
-				if n := metricValue(t, reg, "msgx_inbox_prepare_failures_total"); n != float64(2-want) {
+				if n := testkit.MetricValue(t, reg, "msgx_inbox_prepare_failures_total"); n != float64(2-want) {
 					t.Fatalf("msgx_inbox_prepare_failures_total = %v, want %d", n, 2-want)
 				}
 			})

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/msgx/msgx/internal/clock"
-	"github.com/msgx/msgx/internal/failpoint"
+	"github.com/msgx/msgx/clock"
+	"github.com/msgx/msgx/failpoint"
 	"github.com/msgx/msgx/store"
 )
 

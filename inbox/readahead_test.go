@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -41,7 +42,7 @@ func TestReadAheadWaitsForTheCommitBeforeIt(t *testing.T) {
 	f.enqueue(f.stream, map[int64]string{1: "x;K", 2: "b;K", 3: "c;K", 4: "x;K", 5: "e;K", 6: "f;K"})
 	start(t, f.eng)
 
-	eventually(t, "the next batch read ahead", func() bool {
+	testkit.Eventually(t, "the next batch read ahead", patience, func() bool {
 		d := f.proc.decodedPayloads()
 		return len(d) >= 6 && slices.Equal(d[3:6], []string{"x;K", "e;K", "f;K"})
 	})
@@ -54,7 +55,7 @@ func TestReadAheadWaitsForTheCommitBeforeIt(t *testing.T) {
 	if err := blocker.Commit(ctx); err != nil { // the parent is gone: the commit fails
 		t.Fatal(err)
 	}
-	eventually(t, "message 3 failing alone", func() bool { return f.status(3) == inbox.Failed })
+	testkit.Eventually(t, "message 3 failing alone", patience, func() bool { return f.status(3) == inbox.Failed })
 	f.advanceUntil("every message", 100*time.Millisecond, f.allSettled(f.stream, 1, 2, 3, 4, 5, 6))
 
 	f.wantStatus(map[int64]inbox.Status{1: inbox.Succeeded, 2: inbox.Succeeded, 3: inbox.Succeeded, 4: inbox.Skipped, 5: inbox.Succeeded, 6: inbox.Succeeded})
@@ -94,7 +95,7 @@ func TestReadAheadKeepsOrderAndIdentities(t *testing.T) {
 	}
 	f.enqueue(f.stream, msgs)
 	start(t, f.eng)
-	eventually(t, "every message", f.allSettled(f.stream, ids...))
+	testkit.Eventually(t, "every message", patience, f.allSettled(f.stream, ids...))
 	for _, id := range ids {
 		r := f.row(f.stream, id)
 		if slices.Contains(fresh, id) {

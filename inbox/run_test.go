@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -113,11 +114,11 @@ func TestMaintenanceNeverStarvesThePump(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Without moving the clock: the pump was woken by the enqueue.
-		eventually(t, "message 1", f.allSettled(f.stream, 1))
+		testkit.Eventually(t, "message 1", patience, f.allSettled(f.stream, 1))
 		if _, err := f.eng.Enqueue(context.Background(), inbox.Incoming{ID: 2, Payload: []byte("b;K")}, inbox.Incoming{ID: 3, Payload: []byte("c;K")}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "message 2 failing", func() bool { return f.status(2) == inbox.Failed })
+		testkit.Eventually(t, "message 2 failing", patience, func() bool { return f.status(2) == inbox.Failed })
 		// The head's backoff ends while the maintenance goroutine is blocked:
 		// the pump still processes it and what follows.
 		f.advanceUntil("messages 2 and 3", 100*time.Millisecond, f.allSettled(f.stream, 2, 3))
@@ -135,7 +136,7 @@ func TestBackfillIsTriedRightAfterCommit(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The clock does not move: only the try after the commit can do it.
-		eventually(t, "backfill", func() bool {
+		testkit.Eventually(t, "backfill", patience, func() bool {
 			r1, r2 := f.row(f.stream, 1), f.row(f.stream, 2)
 			return r1.BackfilledAt != nil && r2.BackfilledAt != nil
 		})
@@ -154,11 +155,11 @@ func TestSecondInstanceStandsByAndTakesOver(t *testing.T) {
 		a := f.engine(f.stream, procA, inbox.WithOwner("A"), inbox.WithLease(ttl))
 		b := f.engine(f.stream, procB, inbox.WithOwner("B"), inbox.WithLease(ttl))
 		ra := start(t, a)
-		eventually(t, "A leads", a.IsLeader)
+		testkit.Eventually(t, "A leads", patience, a.IsLeader)
 		start(t, b)
 		f.enqueue(f.stream, map[int64]string{1: "a;K", 2: "b;K"})
 		a.Wake()
-		eventually(t, "A processes", f.allSettled(f.stream, 1, 2))
+		testkit.Eventually(t, "A processes", patience, f.allSettled(f.stream, 1, 2))
 		// B stays a standby through several lease periods: A renews. Each
 		// period starts once A's renewal, A's idle pump and B's standby are
 		// all parked on the clock, so the clock never runs ahead of A.
@@ -166,7 +167,7 @@ func TestSecondInstanceStandsByAndTakesOver(t *testing.T) {
 			f.waitWaiters(3)
 			f.clk.Advance(ttl / 3)
 			now := f.clk.Now()
-			eventually(t, "A's renewal", func() bool { return f.leaseExpiry().Equal(now.Add(ttl)) })
+			testkit.Eventually(t, "A's renewal", patience, func() bool { return f.leaseExpiry().Equal(now.Add(ttl)) })
 			if b.IsLeader() {
 				t.Fatal("the standby took a live lease")
 			}
@@ -231,7 +232,7 @@ func TestLeaderThatLostItsLeaseStopsAtOnce(t *testing.T) {
 		f := newFixture(t, db, inbox.WithLease(30*time.Second))
 		ctx := context.Background()
 		start(t, f.eng)
-		eventually(t, "leadership", f.eng.IsLeader)
+		testkit.Eventually(t, "leadership", patience, f.eng.IsLeader)
 		// Another process takes the lease over (e.g. ours looked expired to it).
 		if _, err := db.Exec(ctx, ph(db, "UPDATE msgx_lease SET owner = 'thief', expires_at = $1 WHERE name = $2"),
 			f.clk.Now().Add(time.Hour), "inbox:"+f.stream); err != nil {
@@ -239,7 +240,7 @@ func TestLeaderThatLostItsLeaseStopsAtOnce(t *testing.T) {
 		}
 		f.enqueue(f.stream, map[int64]string{1: "a;K"})
 		f.eng.Wake()
-		eventually(t, "stepping down", func() bool { return !f.eng.IsLeader() })
+		testkit.Eventually(t, "stepping down", patience, func() bool { return !f.eng.IsLeader() })
 		if s := f.status(1); s != inbox.Pending {
 			t.Fatalf("a fenced pump processed message 1: %s", s)
 		}
@@ -303,6 +304,6 @@ func TestStopInterruptsAndEveryWorkerExits(t *testing.T) {
 		if n := f.count("SELECT COUNT(*) FROM msgx_lease"); n != 0 {
 			t.Fatalf("%d leases left after a clean stop", n)
 		}
-		eventually(t, "goroutines to exit", func() bool { return runtime.NumGoroutine() <= base+2 })
+		testkit.Eventually(t, "goroutines to exit", patience, func() bool { return runtime.NumGoroutine() <= base+2 })
 	})
 }

@@ -5,9 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/msgx/msgx/backoff"
+	"github.com/msgx/msgx/clock"
 	"github.com/msgx/msgx/inbox"
-	"github.com/msgx/msgx/internal/backoff"
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -23,7 +24,7 @@ func TestRetryTimesHoldAcrossHostClocks(t *testing.T) {
 	setupTables(t, db)
 	const stream = "skew"
 	engine := func(owner string, host clock.Clock, p inbox.Processor) *inbox.Engine {
-		e, err := inbox.New(db, stream, p, inbox.WithOwner(owner), inbox.WithHostClock(host), inbox.WithLogger(quiet),
+		e, err := inbox.New(db, stream, p, inbox.WithOwner(owner), inbox.WithClock(host), inbox.WithLogger(testkit.Quiet()),
 			inbox.WithPollInterval(50*time.Millisecond), inbox.WithLease(30*time.Second), inbox.WithMaxAttempts(1000),
 			inbox.WithBackoff(backoff.Policy{MaxAttempts: 1000, Initial: 200 * time.Millisecond, Max: time.Second, Multiplier: 2}))
 		if err != nil {
@@ -47,11 +48,11 @@ func TestRetryTimesHoldAcrossHostClocks(t *testing.T) {
 		return r
 	}
 	ra := start(t, engine("ahead", clock.Offset{Base: clock.Real{}, D: 10 * time.Minute}, ahead))
-	eventually(t, "the failed attempts of the leader ahead", func() bool { r := row(); return r.Status == inbox.Failed && r.Attempts >= 2 })
+	testkit.Eventually(t, "the failed attempts of the leader ahead", patience, func() bool { r := row(); return r.Status == inbox.Failed && r.Attempts >= 2 })
 	ra.stop(t)
 	if next := row().NextAttemptAt; next == nil || time.Until(*next) > 5*time.Second {
 		t.Fatalf("the leader ahead wrote the retry time %v, %s from now: its host's time, not the database's", next, time.Until(*next))
 	}
 	start(t, engine("right", clock.Real{}, right))
-	eventually(t, "the retry by the next leader", func() bool { return row().Status == inbox.Succeeded })
+	testkit.Eventually(t, "the retry by the next leader", patience, func() bool { return row().Status == inbox.Succeeded })
 }

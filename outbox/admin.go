@@ -47,7 +47,7 @@ type Record struct {
 	// ended without a result (the relay stopped or crashed); they are among
 	// Attempts but do not count against the retry policy.
 	LeaseExpiries int
-	// SkippedAt is, for a DEAD event an operator skipped (SkipEvents), when:
+	// SkippedAt is, for a DEAD event an operator skipped (Skip), when:
 	// it stays DEAD but no longer holds its key on a per-key target.
 	SkippedAt *time.Time
 }
@@ -119,7 +119,7 @@ type ReplayResult struct {
 	Covered []string
 }
 
-// ReplayEvents returns the selected DEAD events to PENDING with their
+// Replay returns the selected DEAD events to PENDING with their
 // attempts reset and due at now, keeping their last error, and writes an
 // audit row (when, who, why, what), in one transaction (q's own, when q is a
 // store.Tx). Compaction never goes back in time: a DEAD event of a compacted
@@ -127,9 +127,9 @@ type ReplayResult struct {
 // newer event instead. On a per-key target a DEAD event holds its key (its
 // newer events wait), so the replayed event, the oldest of its key, is sent
 // first and the waiting ones after it, in order. A replayed event that had
-// been skipped (SkipEvents) is sent after the newer events of its key that
+// been skipped (Skip) is sent after the newer events of its key that
 // went out meanwhile: replay restores delivery, not history.
-func ReplayEvents(ctx context.Context, q store.Querier, now time.Time, req ReplayRequest) (ReplayResult, error) {
+func Replay(ctx context.Context, q store.Querier, now time.Time, req ReplayRequest) (ReplayResult, error) {
 	var res ReplayResult
 	if (req.Target == "") == (len(req.EventIDs) == 0) {
 		return res, errors.New("outbox: replay either a target or a list of event ids")
@@ -169,7 +169,7 @@ func ReplayEvents(ctx context.Context, q store.Querier, now time.Time, req Repla
 	return res, nil
 }
 
-// replayIDs replays DEAD events by id (see ReplayEvents).
+// replayIDs replays DEAD events by id (see Replay).
 func replayIDs(ctx context.Context, q store.Querier, qs store.Queries, now time.Time, ids []string, res *ReplayResult) error {
 	if q.Dialect() == store.Postgres {
 		rows, err := q.Query(ctx, qs.Get("ReplayIDs"), ids, now)
@@ -223,30 +223,6 @@ func queryStrings(ctx context.Context, q store.Querier, sql string, args ...any)
 	return out, nil
 }
 
-// unnamedActor is the audit's actor of Replay and ReplayTarget, which do not
-// name one.
-const unnamedActor = "unnamed"
-
-// Replay is ReplayEvents of the listed events without naming an actor; it
-// returns how many went back to PENDING.
-func Replay(ctx context.Context, q store.Querier, now time.Time, eventIDs ...string) (int64, error) {
-	if len(eventIDs) == 0 {
-		return 0, nil
-	}
-	res, err := ReplayEvents(ctx, q, now, ReplayRequest{EventIDs: eventIDs, Actor: unnamedActor})
-	return int64(len(res.Replayed)), err
-}
-
-// ReplayTarget is ReplayEvents of every DEAD event of a target without
-// naming an actor; it returns how many went back to PENDING.
-func ReplayTarget(ctx context.Context, q store.Querier, now time.Time, target string) (int64, error) {
-	if target == "" {
-		return 0, errors.New("outbox: replay needs a target")
-	}
-	res, err := ReplayEvents(ctx, q, now, ReplayRequest{Target: target, Actor: unnamedActor})
-	return int64(len(res.Replayed)), err
-}
-
 // jsonStrings encodes a string list for SQLite's json_each.
 func jsonStrings(s []string) string {
 	b, _ := json.Marshal(s)
@@ -266,12 +242,12 @@ type SkipResult struct {
 	Skipped []string
 }
 
-// SkipEvents marks the selected DEAD events skipped at now and writes an
+// Skip marks the selected DEAD events skipped at now and writes an
 // audit row, in one transaction (q's own, when q is a store.Tx). A skipped
 // event stays DEAD (it can still be replayed) but no longer holds its key on
 // a per-key target: the key's waiting events go, in order. Events that are
 // not DEAD, or already skipped, are left as they are and not listed.
-func SkipEvents(ctx context.Context, q store.Querier, now time.Time, req SkipRequest) (SkipResult, error) {
+func Skip(ctx context.Context, q store.Querier, now time.Time, req SkipRequest) (SkipResult, error) {
 	var res SkipResult
 	if len(req.EventIDs) == 0 {
 		return res, errors.New("outbox: skip needs a list of event ids")

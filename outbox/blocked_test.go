@@ -11,8 +11,8 @@ import (
 
 	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/broker/driver"
-	"github.com/msgx/msgx/internal/clock"
-	"github.com/msgx/msgx/internal/logtest"
+	"github.com/msgx/msgx/clock"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -43,7 +43,7 @@ func TestDeadEventHoldsItsKey(t *testing.T) {
 		var reject atomic.Value
 		reject.Store(map[string]bool{"p-A-2": true})
 		s := rejecting(&reject)
-		var logs logtest.Buffer
+		var logs testkit.Buffer
 		r := newRelay(t, db, clk, outbox.WithRetry(noJitter), outbox.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))),
 			outbox.Target("p", s, outbox.PerKey))
 
@@ -84,7 +84,7 @@ func TestDeadEventHoldsItsKey(t *testing.T) {
 
 		// The broker takes A:2 now; the operator replays it.
 		reject.Store(map[string]bool{})
-		if _, err := outbox.ReplayEvents(ctx, db, clk.Now(), outbox.ReplayRequest{
+		if _, err := outbox.Replay(ctx, db, clk.Now(), outbox.ReplayRequest{
 			EventIDs: []string{"p-A-2"}, Actor: "ops", Reason: "fixed"}); err != nil {
 			t.Fatal(err)
 		}
@@ -119,7 +119,7 @@ func TestSkipLetsTheWaitingEventsGo(t *testing.T) {
 		if n := s.count(); n != 0 {
 			t.Fatalf("%d sent while A:1 is dead, want none", n)
 		}
-		res, err := outbox.SkipEvents(ctx, db, clk.Now(), outbox.SkipRequest{EventIDs: []string{"p-A-1", "p-A-2"}, Actor: "ops", Reason: "bad payload"})
+		res, err := outbox.Skip(ctx, db, clk.Now(), outbox.SkipRequest{EventIDs: []string{"p-A-1", "p-A-2"}, Actor: "ops", Reason: "bad payload"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -148,7 +148,7 @@ func TestSkipLetsTheWaitingEventsGo(t *testing.T) {
 		// A skipped event can still be replayed: the mark is cleared and it
 		// goes after the newer events of its key (delivery, not history).
 		reject.Store(map[string]bool{})
-		if _, err := outbox.ReplayEvents(ctx, db, clk.Now(), outbox.ReplayRequest{EventIDs: []string{"p-A-1"}, Actor: "ops", Reason: "fixed after all"}); err != nil {
+		if _, err := outbox.Replay(ctx, db, clk.Now(), outbox.ReplayRequest{EventIDs: []string{"p-A-1"}, Actor: "ops", Reason: "fixed after all"}); err != nil {
 			t.Fatal(err)
 		}
 		if rec := get(t, db, "p-A-1"); rec.Status != outbox.StatusPending || rec.SkippedAt != nil {

@@ -18,9 +18,10 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/msgx/msgx/backoff"
 	"github.com/msgx/msgx/broker"
-	"github.com/msgx/msgx/internal/backoff"
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/clock"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -89,14 +90,14 @@ func TestWritersOfAKeyAreSerialised(t *testing.T) {
 			return nil
 		})
 	}()
-	waitFor(t, "the first writer's lock", 10*time.Second, func() bool { return advisoryLocks(t, db, true) == 1 })
+	testkit.Eventually(t, "the first writer's lock", 10*time.Second, func() bool { return advisoryLocks(t, db, true) == 1 })
 	second := make(chan error, 1)
 	go func() {
 		second <- db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
 			return outbox.Enqueue(ctx, tx, t0, ev("p", "K", 2), ev("p", "L", 2))
 		})
 	}()
-	waitFor(t, "the second writer to wait for the key", 10*time.Second, func() bool { return advisoryLocks(t, db, false) == 1 })
+	testkit.Eventually(t, "the second writer to wait for the key", 10*time.Second, func() bool { return advisoryLocks(t, db, false) == 1 })
 	// Another key is not held up.
 	enqueue(t, db, t0, ev("p", "M", 1))
 	select {
@@ -185,7 +186,7 @@ func TestThreeRelaysLoseNothingAndKeepKeyOrder(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	open := func() *store.DB {
-		db, err := store.Open(ctx, dsn, store.WithMigrate(outbox.Schema()), store.WithLogger(quiet()))
+		db, err := store.Open(ctx, dsn, store.WithMigrate(outbox.Schema()), store.WithLogger(testkit.Quiet()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -197,7 +198,7 @@ func TestThreeRelaysLoseNothingAndKeepKeyOrder(t *testing.T) {
 	rctx, stop := context.WithCancel(ctx)
 	var relays errgroup.Group
 	for range 3 {
-		r, err := outbox.NewRelay(open(), outbox.WithLogger(quiet()), outbox.WithPollInterval(5*time.Millisecond),
+		r, err := outbox.NewRelay(open(), outbox.WithLogger(testkit.Quiet()), outbox.WithPollInterval(5*time.Millisecond),
 			outbox.Target("p", s, outbox.PerKey, outbox.Batch(200)))
 		if err != nil {
 			t.Fatal(err)
@@ -233,14 +234,14 @@ func TestThreeRelaysLoseNothingAndKeepKeyOrder(t *testing.T) {
 	}
 	start := time.Now()
 	last := time.Now()
-	waitFor(t, "every event", time.Minute, func() bool {
+	testkit.Eventually(t, "every event", time.Minute, func() bool {
 		if time.Since(last) > 2*time.Second {
 			last = time.Now()
 			t.Logf("%v: %d delivered, %d pending, %d sent", time.Since(start), s.count(), countStatus(t, db, outbox.StatusPending), countStatus(t, db, outbox.StatusSent))
 		}
 		return s.count() == events
 	})
-	waitFor(t, "every row marked", 10*time.Second, func() bool { return countStatus(t, db, outbox.StatusSent) == events })
+	testkit.Eventually(t, "every row marked", 10*time.Second, func() bool { return countStatus(t, db, outbox.StatusSent) == events })
 	stop()
 	if err := relays.Wait(); err != nil {
 		t.Fatal(err)
@@ -264,7 +265,7 @@ func TestManyUnorderedRelays(t *testing.T) {
 	defer cancel()
 	var dbs []*store.DB
 	for range 4 {
-		db, err := store.Open(ctx, dsn, store.WithMigrate(outbox.Schema()), store.WithLogger(quiet()))
+		db, err := store.Open(ctx, dsn, store.WithMigrate(outbox.Schema()), store.WithLogger(testkit.Quiet()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -282,15 +283,15 @@ func TestManyUnorderedRelays(t *testing.T) {
 	rctx, stop := context.WithCancel(ctx)
 	var relays errgroup.Group
 	for _, db := range dbs[1:] {
-		r, err := outbox.NewRelay(db, outbox.WithLogger(quiet()), outbox.Target("u", s, outbox.Unordered, outbox.Batch(100), outbox.Workers(3)))
+		r, err := outbox.NewRelay(db, outbox.WithLogger(testkit.Quiet()), outbox.Target("u", s, outbox.Unordered, outbox.Batch(100), outbox.Workers(3)))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(r.Close)
 		relays.Go(func() error { return r.Run(rctx) })
 	}
-	waitFor(t, "every event", 45*time.Second, func() bool { return s.count() == len(evs) })
-	waitFor(t, "every row marked", 10*time.Second, func() bool { return countStatus(t, dbs[0], outbox.StatusSent) == len(evs) })
+	testkit.Eventually(t, "every event", 45*time.Second, func() bool { return s.count() == len(evs) })
+	testkit.Eventually(t, "every row marked", 10*time.Second, func() bool { return countStatus(t, dbs[0], outbox.StatusSent) == len(evs) })
 	stop()
 	_ = relays.Wait()
 	if s.dups != 0 {
@@ -311,7 +312,7 @@ var crashRetry = backoff.Policy{MaxAttempts: 3, Initial: time.Second, Max: 4 * t
 // HOLDING and how many events it was sending, and blocks in the send.
 func crashChild() int {
 	ctx := context.Background()
-	db, err := store.Open(ctx, os.Getenv(crashChildEnv), store.WithLogger(quiet()))
+	db, err := store.Open(ctx, os.Getenv(crashChildEnv), store.WithLogger(testkit.Quiet()))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 2
@@ -327,7 +328,7 @@ func crashChild() int {
 		fmt.Printf("HOLDING %d\n", len(msgs))
 		select {} // until killed
 	})
-	r, err := outbox.NewRelay(db, outbox.WithClock(clock.NewFake(at)), outbox.WithLogger(quiet()), outbox.WithRetry(crashRetry),
+	r, err := outbox.NewRelay(db, outbox.WithClock(clock.NewFake(at)), outbox.WithDatabaseClock(false), outbox.WithLogger(testkit.Quiet()), outbox.WithRetry(crashRetry),
 		outbox.Target("p", hang, outbox.PerKey))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
@@ -422,7 +423,7 @@ func TestCrashWhileHoldingClaims(t *testing.T) {
 // A, B and C, with ids "A.0", "B.0", ... in the per-key target "p".
 func crashSetup(ctx context.Context, t *testing.T, dsn string, n int) (*store.DB, []outbox.Event) {
 	t.Helper()
-	db, err := store.Open(ctx, dsn, store.WithMigrate(outbox.Schema()), store.WithLogger(quiet()))
+	db, err := store.Open(ctx, dsn, store.WithMigrate(outbox.Schema()), store.WithLogger(testkit.Quiet()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,8 +3,8 @@ package outbox_test
 import (
 	"testing"
 
-	"github.com/msgx/msgx/internal/clock"
-	"github.com/msgx/msgx/internal/failpoint"
+	"github.com/msgx/msgx/clock"
+	"github.com/msgx/msgx/failpoint"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"

@@ -3,22 +3,19 @@ package outbox_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/msgx/msgx/broker"
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/clock"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 )
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-
-func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // sent is one message a sink received.
 type sent struct {
@@ -85,7 +82,7 @@ func (s *sink) count() int {
 
 func newRelay(t testing.TB, db *store.DB, clk clock.Clock, opts ...outbox.Option) *outbox.Relay {
 	t.Helper()
-	r, err := outbox.NewRelay(db, append([]outbox.Option{outbox.WithClock(clk), outbox.WithLogger(quiet())}, opts...)...)
+	r, err := outbox.NewRelay(db, append([]outbox.Option{outbox.WithClock(clk), outbox.WithDatabaseClock(false), outbox.WithLogger(testkit.Quiet())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,16 +156,4 @@ func byKey(msgs []sent) map[string][]string {
 		out[m.msg.Key] = append(out[m.msg.Key], m.msg.Header(broker.HeaderEventID))
 	}
 	return out
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/msgx/msgx/broker"
-	"github.com/msgx/msgx/internal/failpoint"
+	"github.com/msgx/msgx/failpoint"
 )
 
 // Stats counts what relay cycles did.

@@ -14,8 +14,8 @@ import (
 
 	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/broker/driver"
-	"github.com/msgx/msgx/internal/clock"
-	"github.com/msgx/msgx/internal/logtest"
+	"github.com/msgx/msgx/clock"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -90,7 +90,7 @@ func TestLeasesOnTheDatabaseClock(t *testing.T) {
 	stuck := &sink{block: make(chan struct{}), entered: make(chan int, 1)}
 	fresh := &sink{}
 	opts := func(host clock.Clock) []outbox.Option {
-		return []outbox.Option{outbox.WithHostClock(host), outbox.WithLogger(quiet()), outbox.WithLease(time.Minute),
+		return []outbox.Option{outbox.WithClock(host), outbox.WithLogger(testkit.Quiet()), outbox.WithLease(time.Minute),
 			outbox.WithPublishTimeout(20 * time.Second), outbox.WithDBTimeout(5 * time.Second)}
 	}
 	newR := func(host clock.Clock, pub outbox.Publisher) *outbox.Relay {
@@ -173,7 +173,7 @@ func TestEventsOfAHostAheadAreDueAtOnce(t *testing.T) {
 			enqueue(t, db, ahead, ev("p", "B", 2), ev("p", "C", 3))
 			enqueue(t, db, ahead, ev("p", "", 4))
 			s := &sink{}
-			r, err := outbox.NewRelay(db, outbox.WithHostClock(clock.Real{}), outbox.WithLogger(quiet()), outbox.Target("p", s, kind))
+			r, err := outbox.NewRelay(db, outbox.WithClock(clock.Real{}), outbox.WithLogger(testkit.Quiet()), outbox.Target("p", s, kind))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -194,7 +194,7 @@ func TestDeadOnlyWhenMarkedDead(t *testing.T) {
 	storetest.Each(t, []store.Line{outbox.Schema()}, func(t *testing.T, db *store.DB) {
 		clk := clock.NewFake(t0)
 		dest := &sink{}
-		var logs logtest.Buffer
+		var logs testkit.Buffer
 		reg := prometheus.NewRegistry()
 		opts := []outbox.Option{outbox.WithLease(time.Minute), outbox.WithPublishTimeout(20 * time.Second), outbox.WithDBTimeout(time.Second)}
 		var (

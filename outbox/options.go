@@ -9,10 +9,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/msgx/msgx/backoff"
 	"github.com/msgx/msgx/broker"
-	"github.com/msgx/msgx/internal/backoff"
-	"github.com/msgx/msgx/internal/clock"
-	"github.com/msgx/msgx/internal/failpoint"
+	"github.com/msgx/msgx/clock"
+	"github.com/msgx/msgx/failpoint"
 )
 
 // Publisher is the part of the broker port the relay needs: a send that
@@ -61,16 +61,24 @@ func ParseLaneKind(s string) (LaneKind, error) {
 	return 0, fmt.Errorf("outbox: unknown lane %q (want unordered, per-key or compacted)", s)
 }
 
-// Defaults.
+// The relay's defaults: what NewRelay and Target use for an option not
+// given. They are the one copy of these values: a configuration that maps
+// onto the options (app/config) takes its defaults from here.
 const (
-	DefaultBatch          = 500
-	DefaultFlushPeriod    = 3 * time.Second
-	DefaultFlushLimit     = 500
-	DefaultLease          = time.Minute
-	DefaultPublishTimeout = 15 * time.Second
-	DefaultDBTimeout      = 15 * time.Second
-	DefaultPollInterval   = 100 * time.Millisecond
-	DefaultRetention      = 24 * time.Hour
+	DefaultBatch = 500
+	// DefaultWorkers is a lane's claim-publish loops; a compacted lane has
+	// DefaultCompactedWorkers.
+	DefaultWorkers          = 2
+	DefaultCompactedWorkers = 1
+	DefaultFlushPeriod      = 3 * time.Second
+	DefaultFlushLimit       = 500
+	DefaultLease            = time.Minute
+	DefaultPublishTimeout   = 15 * time.Second
+	DefaultDBTimeout        = 15 * time.Second
+	DefaultPollInterval     = 100 * time.Millisecond
+	DefaultRetention        = 24 * time.Hour
+	DefaultCleanupInterval  = time.Minute
+	DefaultLagInterval      = 10 * time.Second
 	// DefaultMaxLeaseExpiries bounds the claims of an event that ended
 	// without a result (the relay holding it stopped or crashed).
 	DefaultMaxLeaseExpiries = 20
@@ -78,7 +86,9 @@ const (
 
 // DefaultRetry is the relay's retry policy: 5 attempts, 1 s doubling to at
 // most 60 s, 20% jitter.
-var DefaultRetry = backoff.Policy{MaxAttempts: 5, Initial: time.Second, Max: time.Minute, Jitter: 0.2}
+func DefaultRetry() backoff.Policy {
+	return backoff.Policy{MaxAttempts: 5, Initial: time.Second, Max: time.Minute, Multiplier: 2, Jitter: 0.2}
+}
 
 type laneConfig struct {
 	target      string
@@ -125,10 +135,9 @@ type config struct {
 	syncCommit      bool
 	// maxLeaseExpiries: see WithMaxLeaseExpiries.
 	maxLeaseExpiries int
-	// clockSet: WithClock chose the clock; otherwise, on PostgreSQL, the
-	// relay reads the database's clock through hostClock (dbclock).
-	clockSet  bool
-	hostClock clock.Clock
+	// dbClockOff: see WithDatabaseClock; otherwise, on PostgreSQL, the
+	// relay reads clock corrected to the database's clock (dbclock).
+	dbClockOff bool
 	// failpoints: see WithFailpoints.
 	failpoints *failpoint.Set
 }
@@ -140,10 +149,10 @@ type Option func(*config)
 // of the given kind.
 func Target(name string, pub Publisher, kind LaneKind, opts ...LaneOption) Option {
 	return func(c *config) {
-		lc := laneConfig{target: name, kind: kind, pub: pub, batch: DefaultBatch, workers: 2,
+		lc := laneConfig{target: name, kind: kind, pub: pub, batch: DefaultBatch, workers: DefaultWorkers,
 			flushPeriod: DefaultFlushPeriod, flushLimit: DefaultFlushLimit}
 		if kind == Compacted {
-			lc.workers = 1
+			lc.workers = DefaultCompactedWorkers
 		}
 		for _, o := range opts {
 			o(&lc)
@@ -152,21 +161,19 @@ func Target(name string, pub Publisher, kind LaneKind, opts ...LaneOption) Optio
 	}
 }
 
-// WithClock sets the clock every scheduling decision reads, as it is. By
-// default the relay reads the database server's clock on PostgreSQL (the
-// host's clock corrected by its measured offset, so that relays on several
-// hosts judge leases on one clock) and the host's clock on SQLite. A clock
-// given here must agree across the relays of a database to well under the
-// lease: tests, or relays on the database's host.
-func WithClock(cl clock.Clock) Option {
-	return func(c *config) { c.clock, c.clockSet = cl, true }
-}
+// WithClock sets this host's clock (default the wall clock). On PostgreSQL
+// the relay reads it corrected by its measured offset to the database
+// server's clock, so that its leases and retries agree with the other
+// relays' however far this host's clock is off (see WithDatabaseClock).
+func WithClock(cl clock.Clock) Option { return func(c *config) { c.clock = cl } }
 
-// WithHostClock sets this host's clock (default the wall clock): the clock
-// the relay reads where WithClock does not set one, corrected on PostgreSQL
-// by its measured offset to the database's clock, so that its leases and
-// retries agree with the other relays' however far this host's clock is off.
-func WithHostClock(cl clock.Clock) Option { return func(c *config) { c.hostClock = cl } }
+// WithDatabaseClock says whether, on PostgreSQL, the relay corrects its
+// clock to the database server's (default true; SQLite has one process and
+// no correction). Off, every scheduling decision reads the clock of
+// WithClock as it is, which must then agree across the relays of a database
+// to well under the lease: tests on a fake clock, or relays on the
+// database's host.
+func WithDatabaseClock(on bool) Option { return func(c *config) { c.dbClockOff = !on } }
 
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
@@ -228,16 +235,15 @@ func WithSynchronousCommit(on bool) Option { return func(c *config) { c.syncComm
 func newConfig(opts []Option) (config, error) {
 	c := config{
 		clock:            clock.Real{},
-		hostClock:        clock.Real{},
 		logger:           slog.Default(),
-		retry:            DefaultRetry,
+		retry:            DefaultRetry(),
 		lease:            DefaultLease,
 		publishTimeout:   DefaultPublishTimeout,
 		dbTimeout:        DefaultDBTimeout,
 		pollInterval:     DefaultPollInterval,
 		retention:        DefaultRetention,
-		cleanupInterval:  time.Minute,
-		lagInterval:      10 * time.Second,
+		cleanupInterval:  DefaultCleanupInterval,
+		lagInterval:      DefaultLagInterval,
 		maxLeaseExpiries: DefaultMaxLeaseExpiries,
 	}
 	for _, o := range opts {
@@ -275,7 +281,7 @@ func newConfig(opts []Option) (config, error) {
 	if c.lease <= c.publishTimeout+2*c.dbTimeout {
 		errs = append(errs, fmt.Errorf("lease %v must exceed the publish timeout plus two database timeouts (%v)", c.lease, c.publishTimeout+2*c.dbTimeout))
 	}
-	if c.clock == nil || c.hostClock == nil || c.logger == nil {
+	if c.clock == nil || c.logger == nil {
 		errs = append(errs, errors.New("clock and logger must not be nil"))
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -11,10 +11,11 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/msgx/msgx/backoff"
 	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/broker/rabbitmq"
-	"github.com/msgx/msgx/internal/backoff"
 	"github.com/msgx/msgx/internal/tcpproxy"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -91,10 +92,10 @@ func rabbitOutage(t *testing.T) (db *store.DB, b *broker.Broker, wire *wireLog, 
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	b = broker.New("rabbitmq", rabbitmq.New(rabbitmq.WithURL("amqp://guest:guest@"+px.Addr()+"/"), rabbitmq.WithLogger(quiet()),
+	b = broker.New("rabbitmq", rabbitmq.New(rabbitmq.WithURL("amqp://guest:guest@"+px.Addr()+"/"), rabbitmq.WithLogger(testkit.Quiet()),
 		rabbitmq.WithDialTimeout(time.Second),
 		rabbitmq.WithReconnectBackoff(backoff.Policy{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond})),
-		broker.WithLogger(quiet()))
+		broker.WithLogger(testkit.Quiet()))
 	if err := b.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +149,7 @@ func TestRabbitMQOutageWithARejectedEventKeepsKeyOrder(t *testing.T) {
 
 	// The operator fixes the cause and replays the dead event.
 	o.pub.reject.Store(nil)
-	if _, err := outbox.ReplayEvents(ctx, db, o.clk.Now(), outbox.ReplayRequest{EventIDs: []string{bad}, Actor: "ops", Reason: "limit raised"}); err != nil {
+	if _, err := outbox.Replay(ctx, db, o.clk.Now(), outbox.ReplayRequest{EventIDs: []string{bad}, Actor: "ops", Reason: "limit raised"}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(2 * time.Minute)

@@ -20,7 +20,8 @@ import (
 	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/broker/driver"
 	"github.com/msgx/msgx/broker/kafka"
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/clock"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -144,7 +145,7 @@ const outageWorkers = 4
 // lease runs out under a working relay.
 func (o *outage) step(d time.Duration) {
 	o.t.Helper()
-	waitFor(o.t, "the relay parked on its clock", 30*time.Second, func() bool {
+	testkit.Eventually(o.t, "the relay parked on its clock", 30*time.Second, func() bool {
 		if o.pub.n.Load() != 0 {
 			return false
 		}
@@ -222,20 +223,20 @@ func (o *outage) runUntil(d time.Duration, except func(id string) bool) {
 	defer func() {
 		t.Logf("outage of %v: %d events, %d left in the outbox by the broker, held %v+%v, probes %v+%v",
 			d, len(o.want), excepted,
-			metric(t, o.reg, "msgx_outbox_held_total", targetP), metric(t, o.reg, "msgx_outbox_held_total", targetU),
-			metric(t, o.reg, "msgx_outbox_probes_total", targetP), metric(t, o.reg, "msgx_outbox_probes_total", targetU))
+			testkit.MetricValue(t, o.reg, "msgx_outbox_held_total", "target", targetP), testkit.MetricValue(t, o.reg, "msgx_outbox_held_total", "target", targetU),
+			testkit.MetricValue(t, o.reg, "msgx_outbox_probes_total", "target", targetP), testkit.MetricValue(t, o.reg, "msgx_outbox_probes_total", "target", targetU))
 	}()
 
 	// Before: the broker takes events.
 	o.enqueueRound()
-	waitFor(t, "the first events on the wire", 60*time.Second, o.delivered)
+	testkit.Eventually(t, "the first events on the wire", 60*time.Second, o.delivered)
 
 	// The outage begins while events come: both targets pause.
 	o.cut(true)
 	o.enqueueRound()
-	waitFor(t, "both targets paused", 30*time.Second, func() bool { return o.paused(true) })
+	testkit.Eventually(t, "both targets paused", 30*time.Second, func() bool { return o.paused(true) })
 	for _, tg := range []string{targetP, targetU} {
-		if v := metric(t, o.reg, "msgx_outbox_target_up", tg); v != 0 {
+		if v := testkit.MetricValue(t, o.reg, "msgx_outbox_target_up", "target", tg); v != 0 {
 			t.Fatalf("%s: msgx_outbox_target_up %v while paused", tg, v)
 		}
 	}
@@ -279,10 +280,10 @@ func (o *outage) runUntil(d time.Duration, except func(id string) bool) {
 		o.step(time.Second)
 	}
 	for _, tg := range []string{targetP, targetU} {
-		if v := metric(t, o.reg, "msgx_outbox_target_up", tg); v != 1 {
+		if v := testkit.MetricValue(t, o.reg, "msgx_outbox_target_up", "target", tg); v != 1 {
 			t.Fatalf("%s: msgx_outbox_target_up %v after the return", tg, v)
 		}
-		if v := metric(t, o.reg, "msgx_outbox_held_total", tg); v == 0 {
+		if v := testkit.MetricValue(t, o.reg, "msgx_outbox_held_total", "target", tg); v == 0 {
 			t.Fatalf("%s: nothing held during the outage", tg)
 		}
 	}
@@ -291,7 +292,7 @@ func (o *outage) runUntil(d time.Duration, except func(id string) bool) {
 			excepted++
 		}
 	}
-	waitFor(t, "every event marked sent", 30*time.Second, func() bool {
+	testkit.Eventually(t, "every event marked sent", 30*time.Second, func() bool {
 		return o.queryInt("SELECT COUNT(*) FROM msgx_outbox") == excepted
 	})
 	charged := "SELECT COUNT(*) FROM msgx_outbox_sent WHERE attempts <> 1"
@@ -342,7 +343,7 @@ func (o *outage) checkOrder() {
 func newOutage(t *testing.T, db *store.DB, b *broker.Broker, wire *wireLog, cut func(bool), topicP, topicU string) *outage {
 	o := &outage{t: t, db: db, clk: clock.NewFake(t0), reg: prometheus.NewRegistry(), pub: &inflight{next: b},
 		wire: wire, cut: cut, topicP: topicP, topicU: topicU, want: map[string]bool{}}
-	o.r = newRelay(t, db, o.clk, outbox.WithRetry(outbox.DefaultRetry), outbox.WithRegisterer(o.reg),
+	o.r = newRelay(t, db, o.clk, outbox.WithRetry(outbox.DefaultRetry()), outbox.WithRegisterer(o.reg),
 		outbox.WithPublishTimeout(outagePublishTimeout),
 		outbox.Target(targetP, o.pub, outbox.PerKey), outbox.Target(targetU, o.pub, outbox.Unordered))
 	return o
@@ -369,7 +370,7 @@ func TestKafkaOutageChargesNothing(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	b := broker.New("kafka", kafka.New(kafka.SeedBrokers(kf.ListenAddrs()...), kafka.WithLogger(quiet())), broker.WithLogger(quiet()))
+	b := broker.New("kafka", kafka.New(kafka.SeedBrokers(kf.ListenAddrs()...), kafka.WithLogger(testkit.Quiet())), broker.WithLogger(testkit.Quiet()))
 	if err := b.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/clock"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"

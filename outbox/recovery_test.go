@@ -8,9 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/msgx/msgx/backoff"
 	"github.com/msgx/msgx/broker"
-	"github.com/msgx/msgx/internal/backoff"
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/clock"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -64,7 +65,7 @@ func TestRecoveryBelowTheFloor(t *testing.T) {
 	// Every event fails once; the watermark (sampled each 20 ms of the
 	// clock, and held back by every transaction on the server) lets the
 	// floor pass them all. The retries are due an hour after t0.
-	waitFor(t, "every event to fail once", 10*time.Second, func() bool {
+	testkit.Eventually(t, "every event to fail once", 10*time.Second, func() bool {
 		var k int
 		if err := db.QueryRow(ctx, "SELECT COUNT(*) FROM msgx_outbox WHERE attempts = 1 AND locked_until IS NULL").Scan(&k); err != nil {
 			t.Fatal(err)
@@ -88,5 +89,5 @@ func TestRecoveryBelowTheFloor(t *testing.T) {
 	}
 	down.Store(false)
 	clk.Set(t0.Add(retry.Initial + 10*time.Millisecond))
-	waitFor(t, "every retry sent without the clock moving on", 10*time.Second, func() bool { return s.count() == n })
+	testkit.Eventually(t, "every retry sent without the clock moving on", 10*time.Second, func() bool { return s.count() == n })
 }

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/msgx/msgx/internal/backoff"
+	"github.com/msgx/msgx/backoff"
 	"github.com/msgx/msgx/internal/dbclock"
 	"github.com/msgx/msgx/store"
 )
@@ -47,13 +47,10 @@ func NewRelay(db *store.DB, opts ...Option) (*Relay, error) {
 		return nil, err
 	}
 	r := &Relay{cfg: cfg, db: db, ops: o, pg: pg, met: newMetrics(cfg.registerer)}
-	if !cfg.clockSet {
-		r.cfg.clock = cfg.hostClock
-	}
 	if pg != nil {
 		r.wm = &watermark{}
-		if !cfg.clockSet {
-			r.dbc = dbclock.New(cfg.hostClock)
+		if !cfg.dbClockOff {
+			r.dbc = dbclock.New(cfg.clock)
 			r.cfg.clock = r.dbc
 		}
 	}

@@ -13,11 +13,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/msgx/msgx/backoff"
 	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/broker/driver"
 	"github.com/msgx/msgx/broker/mem"
-	"github.com/msgx/msgx/internal/backoff"
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/clock"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -231,16 +232,16 @@ func TestRetriesThenDeadThenReplay(t *testing.T) {
 		if page, _ := outbox.ListDead(ctx, db, "u", dead[0].Seq, 10); len(page) != 1 || page[0].EventID != "u-k-2" {
 			t.Fatalf("second page: %+v", page)
 		}
-		if v := metric(t, reg, "msgx_outbox_retried_total", "u"); v != 4 {
+		if v := testkit.MetricValue(t, reg, "msgx_outbox_retried_total", "target", "u"); v != 4 {
 			t.Fatalf("retried metric %v, want 4", v)
 		}
-		if v := metric(t, reg, "msgx_outbox_dead_total", "u"); v != 2 {
+		if v := testkit.MetricValue(t, reg, "msgx_outbox_dead_total", "target", "u"); v != 2 {
 			t.Fatalf("dead metric %v, want 2", v)
 		}
 
 		broken.Store(false)
-		if n, err := outbox.Replay(ctx, db, clk.Now(), "u-k-1", "no-such-event"); err != nil || n != 1 {
-			t.Fatalf("Replay: %d, %v", n, err)
+		if res, err := outbox.Replay(ctx, db, clk.Now(), outbox.ReplayRequest{EventIDs: []string{"u-k-1", "no-such-event"}, Actor: "test"}); err != nil || len(res.Replayed) != 1 {
+			t.Fatalf("Replay: %+v, %v", res, err)
 		}
 		rec = get(t, db, "u-k-1")
 		if rec.Status != outbox.StatusPending || rec.Attempts != 0 || rec.LastError != "connection refused" {
@@ -249,43 +250,17 @@ func TestRetriesThenDeadThenReplay(t *testing.T) {
 		if st := flush(t, r); st.Published != 1 {
 			t.Fatalf("after replay by id: %+v", st)
 		}
-		if n, err := outbox.ReplayTarget(ctx, db, clk.Now(), "u"); err != nil || n != 1 {
-			t.Fatalf("ReplayTarget: %d, %v", n, err)
+		if res, err := outbox.Replay(ctx, db, clk.Now(), outbox.ReplayRequest{Target: "u", Actor: "test"}); err != nil || len(res.Replayed) != 1 {
+			t.Fatalf("Replay of the target: %+v, %v", res, err)
 		}
 		flush(t, r)
 		if got := s.ids(); !slices.Equal(got, []string{"u-k-1", "u-k-2"}) {
 			t.Fatalf("sink got %v", got)
 		}
-		if v := metric(t, reg, "msgx_outbox_published_total", "u"); v != 2 {
+		if v := testkit.MetricValue(t, reg, "msgx_outbox_published_total", "target", "u"); v != 2 {
 			t.Fatalf("published metric %v, want 2", v)
 		}
 	})
-}
-
-// metric reads a counter or gauge of one target from the registry.
-func metric(t *testing.T, reg *prometheus.Registry, name, target string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "target" && l.GetValue() == target {
-					if m.Counter != nil {
-						return m.Counter.GetValue()
-					}
-					return m.Gauge.GetValue()
-				}
-			}
-		}
-	}
-	t.Fatalf("metric %s{target=%q} not found", name, target)
-	return 0
 }
 
 func TestPoisonEventFailsOnlyItself(t *testing.T) {
@@ -504,7 +479,7 @@ func TestCompactedLaneFlushPeriod(t *testing.T) {
 			cancel()
 			<-stopped
 		}()
-		waitFor(t, "the first flush", 10*time.Second, func() bool { return s.count() == 1 })
+		testkit.Eventually(t, "the first flush", 10*time.Second, func() bool { return s.count() == 1 })
 		// Parked: the lane on its flush period, maintenance on its interval.
 		if !clk.WaitForWaiters(ctx.Done(), 2) {
 			t.Fatal("relay not parked")
@@ -515,7 +490,7 @@ func TestCompactedLaneFlushPeriod(t *testing.T) {
 			t.Fatal("the lane woke up before its flush period")
 		}
 		clk.Advance(time.Millisecond)
-		waitFor(t, "the second flush", 10*time.Second, func() bool { return s.count() == 2 })
+		testkit.Eventually(t, "the second flush", 10*time.Second, func() bool { return s.count() == 2 })
 		if got := s.ids(); got[1] != "c-A-4" {
 			t.Fatalf("second flush sent %v", got)
 		}
@@ -580,7 +555,7 @@ func TestRunRelaysAndStopsCleanly(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		stopped := make(chan error, 1)
 		go func() { stopped <- r.Run(ctx) }()
-		waitFor(t, "95 events", 10*time.Second, func() bool { return s.count() == 95 })
+		testkit.Eventually(t, "95 events", 10*time.Second, func() bool { return s.count() == 95 })
 		if err := r.Run(ctx); err == nil {
 			t.Fatal("a second Run of the same relay started")
 		}
@@ -637,7 +612,7 @@ func TestLagMetric(t *testing.T) {
 		if err != nil || lag["u"] != 90*time.Second {
 			t.Fatalf("lag %v, %v", lag, err)
 		}
-		if v := metric(t, reg, "msgx_outbox_lag_seconds", "u"); v != 90 {
+		if v := testkit.MetricValue(t, reg, "msgx_outbox_lag_seconds", "target", "u"); v != 90 {
 			t.Fatalf("lag gauge %v", v)
 		}
 	})
@@ -677,7 +652,7 @@ func TestThroughTheBrokerPort(t *testing.T) {
 	db := storetest.NewPostgres(t, store.WithMigrate(outbox.Schema()))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	b := broker.New("mem", mem.New(mem.NewServer()), broker.WithLogger(quiet()))
+	b := broker.New("mem", mem.New(mem.NewServer()), broker.WithLogger(testkit.Quiet()))
 	if err := b.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -697,7 +672,7 @@ func TestThroughTheBrokerPort(t *testing.T) {
 	r := newRelay(t, db, clock.NewFake(t0), outbox.Target("p", b, outbox.PerKey))
 	enqueue(t, db, t0, ev("p", "A", 1), ev("p", "A", 2))
 	flush(t, r)
-	waitFor(t, "two deliveries", 10*time.Second, func() bool {
+	testkit.Eventually(t, "two deliveries", 10*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(got) == 2

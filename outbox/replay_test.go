@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/msgx/msgx/broker"
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/clock"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -46,7 +46,7 @@ func TestReplayNeverGoesBackInTime(t *testing.T) {
 			t.Fatalf("A:2 not sent: %+v", st)
 		}
 
-		res, err := outbox.ReplayEvents(ctx, db, clk.Now(), outbox.ReplayRequest{
+		res, err := outbox.Replay(ctx, db, clk.Now(), outbox.ReplayRequest{
 			EventIDs: []string{"c-A-1", "c-B-1"}, Actor: "ops@example", Reason: "broker fixed"})
 		if err != nil {
 			t.Fatal(err)
@@ -71,7 +71,7 @@ func TestReplayNeverGoesBackInTime(t *testing.T) {
 		if actor != "ops@example" || reason != "broker fixed" || selector != "ids" || replayed != `["c-B-1"]` || covered != `["c-A-1"]` {
 			t.Fatalf("audit: %q %q %q %q %q", actor, reason, selector, replayed, covered)
 		}
-		if _, err := outbox.ReplayEvents(ctx, db, clk.Now(), outbox.ReplayRequest{Target: "c"}); err == nil {
+		if _, err := outbox.Replay(ctx, db, clk.Now(), outbox.ReplayRequest{Target: "c"}); err == nil {
 			t.Fatal("a replay without an actor was accepted")
 		}
 	})

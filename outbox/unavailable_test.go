@@ -11,7 +11,8 @@ import (
 
 	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/broker/driver"
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/clock"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -35,7 +36,7 @@ func TestSendErrorClasses(t *testing.T) {
 			}
 			return false, driver.Classify(driver.ErrorCode(c), errors.New(driver.ErrorCode(c).String()+" send"))
 		}}
-		r := newRelay(t, db, clk, outbox.WithRetry(outbox.DefaultRetry), outbox.WithRegisterer(reg),
+		r := newRelay(t, db, clk, outbox.WithRetry(outbox.DefaultRetry()), outbox.WithRegisterer(reg),
 			outbox.Target("p", s, outbox.PerKey))
 
 		// Unknown: charged, retried after the backoff.
@@ -79,10 +80,10 @@ func TestSendErrorClasses(t *testing.T) {
 		if !ts.Paused || !ts.PausedSince.Equal(clk.Now()) || ts.LastError != "unavailable send" || ts.Target != "p" {
 			t.Fatalf("unavailable: target %+v", ts)
 		}
-		if v := metric(t, reg, "msgx_outbox_target_up", "p"); v != 0 {
+		if v := testkit.MetricValue(t, reg, "msgx_outbox_target_up", "target", "p"); v != 0 {
 			t.Fatalf("target_up %v while unavailable", v)
 		}
-		if v := metric(t, reg, "msgx_outbox_held_total", "p"); v != 3 {
+		if v := testkit.MetricValue(t, reg, "msgx_outbox_held_total", "target", "p"); v != 3 {
 			t.Fatalf("held_total %v, want 3", v)
 		}
 		// A broker still down: charged nothing however often it is tried.
@@ -104,7 +105,7 @@ func TestSendErrorClasses(t *testing.T) {
 		if ts := r.Targets()[0]; ts.Paused {
 			t.Fatalf("back: target still paused: %+v", ts)
 		}
-		if v := metric(t, reg, "msgx_outbox_target_up", "p"); v != 1 {
+		if v := testkit.MetricValue(t, reg, "msgx_outbox_target_up", "target", "p"); v != 1 {
 			t.Fatalf("target_up %v after the broker came back", v)
 		}
 		if n := countStatus(t, db, outbox.StatusDead); n != 1 {
@@ -127,7 +128,7 @@ func TestRejectedBatchChargesOnlyTheRejectedEvent(t *testing.T) {
 			}
 			return true, nil
 		}}
-		r := newRelay(t, db, clk, outbox.WithRetry(outbox.DefaultRetry), outbox.Target("p", s, outbox.PerKey))
+		r := newRelay(t, db, clk, outbox.WithRetry(outbox.DefaultRetry()), outbox.Target("p", s, outbox.PerKey))
 		enqueue(t, db, t0, ev("p", "A", 1), ev("p", "B", 1), ev("p", "C", 1))
 		if st := flush(t, r); st.Published != 2 || st.Dead != 1 || st.Retried != 0 {
 			t.Fatalf("flush: %+v", st)

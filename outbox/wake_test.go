@@ -5,7 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/clock"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -38,7 +39,7 @@ func TestWakeOnCommit(t *testing.T) {
 			outbox.WithCleanupInterval(time.Hour), outbox.Target("u", s, outbox.Unordered, outbox.Workers(1)))
 		runParked(t, r, clk)
 		enqueue(t, db, t0, ev("u", "k", 1))
-		waitFor(t, "the event, woken by its commit", 10*time.Second, func() bool { return s.count() == 1 })
+		testkit.Eventually(t, "the event, woken by its commit", 10*time.Second, func() bool { return s.count() == 1 })
 	})
 }
 
@@ -50,7 +51,7 @@ func TestWakeAcrossProcesses(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	open := func() *store.DB {
-		db, err := store.Open(ctx, dsn, store.WithMigrate(outbox.Schema()), store.WithLogger(quiet()))
+		db, err := store.Open(ctx, dsn, store.WithMigrate(outbox.Schema()), store.WithLogger(testkit.Quiet()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,6 +66,6 @@ func TestWakeAcrossProcesses(t *testing.T) {
 	runParked(t, r, clk)
 	for i := 1; i <= 3; i++ {
 		enqueue(t, producerDB, t0, ev("p", "k", i))
-		waitFor(t, "the event, woken by a notification", 10*time.Second, func() bool { return s.count() == i })
+		testkit.Eventually(t, "the event, woken by a notification", 10*time.Second, func() bool { return s.count() == i })
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/clock"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )

@@ -13,11 +13,11 @@ import (
 	"time"
 
 	"github.com/msgx/msgx/admin"
+	"github.com/msgx/msgx/backoff"
 	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/broker/driver"
+	"github.com/msgx/msgx/clock"
 	"github.com/msgx/msgx/inbox"
-	"github.com/msgx/msgx/internal/backoff"
-	"github.com/msgx/msgx/internal/clock"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/pipeline/sis"
 	"github.com/msgx/msgx/store"

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/msgx/msgx/admin"
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/clock"
 	"github.com/msgx/msgx/pipeline/sis"
 	"github.com/msgx/msgx/pipeline/sis/sistest"
 	"github.com/msgx/msgx/store"

@@ -26,6 +26,10 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/outbox"
+	"github.com/msgx/msgx/source/mailbox"
 )
 
 // Profiles.
@@ -518,26 +522,27 @@ func (c *Config) setDefaults() {
 		orDefault(&m.Table, "cminmsgs")
 		orDefault(&m.ProcessedValue, "PROCESSED")
 		orDefault(&m.Shared, ptr(m.Kind == MailboxMySQL))
-		orDefault(&m.PollInterval, Duration(time.Second))
-		orDefault(&m.ClaimBatch, 50)
-		orDefault(&m.ScansPerCommit, 10)
-		orDefault(&m.MaxCommitDelay, Duration(time.Minute))
+		orDefault(&m.PollInterval, Duration(mailbox.DefaultPollInterval))
+		orDefault(&m.ClaimBatch, mailbox.DefaultClaimBatch)
+		orDefault(&m.ScansPerCommit, mailbox.DefaultScansPerCommit)
+		orDefault(&m.MaxCommitDelay, Duration(mailbox.DefaultMaxCommitDelay))
 		orDefault(&m.LateRows, LateRowsRefuse)
-		orDefault(&m.UnreadableAfter, Duration(30*time.Second))
+		orDefault(&m.UnreadableAfter, Duration(mailbox.DefaultUnreadableAfter))
 		c.Mailboxes[name] = m
 	}
 	for name, s := range c.Streams {
-		orDefault(&s.GroupSize, 50)
-		orDefault(&s.MaxAttempts, 5)
-		orDefault(&s.Backoff.Initial, Duration(time.Second))
-		orDefault(&s.Backoff.Max, Duration(time.Minute))
-		orDefault(&s.HeadDeadline, Duration(10*time.Minute))
-		orDefault(&s.PollInterval, Duration(time.Second))
-		orDefault(&s.Lease, Duration(30*time.Second))
+		backoff := inbox.DefaultBackoff()
+		orDefault(&s.GroupSize, inbox.DefaultGroupSize)
+		orDefault(&s.MaxAttempts, inbox.DefaultMaxAttempts)
+		orDefault(&s.Backoff.Initial, Duration(backoff.Initial))
+		orDefault(&s.Backoff.Max, Duration(backoff.Max))
+		orDefault(&s.HeadDeadline, Duration(inbox.DefaultHeadDeadline))
+		orDefault(&s.PollInterval, Duration(inbox.DefaultPollInterval))
+		orDefault(&s.Lease, Duration(inbox.DefaultLease))
 		orDefault(&s.Backfill, ptr(true))
-		orDefault(&s.BackfillEvery, Duration(30*time.Second))
-		orDefault(&s.OverdueBackfill, Duration(time.Hour))
-		orDefault(&s.BackfillBatch, 100)
+		orDefault(&s.BackfillEvery, Duration(inbox.DefaultBackfillEvery))
+		orDefault(&s.OverdueBackfill, Duration(inbox.DefaultBackfillOverdue))
+		orDefault(&s.BackfillBatch, inbox.DefaultBackfillBatch)
 		for sn, src := range s.Sources {
 			orDefault(&src.MaxBytes, 16<<20-1)
 			s.Sources[sn] = src
@@ -549,24 +554,25 @@ func (c *Config) setDefaults() {
 		c.Pipelines[name] = p
 	}
 	r := &c.Relay
-	orDefault(&r.MaxAttempts, 5)
-	orDefault(&r.Backoff.Initial, Duration(time.Second))
-	orDefault(&r.Backoff.Max, Duration(time.Minute))
-	orDefault(&r.Lease, Duration(time.Minute))
-	orDefault(&r.PublishTimeout, Duration(15*time.Second))
-	orDefault(&r.PollInterval, Duration(100*time.Millisecond))
-	orDefault(&r.Retention, Duration(24*time.Hour))
+	retry := outbox.DefaultRetry()
+	orDefault(&r.MaxAttempts, retry.MaxAttempts)
+	orDefault(&r.Backoff.Initial, Duration(retry.Initial))
+	orDefault(&r.Backoff.Max, Duration(retry.Max))
+	orDefault(&r.Lease, Duration(outbox.DefaultLease))
+	orDefault(&r.PublishTimeout, Duration(outbox.DefaultPublishTimeout))
+	orDefault(&r.PollInterval, Duration(outbox.DefaultPollInterval))
+	orDefault(&r.Retention, Duration(outbox.DefaultRetention))
 	for name, t := range r.Targets {
-		orDefault(&t.Lane, "per-key")
-		orDefault(&t.Batch, 500)
+		orDefault(&t.Lane, outbox.PerKey.String())
+		orDefault(&t.Batch, outbox.DefaultBatch)
 		if t.Workers == 0 {
-			t.Workers = 2
-			if t.Lane == "compacted" {
-				t.Workers = 1
+			t.Workers = outbox.DefaultWorkers
+			if t.Lane == outbox.Compacted.String() {
+				t.Workers = outbox.DefaultCompactedWorkers
 			}
 		}
-		orDefault(&t.FlushPeriod, Duration(3*time.Second))
-		orDefault(&t.FlushLimit, 500)
+		orDefault(&t.FlushPeriod, Duration(outbox.DefaultFlushPeriod))
+		orDefault(&t.FlushLimit, outbox.DefaultFlushLimit)
 		r.Targets[name] = t
 	}
 	orDefault(&c.Tracing.ServiceName, "msgx")

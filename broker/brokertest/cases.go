@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/msgx/msgx/backoff"
 	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/broker/driver"
-	"github.com/msgx/msgx/internal/backoff"
 )
 
 var errTransient = errors.New("transient failure")

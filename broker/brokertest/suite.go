@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/msgx/msgx/backoff"
 	"github.com/msgx/msgx/broker"
-	"github.com/msgx/msgx/internal/backoff"
 )
 
 // Case is one conformance case.

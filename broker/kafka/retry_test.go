@@ -10,10 +10,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/msgx/msgx/backoff"
 	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/broker/driver"
 	"github.com/msgx/msgx/broker/kafka"
-	"github.com/msgx/msgx/internal/backoff"
 )
 
 // attempt is one handler run of group A.

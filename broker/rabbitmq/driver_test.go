@@ -17,6 +17,7 @@ import (
 
 	"github.com/msgx/msgx/broker/driver"
 	"github.com/msgx/msgx/broker/rabbitmq"
+	"github.com/msgx/msgx/internal/testkit"
 )
 
 // These tests drive the adapter directly (without the port) at the edges the
@@ -208,38 +209,15 @@ func TestPublishDuringOutage(t *testing.T) {
 	// The caller's deadline covers the reconnect: one call succeeds.
 	publish(t, d, topic, "after")
 
-	if got := metricValue(t, reg, "msgx_rabbitmq_connection_losses_total", "publish"); got != 1 {
+	if got := testkit.MetricValue(t, reg, "msgx_rabbitmq_connection_losses_total", "role", "publish"); got != 1 {
 		t.Errorf("publish connection losses = %v, want 1", got)
 	}
-	if got := metricValue(t, reg, "msgx_rabbitmq_reconnects_total", "publish"); got != 1 {
+	if got := testkit.MetricValue(t, reg, "msgx_rabbitmq_reconnects_total", "role", "publish"); got != 1 {
 		t.Errorf("publish reconnects = %v, want 1", got)
 	}
-	if got := metricValue(t, reg, "msgx_rabbitmq_connection_up", "publish"); got != 1 {
+	if got := testkit.MetricValue(t, reg, "msgx_rabbitmq_connection_up", "role", "publish"); got != 1 {
 		t.Errorf("publish connection up = %v after the reconnect, want 1", got)
 	}
-}
-
-// metricValue returns one series of reg, labelled with role.
-func metricValue(t *testing.T, reg *prometheus.Registry, name, role string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("gather: %v", err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == "role" && lp.GetValue() == role {
-					return m.GetCounter().GetValue() + m.GetGauge().GetValue()
-				}
-			}
-		}
-	}
-	t.Fatalf("metric %s{role=%q} not found", name, role)
-	return 0
 }
 
 func TestDeliveriesOfADeadChannel(t *testing.T) {

@@ -43,8 +43,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/msgx/msgx/backoff"
 	"github.com/msgx/msgx/broker/driver"
-	"github.com/msgx/msgx/internal/backoff"
 )
 
 // DefaultURL is the broker address used when WithURL is not given.

@@ -14,10 +14,10 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/msgx/msgx/backoff"
 	"github.com/msgx/msgx/broker/brokertest"
 	"github.com/msgx/msgx/broker/driver"
 	"github.com/msgx/msgx/broker/rabbitmq"
-	"github.com/msgx/msgx/internal/backoff"
 )
 
 // brokerAddr is the local RabbitMQ; MSGX_RABBITMQ_ADDR overrides it.

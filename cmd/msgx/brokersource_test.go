@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/pipeline/sis/traffic"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -122,7 +123,7 @@ relay:
 	settled := func(what string, n, distinct int) []inboxRow {
 		t.Helper()
 		var rows []inboxRow
-		waitUntil(t, what, 90*time.Second, func() bool {
+		testkit.Eventually(t, what, 90*time.Second, func() bool {
 			rows = inboxRows(t, ctx, db, "sis")
 			seen := make(map[string]bool, len(rows))
 			for _, r := range rows {
@@ -202,7 +203,7 @@ relay:
 	// kill -9 while the rest goes in: the offsets of deliveries the inbox
 	// committed may not be committed to Kafka yet.
 	publish(msgs[60:])
-	waitUntil(t, "more messages in the inbox", 60*time.Second, func() bool { return len(inboxRows(t, ctx, db, "sis")) > 70 })
+	testkit.Eventually(t, "more messages in the inbox", 60*time.Second, func() bool { return len(inboxRows(t, ctx, db, "sis")) > 70 })
 	if err := svc.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}

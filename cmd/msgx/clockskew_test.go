@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/msgx/msgx/app/config"
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/clock"
 )
 
 func TestClockFromEnv(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/pipeline/sis"
 	"github.com/msgx/msgx/pipeline/sis/traffic"
@@ -85,7 +86,7 @@ func TestConsoleBrowser(t *testing.T) {
 			t.Fatalf("ingress: %d %s", resp.StatusCode, b)
 		}
 	}
-	waitUntil(t, "flight 15 to be DELETED at version 40", 60*time.Second, func() bool {
+	testkit.Eventually(t, "flight 15 to be DELETED at version 40", 60*time.Second, func() bool {
 		code, b := svc.get(t, "/v1/flights?flid=15", readTok)
 		var page sis.FlightPage
 		return code == 200 && json.Unmarshal(b, &page) == nil && len(page.Flights) == 1 &&
@@ -102,11 +103,11 @@ func TestConsoleBrowser(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the event for the missing topic to go DEAD", 30*time.Second, func() bool {
+	testkit.Eventually(t, "the event for the missing topic to go DEAD", 30*time.Second, func() bool {
 		r, err := outbox.Get(ctx, db, "late-ui")
 		return err == nil && r.Status == outbox.StatusDead
 	})
-	waitUntil(t, "the hostile message to go DEAD", 30*time.Second, func() bool {
+	testkit.Eventually(t, "the hostile message to go DEAD", 30*time.Second, func() bool {
 		code, b := svc.get(t, "/v1/dead?source=inbox", readTok)
 		return code == 200 && bytes.Contains(b, []byte(`"MALFORMED"`))
 	})

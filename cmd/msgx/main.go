@@ -13,7 +13,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/msgx/msgx/internal/buildinfo"
+	"github.com/msgx/msgx/buildinfo"
 	"github.com/spf13/cobra"
 
 	// The time zone database in the binary: an airport's zone

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/msgx/msgx/admin"
-	"github.com/msgx/msgx/internal/buildinfo"
+	"github.com/msgx/msgx/buildinfo"
 	"github.com/spf13/cobra"
 )
 

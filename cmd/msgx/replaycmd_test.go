@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/msgx/msgx/admin"
+	"github.com/msgx/msgx/backoff"
 	"github.com/msgx/msgx/inbox"
-	"github.com/msgx/msgx/internal/backoff"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/pipeline/sis/traffic"
 	"github.com/msgx/msgx/source/mailbox"
 	"github.com/msgx/msgx/store"
@@ -58,7 +59,7 @@ func TestKilledInstanceResumesAtOnce(t *testing.T) {
 
 	svc := startService(t, bin, env)
 	insert(msgs[:5])
-	waitUntil(t, "the first rows processed", 60*time.Second, finished(5))
+	testkit.Eventually(t, "the first rows processed", 60*time.Second, finished(5))
 	h, ok, err := inbox.HolderOf(ctx, db, "sis")
 	if err != nil || !ok || time.Until(h.Expires) < 10*time.Second {
 		t.Fatalf("the lease before the kill: %+v %v %v (want one with most of its 30 s left)", h, ok, err)
@@ -71,7 +72,7 @@ func TestKilledInstanceResumesAtOnce(t *testing.T) {
 
 	svc = startService(t, bin, env)
 	up := time.Now()
-	waitUntil(t, "the rows written during the restart processed", 5*time.Second, finished(10))
+	testkit.Eventually(t, "the rows written during the restart processed", 5*time.Second, finished(10))
 	t.Logf("pumping again %s after the restarted process was up (the dead run's lease had %s left at the kill)",
 		time.Since(up).Round(10*time.Millisecond), time.Until(h.Expires).Round(time.Second))
 	after, _, err := inbox.HolderOf(ctx, db, "sis")

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/store/storetest"
 )
 
@@ -78,7 +79,7 @@ func TestRouteCommand(t *testing.T) {
 	}
 	// The counter moves after the commit whose events were just read: wait
 	// for it, within a bound.
-	waitUntil(t, "the ingested record in /metrics", 30*time.Second, func() bool {
+	testkit.Eventually(t, "the ingested record in /metrics", 30*time.Second, func() bool {
 		resp, err := http.Get(base + "/metrics")
 		if err != nil {
 			t.Fatal(err)

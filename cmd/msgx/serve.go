@@ -11,8 +11,8 @@ import (
 
 	"github.com/msgx/msgx/app"
 	"github.com/msgx/msgx/app/config"
-	"github.com/msgx/msgx/internal/clock"
-	"github.com/msgx/msgx/internal/failpoint"
+	"github.com/msgx/msgx/clock"
+	"github.com/msgx/msgx/failpoint"
 )
 
 func newServeCmd() *cobra.Command {
@@ -37,7 +37,8 @@ back unsettled, and exits 0. See docs/operations.md.`,
 				return err
 			}
 			if check {
-				fmt.Fprintf(cmd.OutOrStdout(), "configuration valid (profile %s); keys:\n  %s\n", cfg.Profile, strings.Join(config.Keys(cfg), "\n  "))
+				fmt.Fprintf(cmd.OutOrStdout(), "configuration valid (profile %s); effective values (secrets redacted; %s and a key's path in upper case overrides it):\n  %s\n",
+					cfg.Profile, config.EnvPrefix, strings.Join(config.Values(cfg), "\n  "))
 				return nil
 			}
 			clk, skew, err := clockFromEnv(os.Getenv, cfg.Profile)
@@ -64,7 +65,7 @@ back unsettled, and exits 0. See docs/operations.md.`,
 		},
 	}
 	cmd.Flags().StringVar(&path, "config", "", "configuration file (default: MSGX_CONFIG, else the embedded default)")
-	cmd.Flags().BoolVar(&check, "check", false, "validate the configuration, list its keys and exit")
+	cmd.Flags().BoolVar(&check, "check", false, "validate the configuration, print every key with its effective value (secrets redacted) and exit")
 	return cmd
 }
 
@@ -110,8 +111,8 @@ func clockFromEnv(getenv func(string) string, profile string) (clock.Clock, time
 }
 
 // Failpoints are a test setting too: the reliability campaign arms one to
-// crash an instance inside a window that matters (package
-// internal/failpoint). Read once here and handed down like the clock.
+// crash an instance inside a window that matters (package failpoint).
+// Read once here and handed down like the clock.
 const (
 	// EnvFailpoints arms failpoints: "POINT=N,..." (at the Nth time POINT is
 	// reached the process kills itself with SIGKILL).

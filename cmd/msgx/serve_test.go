@@ -37,6 +37,7 @@ import (
 	"github.com/msgx/msgx/admin"
 	"github.com/msgx/msgx/deploy"
 	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/pipeline/sis"
 	"github.com/msgx/msgx/pipeline/sis/traffic"
@@ -203,17 +204,6 @@ func (s *service) get(t *testing.T, path, token string) (int, []byte) {
 	return resp.StatusCode, b
 }
 
-func waitUntil(t *testing.T, what string, limit time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", limit, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // record is what the consumer keeps of a Kafka record.
 type record struct {
 	topic, key, id string
@@ -322,204 +312,288 @@ func expectedOutcome(t *testing.T, msg []byte) (inbox.Status, string) {
 // configuration against PostgreSQL, a MariaDB mailbox and a Kafka (kfake):
 // traffic through the mailbox and the HTTP ingress, /metrics, the admin API
 // and its scopes, an inbox and an outbox dead letter, a replay, an exported
-// trace, and SIGTERM with messages in flight, none of them lost.
+// trace, and SIGTERM with messages in flight, none of them lost. Each step
+// builds on the ones before it, so the first step that fails ends the test.
 func TestServeProduction(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	bin := buildMsgx(t)
-	deps := newProdDeps(t, ctx)
-	mb, tableName, seeds := deps.mb, deps.table, deps.seeds
-	pgDSN := deps.pgDSN
+	r := newProdRun(t)
+	for _, step := range []struct {
+		name string
+		run  func(t *testing.T)
+	}{
+		{"traffic through the mailbox and the ingress", r.traffic},
+		{"admin scopes", r.adminScopes},
+		{"inbox dead letter", r.inboxDeadLetter},
+		{"outbox dead letter and replay", r.outboxDeadLetter},
+		{"backfill", r.backfill},
+		{"metrics and readiness", r.metrics},
+		{"SIGTERM with work in flight", r.sigterm},
+		{"sis.msg and sis.schd on Kafka", r.kafkaRecords},
+		{"trace", r.trace},
+	} {
+		if !t.Run(step.name, step.run) {
+			return
+		}
+	}
+}
 
-	otlp := &otlpReceiver{}
+// prodRun is the state TestServeProduction's steps share: the service, its
+// dependencies, the traffic sent and the outcome expected of each message.
+type prodRun struct {
+	ctx    context.Context
+	bin    string
+	deps   *prodDeps
+	env    []string
+	otlp   *otlpReceiver
+	svc    *service
+	cons   *consumer
+	db     *store.DB
+	cliEnv []string
+
+	// msgs is the traffic; before, the mailbox rows older than the start
+	// position; first and late, the messages sent before and at SIGTERM.
+	msgs                [][]byte
+	before, first, late []int64
+	expect              map[int64]prodOutcome
+	succeeded           int
+	// base numbers the traffic's SEQNs; unknown is the flight of a FLOP
+	// nobody knows; badID, the id of the malformed message.
+	base           int64
+	unknown, badID string
+	// flights are the flights as stored after the last step that sends.
+	flights map[string]*sis.Flight
+}
+
+// prodOutcome is what a message sent must end as.
+type prodOutcome struct {
+	status inbox.Status
+	reason string
+}
+
+// newProdRun builds the binary, starts its dependencies, an OTLP receiver
+// and the service, and a consumer of its topics.
+func newProdRun(t *testing.T) *prodRun {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	r := &prodRun{ctx: ctx, bin: buildMsgx(t), deps: newProdDeps(t, ctx), otlp: &otlpReceiver{}, expect: map[int64]prodOutcome{}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = http.Serve(ln, otlp) }()
+	go func() { _ = http.Serve(ln, r.otlp) }()
 	t.Cleanup(func() { _ = ln.Close() })
 
 	// Real SIS traffic: the bundled messages the way the demo feeds them
 	// (the schedule first, the composed ADFT, then the rest), each with a
 	// fresh SEQN.
-	base := time.Now().UnixNano() % 1_000_000_000
-	msgs, err := traffic.Ordered(base)
-	if err != nil {
+	r.base = time.Now().UnixNano() % 1_000_000_000
+	if r.msgs, err = traffic.Ordered(r.base); err != nil {
 		t.Fatal(err)
 	}
-	older, err := traffic.Ordered(base + 1000)
+	older, err := traffic.Ordered(r.base + 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Rows the legacy system handled before msgx first started: the sample
 	// configuration's start position (from-now) skips them.
-	var before []int64
 	for _, m := range older[:2] {
-		id, err := mb.Insert(ctx, m, time.Now(), mailbox.Meta{})
+		id, err := r.deps.mb.Insert(ctx, m, time.Now(), mailbox.Meta{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		before = append(before, id)
+		r.before = append(r.before, id)
 	}
+	r.unknown = strconv.FormatInt(900_000_000+r.base, 10)
 
-	env := append(deps.env(),
+	r.env = append(r.deps.env(),
 		"OTEL_TRACES_EXPORTER=otlp",
 		"OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
 		"OTEL_EXPORTER_OTLP_ENDPOINT=http://"+ln.Addr().String(),
 		"OTEL_BSP_SCHEDULE_DELAY=100",
 	)
-	svc := startService(t, bin, env)
-	cons := consume(t, ctx, seeds, "sis.msg", "sis.schd", "late")
-	db, err := store.Open(ctx, pgDSN)
+	r.svc = startService(t, r.bin, r.env)
+	r.cliEnv = []string{"MSGX_ADMIN_URL=http://" + r.svc.admin}
+	r.cons = consume(t, ctx, r.deps.seeds, "sis.msg", "sis.schd", "late")
+	// Cancelled again before the consumer's cleanup (cleanups run last
+	// registered first), which waits for its loop to end with ctx.
+	t.Cleanup(cancel)
+	if r.db, err = store.Open(ctx, r.deps.pgDSN); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.db.Close)
+	return r
+}
+
+// insert writes msgs to the mailbox and notes what each must end as.
+func (r *prodRun) insert(t *testing.T, msgs [][]byte) []int64 {
+	t.Helper()
+	var ids []int64
+	for _, m := range msgs {
+		id, err := r.deps.mb.Insert(r.ctx, m, time.Now(), mailbox.Meta{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, reason := expectedOutcome(t, m)
+		r.expect[id] = prodOutcome{st, reason}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// post sends body to the HTTP ingress.
+func (r *prodRun) post(t *testing.T, body []byte) (int, string) {
+	t.Helper()
+	resp, err := http.Post("http://"+r.svc.ingest+"/cminmsgs/send", "application/xml", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
 
-	// outcome is what each message sent must end as.
-	type outcome struct {
-		status inbox.Status
-		reason string
+// postOK sends body to the HTTP ingress and wants it taken in.
+func (r *prodRun) postOK(t *testing.T, body []byte) int64 {
+	t.Helper()
+	code, id := r.post(t, body)
+	n, err := strconv.ParseInt(id, 10, 64)
+	if code != 200 || err != nil {
+		t.Fatalf("ingress: %d %s", code, id)
 	}
-	expect := map[int64]outcome{}
-	// Traffic: rows written to the mailbox, then messages posted to the
-	// ingress, a FLOP on a flight nobody knows and a malformed body.
-	var first []int64
-	for _, m := range msgs[:60] {
-		id, err := mb.Insert(ctx, m, time.Now(), mailbox.Meta{})
-		if err != nil {
+	return n
+}
+
+// settled waits until every message of ids is terminal, then wants the
+// outcome expected of each.
+func (r *prodRun) settled(t *testing.T, what string, ids []int64) {
+	t.Helper()
+	rows := map[int64]inbox.Row{}
+	testkit.Eventually(t, what, 90*time.Second, func() bool {
+		for _, id := range ids {
+			if rows[id].Status.Terminal() {
+				continue
+			}
+			row, err := inbox.Get(r.ctx, r.db, "sis", id)
+			if err != nil && !errors.Is(err, inbox.ErrNotFound) {
+				t.Fatal(err)
+			}
+			if !row.Status.Terminal() {
+				return false
+			}
+			rows[id] = row
+		}
+		return true
+	})
+	for _, id := range ids {
+		if row, want := rows[id], r.expect[id]; row.Status != want.status || row.Reason != want.reason {
+			t.Errorf("message %d (%s): %s %q, want %s %q", id, row.Kind, row.Status, row.Reason, want.status, want.reason)
+		}
+	}
+}
+
+// msgEvents are the ids of the outbox's sis.msg events, sent or not.
+func (r *prodRun) msgEvents(t *testing.T) map[string]bool {
+	t.Helper()
+	rows, err := r.db.Query(r.ctx, "SELECT event_id FROM msgx_outbox_sent WHERE topic = 'sis.msg' UNION ALL SELECT event_id FROM msgx_outbox WHERE topic = 'sis.msg'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
 			t.Fatal(err)
 		}
-		st, reason := expectedOutcome(t, m)
-		expect[id] = outcome{st, reason}
-		first = append(first, id)
+		out[id] = true
 	}
-	post := func(body []byte) (int, string) {
-		resp, err := http.Post("http://"+svc.ingest+"/cminmsgs/send", "application/xml", bytes.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
+	return out
+}
+
+// cli runs the msgx command against the service's admin API with token.
+func (r *prodRun) cli(token string, args ...string) (string, error) {
+	cmd := exec.Command(r.bin, args...)
+	cmd.Env = append(os.Environ(), append(r.cliEnv, "MSGX_ADMIN_TOKEN="+token)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if err != nil {
+		return out.String() + errb.String(), err
+	}
+	return out.String(), nil
+}
+
+// lastSchd is the newest sis.schd record of each flight on Kafka.
+func (r *prodRun) lastSchd() map[string]record {
+	out := map[string]record{}
+	for _, rec := range r.cons.snapshot() {
+		if rec.topic == "sis.schd" {
+			out[rec.key] = rec
 		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
 	}
-	postOK := func(body []byte) int64 {
-		code, id := post(body)
-		n, err := strconv.ParseInt(id, 10, 64)
-		if code != 200 || err != nil {
-			t.Fatalf("ingress: %d %s", code, id)
-		}
-		return n
-	}
-	for _, m := range msgs[60:100] {
-		id := postOK(m)
+	return out
+}
+
+// traffic: rows written to the mailbox, then messages posted to the
+// ingress, a FLOP on a flight nobody knows and a malformed body; each ends
+// as expected, every msg event reaches Kafka, and the rows older than the
+// start position are not taken in.
+func (r *prodRun) traffic(t *testing.T) {
+	r.first = r.insert(t, r.msgs[:60])
+	for _, m := range r.msgs[60:100] {
+		id := r.postOK(t, m)
 		st, reason := expectedOutcome(t, m)
-		expect[id] = outcome{st, reason}
-		first = append(first, id)
+		r.expect[id] = prodOutcome{st, reason}
+		r.first = append(r.first, id)
 	}
 	flop, err := traffic.Read("FLOP_ACFT_1.xml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	unknown := strconv.FormatInt(900_000_000+base, 10)
-	flop = regexp.MustCompile(`<FLID>[^<]*</FLID>`).ReplaceAll(flop, []byte("<FLID>"+unknown+"</FLID>"))
-	flop = regexp.MustCompile(`<SEQN>[^<]*</SEQN>`).ReplaceAll(flop, []byte("<SEQN>"+strconv.FormatInt(base+500, 10)+"</SEQN>"))
-	noMatch := postOK(flop)
-	expect[noMatch] = outcome{inbox.Skipped, "no-match:unknown FLID " + unknown}
-	first = append(first, noMatch)
-	code, badID := post([]byte("<MSG><not closed"))
+	flop = regexp.MustCompile(`<FLID>[^<]*</FLID>`).ReplaceAll(flop, []byte("<FLID>"+r.unknown+"</FLID>"))
+	flop = regexp.MustCompile(`<SEQN>[^<]*</SEQN>`).ReplaceAll(flop, []byte("<SEQN>"+strconv.FormatInt(r.base+500, 10)+"</SEQN>"))
+	noMatch := r.postOK(t, flop)
+	r.expect[noMatch] = prodOutcome{inbox.Skipped, "no-match:unknown FLID " + r.unknown}
+	r.first = append(r.first, noMatch)
+	code, badID := r.post(t, []byte("<MSG><not closed"))
 	if code != 200 {
 		t.Fatalf("ingress of the malformed message: %d", code)
 	}
-	// settled waits until every message is terminal, then wants the
-	// outcome expected of each.
-	settled := func(what string, ids []int64) {
-		t.Helper()
-		rows := map[int64]inbox.Row{}
-		waitUntil(t, what, 90*time.Second, func() bool {
-			for _, id := range ids {
-				if rows[id].Status.Terminal() {
-					continue
-				}
-				r, err := inbox.Get(ctx, db, "sis", id)
-				if err != nil && !errors.Is(err, inbox.ErrNotFound) {
-					t.Fatal(err)
-				}
-				if !r.Status.Terminal() {
-					return false
-				}
-				rows[id] = r
-			}
-			return true
-		})
-		for _, id := range ids {
-			if r, want := rows[id], expect[id]; r.Status != want.status || r.Reason != want.reason {
-				t.Errorf("message %d (%s): %s %q, want %s %q", id, r.Kind, r.Status, r.Reason, want.status, want.reason)
-			}
+	r.badID = badID
+	r.settled(t, "the first messages to be processed", r.first)
+	for _, id := range r.first {
+		if r.expect[id].status == inbox.Succeeded {
+			r.succeeded++
 		}
 	}
-	settled("the first messages to be processed", first)
-	succeeded := 0
-	for _, id := range first {
-		if expect[id].status == inbox.Succeeded {
-			succeeded++
-		}
-	}
-	// Every msg event of the outbox reaches Kafka.
-	msgEvents := func() map[string]bool {
-		rows, err := db.Query(ctx, "SELECT event_id FROM msgx_outbox_sent WHERE topic = 'sis.msg' UNION ALL SELECT event_id FROM msgx_outbox WHERE topic = 'sis.msg'")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		out := map[string]bool{}
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				t.Fatal(err)
-			}
-			out[id] = true
-		}
-		return out
-	}
-	waitUntil(t, "the msg events on Kafka", 90*time.Second, func() bool {
-		want := msgEvents()
+	testkit.Eventually(t, "the msg events on Kafka", 90*time.Second, func() bool {
+		want := r.msgEvents(t)
 		for id := range want {
-			if !cons.has(id) {
+			if !r.cons.has(id) {
 				return false
 			}
 		}
 		return len(want) > 0
 	})
-	for _, id := range before {
-		if _, err := inbox.Get(ctx, db, "sis", id); !errors.Is(err, inbox.ErrNotFound) {
+	for _, id := range r.before {
+		if _, err := inbox.Get(r.ctx, r.db, "sis", id); !errors.Is(err, inbox.ErrNotFound) {
 			t.Errorf("mailbox row %d, older than the start position, was taken in: %v", id, err)
 		}
 	}
+}
 
-	// The admin API: scopes.
-	if code, _ := svc.get(t, "/v1/status", ""); code != 401 {
+// adminScopes: no token or a wrong one is refused, the read token cannot
+// replay, and msgx status shows the stream and the relay targets.
+func (r *prodRun) adminScopes(t *testing.T) {
+	if code, _ := r.svc.get(t, "/v1/status", ""); code != 401 {
 		t.Errorf("status without a token: %d", code)
 	}
-	if code, _ := svc.get(t, "/v1/status", "not-the-token-0123456789"); code != 401 {
+	if code, _ := r.svc.get(t, "/v1/status", "not-the-token-0123456789"); code != 401 {
 		t.Errorf("status with a wrong token: %d", code)
 	}
-	cliEnv := []string{"MSGX_ADMIN_URL=http://" + svc.admin}
-	cli := func(token string, args ...string) (string, error) {
-		cmd := exec.Command(bin, args...)
-		cmd.Env = append(os.Environ(), append(cliEnv, "MSGX_ADMIN_TOKEN="+token)...)
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		err := cmd.Run()
-		if err != nil {
-			return out.String() + errb.String(), err
-		}
-		return out.String(), nil
-	}
-	if out, err := cli(readTok, "replay", "--ids", badID, "--stream", "sis", "--reason", "try"); err == nil || !strings.Contains(out, "403") {
+	if out, err := r.cli(readTok, "replay", "--ids", r.badID, "--stream", "sis", "--reason", "try"); err == nil || !strings.Contains(out, "403") {
 		t.Errorf("replay with the read-only token: %v %s", err, out)
 	}
-	out, err := cli(readTok, "status")
+	out, err := r.cli(readTok, "status")
 	if err != nil || !strings.Contains(out, "sis") || !strings.Contains(out, "kafka:msg") {
 		t.Errorf("msgx status: %v\n%s", err, out)
 	}
@@ -527,34 +601,41 @@ func TestServeProduction(t *testing.T) {
 	if !strings.Contains(out, "PAUSED") || !regexp.MustCompile(`(?m)^kafka:msg\s.*\sno\s`).MatchString(out) {
 		t.Errorf("msgx status: no PAUSED column, or kafka:msg not shown running:\n%s", out)
 	}
+}
 
-	// The malformed message is a dead letter; it cannot be replayed.
-	waitUntil(t, "the malformed message to go DEAD", 30*time.Second, func() bool {
-		out, err := cli(readTok, "dead", "list", "--source", "inbox", "--json")
+// inboxDeadLetter: the malformed message is a dead letter; it cannot be
+// replayed.
+func (r *prodRun) inboxDeadLetter(t *testing.T) {
+	testkit.Eventually(t, "the malformed message to go DEAD", 30*time.Second, func() bool {
+		out, err := r.cli(readTok, "dead", "list", "--source", "inbox", "--json")
 		var dl admin.DeadList
 		return err == nil && json.Unmarshal([]byte(out), &dl) == nil && len(dl.Inbox) == 1 &&
-			strconv.FormatInt(dl.Inbox[0].ID, 10) == badID && dl.Inbox[0].Class == "MALFORMED"
+			strconv.FormatInt(dl.Inbox[0].ID, 10) == r.badID && dl.Inbox[0].Class == "MALFORMED"
 	})
 	// A refused id makes the command exit non-zero.
-	out, err = cli(opTok, "replay", "--stream", "sis", "--ids", badID, "--reason", "check", "--yes")
+	out, err := r.cli(opTok, "replay", "--stream", "sis", "--ids", r.badID, "--reason", "check", "--yes")
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(out, "not replayable") || !strings.Contains(out, "nothing to replay") {
 		t.Errorf("replay of a MALFORMED message: %v\n%s", err, out)
 	}
-	if out, err := cli(readTok, "dead", "show", "inbox", "sis", badID); err != nil || !strings.Contains(out, "MALFORMED") {
+	if out, err := r.cli(readTok, "dead", "show", "inbox", "sis", r.badID); err != nil || !strings.Contains(out, "MALFORMED") {
 		t.Errorf("dead show: %v\n%s", err, out)
 	}
+}
 
-	// An outbox dead letter: an event for a topic that does not exist yet,
-	// written the way a pipeline writes it; one attempt, then DEAD.
+// outboxDeadLetter: an event for a topic that does not exist yet, written
+// the way a pipeline writes it, is DEAD after its one attempt; once the
+// topic exists, a dry run replays nothing and the replay sends it, audited.
+func (r *prodRun) outboxDeadLetter(t *testing.T) {
+	ctx, db := r.ctx, r.db
 	if err := db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
 		return outbox.Enqueue(ctx, tx, time.Now(), outbox.Event{ID: "late-1", Target: "kafka:msg", Topic: "late", Key: "k", Payload: []byte(`{}`)})
 	}); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the event for the missing topic to go DEAD", 90*time.Second, func() bool {
-		r, err := outbox.Get(ctx, db, "late-1")
-		return err == nil && r.Status == outbox.StatusDead
+	testkit.Eventually(t, "the event for the missing topic to go DEAD", 90*time.Second, func() bool {
+		rec, err := outbox.Get(ctx, db, "late-1")
+		return err == nil && rec.Status == outbox.StatusDead
 	})
 	// It is the only dead event: every other topic exists.
 	var deadIDs []string
@@ -576,7 +657,7 @@ func TestServeProduction(t *testing.T) {
 	if !slices.Equal(deadIDs, []string{"late-1"}) {
 		t.Errorf("dead outbox events %v, want only late-1", deadIDs)
 	}
-	adm := kadm.NewClient(mustClient(t, seeds))
+	adm := kadm.NewClient(mustClient(t, r.deps.seeds))
 	// The sample configuration declares the SIS state topic compacted.
 	rcs, err := adm.DescribeTopicConfigs(ctx, "sis.schd")
 	if err != nil {
@@ -590,40 +671,45 @@ func TestServeProduction(t *testing.T) {
 	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "late"); err != nil {
 		t.Fatal(err)
 	}
-	out, err = cli(opTok, "replay", "--source", "outbox", "--target", "kafka:msg", "--reason", "topic created")
+	out, err := r.cli(opTok, "replay", "--source", "outbox", "--target", "kafka:msg", "--reason", "topic created")
 	if err != nil || !strings.Contains(out, "1 would be replayed: late-1") || !strings.Contains(out, "dry run") {
 		t.Fatalf("dry run of the outbox replay: %v\n%s", err, out)
 	}
-	if r, _ := outbox.Get(ctx, db, "late-1"); r.Status != outbox.StatusDead {
-		t.Fatalf("the dry run replayed: %s", r.Status)
+	if rec, _ := outbox.Get(ctx, db, "late-1"); rec.Status != outbox.StatusDead {
+		t.Fatalf("the dry run replayed: %s", rec.Status)
 	}
-	out, err = cli(opTok, "replay", "--source", "outbox", "--target", "kafka:msg", "--reason", "topic created", "--yes")
+	out, err = r.cli(opTok, "replay", "--source", "outbox", "--target", "kafka:msg", "--reason", "topic created", "--yes")
 	if err != nil || !strings.Contains(out, "1 replayed: late-1") {
 		t.Fatalf("outbox replay: %v\n%s", err, out)
 	}
-	waitUntil(t, "the replayed event on Kafka", 60*time.Second, func() bool { return cons.has("late-1") })
+	testkit.Eventually(t, "the replayed event on Kafka", 60*time.Second, func() bool { return r.cons.has("late-1") })
 	var audits int
 	if err := db.QueryRow(ctx, "SELECT COUNT(*) FROM msgx_admin_audit WHERE source = 'outbox' AND NOT dry_run AND count = 1").Scan(&audits); err != nil || audits != 1 {
 		t.Errorf("audit of the replay: %d rows, %v", audits, err)
 	}
-	if out, err := cli(readTok, "flights", "--json"); err != nil || !strings.Contains(out, `"flights"`) {
+	if out, err := r.cli(readTok, "flights", "--json"); err != nil || !strings.Contains(out, `"flights"`) {
 		t.Errorf("flights: %v %s", err, out)
 	}
+}
 
-	// Backfill: every processed row gets its mark in the MariaDB table.
-	waitUntil(t, "the processed marks", 60*time.Second, func() bool {
-		out, err := cli(readTok, "backfill", "status", "--json")
+// backfill: every processed row gets its mark in the MariaDB table.
+func (r *prodRun) backfill(t *testing.T) {
+	testkit.Eventually(t, "the processed marks", 60*time.Second, func() bool {
+		out, err := r.cli(readTok, "backfill", "status", "--json")
 		var bs []admin.BackfillStatus
-		return err == nil && json.Unmarshal([]byte(out), &bs) == nil && len(bs) == 1 && bs[0].Pending == 0 && marked(t, tableName) == len(first)+1
+		return err == nil && json.Unmarshal([]byte(out), &bs) == nil && len(bs) == 1 && bs[0].Pending == 0 && marked(t, r.deps.table) == len(r.first)+1
 	})
+}
 
-	// Metrics and readiness.
-	if code, body := svc.get(t, "/readyz", ""); code != 200 {
+// metrics: /readyz answers 200, /metrics counts the traffic, and every
+// series the alert rules and the dashboard use is exported.
+func (r *prodRun) metrics(t *testing.T) {
+	if code, body := r.svc.get(t, "/readyz", ""); code != 200 {
 		t.Errorf("readyz: %d %s", code, body)
 	}
-	_, metrics := svc.get(t, "/metrics", "")
-	for _, m := range []string{fmt.Sprintf(`msgx_inbox_settled_total{status="SUCCEEDED",stream="sis"} %d`, succeeded),
-		fmt.Sprintf(`msgx_inbox_settled_total{status="SKIPPED",stream="sis"} %d`, len(first)-succeeded),
+	_, metrics := r.svc.get(t, "/metrics", "")
+	for _, m := range []string{fmt.Sprintf(`msgx_inbox_settled_total{status="SUCCEEDED",stream="sis"} %d`, r.succeeded),
+		fmt.Sprintf(`msgx_inbox_settled_total{status="SKIPPED",stream="sis"} %d`, len(r.first)-r.succeeded),
 		`msgx_outbox_published_total{target="kafka:msg"}`, `msgx_outbox_published_total{target="kafka:schd"}`,
 		`msgx_broker_published_total{adapter="main",topic="sis.msg"}`, `msgx_stream_dead{stream="sis"} 1`, `msgx_stream_backlog{stream="sis"} 0`} {
 		if !bytes.Contains(metrics, []byte(m)) {
@@ -653,67 +739,55 @@ func TestServeProduction(t *testing.T) {
 	for _, p := range deploy.CheckExposition(qs, string(metrics), routeOnly) {
 		t.Errorf("the dashboard queries %s", p)
 	}
+}
 
-	// SIGTERM with work in flight: the rest of the traffic; whatever the
-	// first process did not finish, the next one does; none is lost.
-	var late []int64
-	for _, m := range msgs[100:] {
-		id, err := mb.Insert(ctx, m, time.Now(), mailbox.Meta{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, reason := expectedOutcome(t, m)
-		expect[id] = outcome{st, reason}
-		late = append(late, id)
-	}
-	svc.stop(t)
-	svc = startService(t, bin, env)
-	settled("the messages in flight at SIGTERM to be processed", append(first, late...))
+// sigterm: the rest of the traffic, then SIGTERM with work in flight;
+// whatever the first process did not finish, the next one does; none is
+// lost, and the newest state of every flight reaches sis.schd (the
+// compacted lane sends within its flush period).
+func (r *prodRun) sigterm(t *testing.T) {
+	r.late = r.insert(t, r.msgs[100:])
+	r.svc.stop(t)
+	r.svc = startService(t, r.bin, r.env)
+	r.settled(t, "the messages in flight at SIGTERM to be processed", append(r.first, r.late...))
 
-	// The flights as stored, and the newest sis.schd record of each: the
-	// compacted lane sends within its flush period.
 	flids := map[string]bool{}
-	for _, r := range cons.snapshot() {
-		if r.topic == "sis.msg" {
-			flids[r.key] = true
+	for _, rec := range r.cons.snapshot() {
+		if rec.topic == "sis.msg" {
+			flids[rec.key] = true
 		}
 	}
-	flights, err := sis.Read(ctx, db, slices.Collect(maps.Keys(flids)))
+	flights, err := sis.Read(r.ctx, r.db, slices.Collect(maps.Keys(flids)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(flights) != 4 || flights["15"] == nil || flights["15"].Status != sis.StatusDeleted || flights[unknown] != nil {
+	r.flights = flights
+	if len(flights) != 4 || flights["15"] == nil || flights["15"].Status != sis.StatusDeleted || flights[r.unknown] != nil {
 		t.Errorf("flights stored: %v", slices.Collect(maps.Keys(flights)))
 	}
-	lastSchd := func() map[string]record {
-		out := map[string]record{}
-		for _, r := range cons.snapshot() {
-			if r.topic == "sis.schd" {
-				out[r.key] = r
-			}
-		}
-		return out
-	}
-	waitUntil(t, "every event on Kafka and the newest state of every flight on sis.schd", 90*time.Second, func() bool {
-		for id := range msgEvents() {
-			if !cons.has(id) {
+	testkit.Eventually(t, "every event on Kafka and the newest state of every flight on sis.schd", 90*time.Second, func() bool {
+		for id := range r.msgEvents(t) {
+			if !r.cons.has(id) {
 				return false
 			}
 		}
-		last := lastSchd()
+		last := r.lastSchd()
 		for flid, f := range flights {
-			if r, ok := last[flid]; !ok || r.id != "sis:"+strconv.FormatInt(f.LastMsgID, 10)+":schd:"+flid {
+			if rec, ok := last[flid]; !ok || rec.id != "sis:"+strconv.FormatInt(f.LastMsgID, 10)+":schd:"+flid {
 				return false
 			}
 		}
 		return true
 	})
-	svc.stop(t)
+	r.svc.stop(t)
+}
 
-	// sis.msg: each event of the outbox once (a redelivery only with the
-	// same id, key and value), per flight in state version order.
-	want := msgEvents()
-	got := cons.distinct("sis.msg")
+// kafkaRecords: sis.msg has each event of the outbox once (a redelivery
+// only with the same id, key and value), per flight in state version order;
+// the newest sis.schd record of each flight is its stored state.
+func (r *prodRun) kafkaRecords(t *testing.T) {
+	want := r.msgEvents(t)
+	got := r.cons.distinct("sis.msg")
 	if len(got) != len(want) {
 		t.Errorf("sis.msg: %d distinct events on Kafka, %d msg events in the outbox", len(got), len(want))
 	}
@@ -722,62 +796,63 @@ func TestServeProduction(t *testing.T) {
 			t.Errorf("msg event %s never reached Kafka", id)
 		}
 	}
-	cons.mu.Lock()
-	if len(cons.dups) > 0 {
-		t.Errorf("event ids seen again with another key or value: %v", cons.dups)
+	r.cons.mu.Lock()
+	if len(r.cons.dups) > 0 {
+		t.Errorf("event ids seen again with another key or value: %v", r.cons.dups)
 	}
-	cons.mu.Unlock()
+	r.cons.mu.Unlock()
 	seen := map[string]bool{}
 	version := map[string]int64{}
-	for _, r := range cons.snapshot() {
-		if r.topic != "sis.msg" || seen[r.id] {
+	for _, rec := range r.cons.snapshot() {
+		if rec.topic != "sis.msg" || seen[rec.id] {
 			continue
 		}
-		seen[r.id] = true
+		seen[rec.id] = true
 		var ev sis.MsgEvent
-		if err := json.Unmarshal(r.value, &ev); err != nil {
-			t.Fatalf("sis.msg %s: %v", r.id, err)
+		if err := json.Unmarshal(rec.value, &ev); err != nil {
+			t.Fatalf("sis.msg %s: %v", rec.id, err)
 		}
-		if ev.FLID != r.key || ev.MsgID != eventMsgID(r.id) {
-			t.Errorf("sis.msg %s: key %s, event of flight %s message %d", r.id, r.key, ev.FLID, ev.MsgID)
+		if ev.FLID != rec.key || ev.MsgID != eventMsgID(rec.id) {
+			t.Errorf("sis.msg %s: key %s, event of flight %s message %d", rec.id, rec.key, ev.FLID, ev.MsgID)
 		}
-		if ev.StateVersion <= version[r.key] {
-			t.Errorf("flight %s: state version %d (%s) after %d", r.key, ev.StateVersion, r.id, version[r.key])
+		if ev.StateVersion <= version[rec.key] {
+			t.Errorf("flight %s: state version %d (%s) after %d", rec.key, ev.StateVersion, rec.id, version[rec.key])
 		}
-		version[r.key] = ev.StateVersion
-		if slices.Contains(before, ev.MsgID) {
+		version[rec.key] = ev.StateVersion
+		if slices.Contains(r.before, ev.MsgID) {
 			t.Errorf("mailbox row %d, older than the start position, was processed", ev.MsgID)
 		}
 	}
-	// sis.schd: the newest record of each flight is its stored state.
-	last := lastSchd()
-	for flid, f := range flights {
-		r := last[flid]
+	last := r.lastSchd()
+	for flid, f := range r.flights {
+		rec := last[flid]
 		if f.Status == sis.StatusDeleted {
-			if r.value != nil {
-				t.Errorf("flight %s is deleted, its newest sis.schd record is not a tombstone: %s", flid, r.value)
+			if rec.value != nil {
+				t.Errorf("flight %s is deleted, its newest sis.schd record is not a tombstone: %s", flid, rec.value)
 			}
 			continue
 		}
 		var ev sis.SchdEvent
-		if err := json.Unmarshal(r.value, &ev); err != nil {
-			t.Fatalf("sis.schd %s: %v", r.id, err)
+		if err := json.Unmarshal(rec.value, &ev); err != nil {
+			t.Fatalf("sis.schd %s: %v", rec.id, err)
 		}
 		if ev.FLID != flid || ev.OperationDay != f.OperationDay || ev.Status != f.Status || ev.StateVersion != f.Version ||
 			ev.LastMsgID != f.LastMsgID || !maps.Equal(ev.Fields, f.Fields) || !sameJSON(t, ev.Collections, f.Collections) {
-			t.Errorf("flight %s: the newest sis.schd record\n%s\nis not the stored state %+v", flid, r.value, *f)
+			t.Errorf("flight %s: the newest sis.schd record\n%s\nis not the stored state %+v", flid, rec.value, *f)
 		}
 		if version[flid] != f.Version {
 			t.Errorf("flight %s: version %d stored, %d on sis.msg", flid, f.Version, version[flid])
 		}
 	}
+}
 
-	// The trace: ingest and processing spans, and the relay's send continuing
-	// the processing span's trace, whose context the Kafka record carries.
+// trace: ingest and processing spans, and the relay's send continuing the
+// processing span's trace, whose context the Kafka record carries.
+func (r *prodRun) trace(t *testing.T) {
 	var rec record
-	for _, r := range cons.snapshot() {
-		if r.topic == "sis.msg" && eventMsgID(r.id) == first[0] {
-			rec = r
+	for _, c := range r.cons.snapshot() {
+		if c.topic == "sis.msg" && eventMsgID(c.id) == r.first[0] {
+			rec = c
 			break
 		}
 	}
@@ -791,10 +866,9 @@ func TestServeProduction(t *testing.T) {
 	if len(parts) != 4 {
 		t.Fatalf("the Kafka record carries no traceparent: %q", traceparent)
 	}
-	spans := otlp.all()
 	byID := map[string]span{}
 	names := map[string]int{}
-	for _, s := range spans {
+	for _, s := range r.otlp.all() {
 		byID[s.id] = s
 		names[s.name]++
 	}

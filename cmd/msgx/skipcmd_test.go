@@ -13,7 +13,7 @@ import (
 	"github.com/msgx/msgx/admin"
 	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/broker/driver"
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/clock"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -38,7 +38,7 @@ func TestStatusReplayAndSkipOfABlockedKey(t *testing.T) {
 	db := storetest.NewPostgres(t, store.WithMigrate(buildLines()...))
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC))
-	r, err := outbox.NewRelay(db, outbox.WithClock(clk), outbox.Target("kafka:msg", rejectFirst{}, outbox.PerKey))
+	r, err := outbox.NewRelay(db, outbox.WithClock(clk), outbox.WithDatabaseClock(false), outbox.Target("kafka:msg", rejectFirst{}, outbox.PerKey))
 	if err != nil {
 		t.Fatal(err)
 	}

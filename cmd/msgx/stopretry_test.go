@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/msgx/msgx/internal/tcpproxy"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/store/storetest"
 )
 
@@ -80,7 +81,7 @@ pipelines:
 	env := []string{"MSGX_ADMIN_READ_TOKEN=" + readTok, "MSGX_ADMIN_OPERATOR_TOKEN=" + opTok}
 
 	s := startServiceWith(t, bin, cfgPath, false, env)
-	waitUntil(t, "the route pipeline to start", 60*time.Second, func() bool {
+	testkit.Eventually(t, "the route pipeline to start", 60*time.Second, func() bool {
 		return strings.Contains(s.logText(), "route-passport pipeline started")
 	})
 
@@ -93,7 +94,7 @@ pipelines:
 	}
 	// Several failed attempts: the record is in a retry wait of seconds.
 	attemptRE := regexp.MustCompile(`"msg":"transient failure, retrying; offsets stay uncommitted".*?"attempt":(\d+)`)
-	waitUntil(t, "the ingest to retry against the dead database", 60*time.Second, func() bool {
+	testkit.Eventually(t, "the ingest to retry against the dead database", 60*time.Second, func() bool {
 		for _, m := range attemptRE.FindAllStringSubmatch(s.logText(), -1) {
 			if n, _ := strconv.Atoi(m[1]); n >= 6 {
 				return true
@@ -139,7 +140,7 @@ pipelines:
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	waitUntil(t, "the record to be stored after the restart", 90*time.Second, func() bool {
+	testkit.Eventually(t, "the record to be stored after the restart", 90*time.Second, func() bool {
 		var n int
 		err := conn.QueryRow(ctx, `SELECT count(*) FROM route_passports WHERE route_id = 'R-STOP'`).Scan(&n)
 		return err == nil && n == 1

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/clock"
 )
 
 func TestSyncCorrectsTheHostClock(t *testing.T) {

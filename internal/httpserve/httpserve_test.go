@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -20,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/internal/tlsfiles/tlstest"
 )
 
@@ -31,7 +31,7 @@ func start(t *testing.T, cfg Config) *Server {
 		t.Fatal(err)
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		cfg.Logger = testkit.Quiet()
 	}
 	s := New(ln, cfg)
 	done := make(chan error, 1)
@@ -271,7 +271,7 @@ func TestShutdownWithSlowClients(t *testing.T) {
 	}()
 	<-handling
 	// Every slow body is being read: wait until the server holds them.
-	waitFor(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return len(s.bodies) == 10 })
+	testkit.Eventually(t, "the ten bodies", 5*time.Second, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return len(s.bodies) == 10 })
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -297,17 +297,6 @@ func TestShutdownWithSlowClients(t *testing.T) {
 	}
 	if took := time.Since(began); took > 5*time.Second {
 		t.Errorf("the stop took %v", took)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5 s")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

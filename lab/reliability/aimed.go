@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/msgx/msgx/internal/failpoint"
+	"github.com/msgx/msgx/failpoint"
 	"github.com/msgx/msgx/source/mailbox"
 )
 

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/msgx/msgx/broker/rabbitmq"
-	"github.com/msgx/msgx/internal/failpoint"
+	"github.com/msgx/msgx/failpoint"
 	"github.com/msgx/msgx/store/storetest"
 )
 

@@ -9,13 +9,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
 
 func TestTestControllerOffByDefault(t *testing.T) {
 	e := newEnv(t, 1)
-	p := newPipeline(t, storetest.NewPostgres(t, store.WithMigrate(Schema())), e.broker(quietLogger()), WithTopics(e.input, e.dlq, e.routeIn, e.georef))
+	p := newPipeline(t, storetest.NewPostgres(t, store.WithMigrate(Schema())), e.broker(testkit.Quiet()), WithTopics(e.input, e.dlq, e.routeIn, e.georef))
 	srv := httptest.NewServer(p.TestController())
 	defer srv.Close()
 	resp, err := http.Post(srv.URL, "application/json", strings.NewReader(string(record("R-1", "n", line(1)))))
@@ -36,8 +37,8 @@ func TestTestControllerOffByDefault(t *testing.T) {
 
 func TestTestControllerInjectsARecord(t *testing.T) {
 	e := newEnv(t, 1)
-	p := newPipeline(t, storetest.NewPostgres(t, store.WithMigrate(Schema())), e.broker(quietLogger()),
-		append(e.options(prometheus.NewRegistry(), quietLogger()), WithTestController(true))...)
+	p := newPipeline(t, storetest.NewPostgres(t, store.WithMigrate(Schema())), e.broker(testkit.Quiet()),
+		append(e.options(prometheus.NewRegistry(), testkit.Quiet()), WithTestController(true))...)
 	startPipeline(t, p)
 	srv := httptest.NewServer(p.TestController())
 	defer srv.Close()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/msgx/msgx/deploy"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,7 +20,7 @@ import (
 func TestDashboardMetrics(t *testing.T) {
 	e := newEnv(t, 1)
 	reg := prometheus.NewRegistry()
-	p := newPipeline(t, storetest.NewPostgres(t, store.WithMigrate(Schema())), e.broker(quietLogger()), e.options(reg, quietLogger())...)
+	p := newPipeline(t, storetest.NewPostgres(t, store.WithMigrate(Schema())), e.broker(testkit.Quiet()), e.options(reg, testkit.Quiet())...)
 	startPipeline(t, p)
 	in := e.reader(e.routeIn)
 	e.produce(append(records("D", 0, 3), []byte(`{"not":"a passport"`))...)

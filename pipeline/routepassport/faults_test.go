@@ -12,10 +12,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/msgx/msgx/backoff"
 	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/broker/kafka"
 	"github.com/msgx/msgx/broker/mem"
-	"github.com/msgx/msgx/internal/backoff"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -71,7 +72,7 @@ func TestRedeliveryCreatesNoSecondPair(t *testing.T) {
 	e := newEnv(t, 2)
 	db := storetest.NewPostgres(t, store.WithMigrate(Schema()))
 	regA := prometheus.NewRegistry()
-	a := newPipeline(t, db, e.broker(quietLogger()), e.options(regA, quietLogger())...)
+	a := newPipeline(t, db, e.broker(testkit.Quiet()), e.options(regA, testkit.Quiet())...)
 	stopA := startPipeline(t, a)
 	in := e.reader(e.routeIn)
 	const n = 120
@@ -80,8 +81,8 @@ func TestRedeliveryCreatesNoSecondPair(t *testing.T) {
 	stopA()
 
 	regB := prometheus.NewRegistry()
-	opts := append(e.options(regB, quietLogger()), WithGroup(e.group+"-again"))
-	b := newPipeline(t, db, e.broker(quietLogger()), opts...)
+	opts := append(e.options(regB, testkit.Quiet()), WithGroup(e.group+"-again"))
+	b := newPipeline(t, db, e.broker(testkit.Quiet()), opts...)
 	startPipeline(t, b)
 	deadline := time.Now().Add(60 * time.Second)
 	for counter(t, regB, "route_passport_ingest_duplicate_total", nil) < n {
@@ -108,7 +109,7 @@ func TestDatabaseCutLosesNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	reg := prometheus.NewRegistry()
-	p := newPipeline(t, db, e.broker(quietLogger()), append(e.options(reg, quietLogger()), WithDBTimeout(2*time.Second),
+	p := newPipeline(t, db, e.broker(testkit.Quiet()), append(e.options(reg, testkit.Quiet()), WithDBTimeout(2*time.Second),
 		// A relay that loses the database after a send keeps its claim
 		// until the lease ends, then the event is sent again (same id).
 		WithRelayOptions(outbox.WithLease(4*time.Second), outbox.WithPublishTimeout(time.Second), outbox.WithDBTimeout(time.Second)))...)
@@ -159,7 +160,7 @@ func TestTwoInstancesShareTheWork(t *testing.T) {
 	db := storetest.NewPostgres(t, store.WithMigrate(Schema()))
 	regs := []*prometheus.Registry{prometheus.NewRegistry(), prometheus.NewRegistry()}
 	for _, reg := range regs {
-		p := newPipeline(t, db, e.broker(quietLogger()), e.options(reg, quietLogger())...)
+		p := newPipeline(t, db, e.broker(testkit.Quiet()), e.options(reg, testkit.Quiet())...)
 		startPipeline(t, p)
 	}
 	in, geo := e.reader(e.routeIn), e.reader(e.georef)
@@ -196,7 +197,7 @@ func TestTwoInstancesShareTheWork(t *testing.T) {
 func TestSingleRecordHandlers(t *testing.T) {
 	e := newEnv(t, 3)
 	db := storetest.NewPostgres(t, store.WithMigrate(Schema()))
-	p := newPipeline(t, db, e.broker(quietLogger()), append(e.options(prometheus.NewRegistry(), quietLogger()), WithBatchSize(1), WithConcurrency(4))...)
+	p := newPipeline(t, db, e.broker(testkit.Quiet()), append(e.options(prometheus.NewRegistry(), testkit.Quiet()), WithBatchSize(1), WithConcurrency(4))...)
 	startPipeline(t, p)
 	in := e.reader(e.routeIn)
 	e.produce(records("S", 0, 60)...)
@@ -210,7 +211,7 @@ func TestContentIdentityWithoutPositions(t *testing.T) {
 	db := storetest.NewPostgres(t, store.WithMigrate(Schema()))
 	srv := mem.NewServer()
 	t.Cleanup(srv.Close)
-	b := broker.New("mem", mem.New(srv), broker.WithLogger(quietLogger()))
+	b := broker.New("mem", mem.New(srv), broker.WithLogger(testkit.Quiet()))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := b.Start(ctx); err != nil {
@@ -218,7 +219,7 @@ func TestContentIdentityWithoutPositions(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = b.Stop(context.Background()) })
 	reg := prometheus.NewRegistry()
-	p := newPipeline(t, db, b, WithRegisterer(reg), WithLogger(quietLogger()), WithRelay(false), WithRetry(fastRetry))
+	p := newPipeline(t, db, b, WithRegisterer(reg), WithLogger(testkit.Quiet()), WithRelay(false), WithRetry(fastRetry))
 	startPipeline(t, p)
 	same := record("M-1", "n", line(1))
 	for _, r := range [][]byte{same, same, record("M-2", "n", line(2))} {
@@ -247,7 +248,7 @@ func TestContentIdentityWithoutPositions(t *testing.T) {
 func TestExpiredSourcesAreDeleted(t *testing.T) {
 	e := newEnv(t, 1)
 	db := storetest.NewPostgres(t, store.WithMigrate(Schema()))
-	p := newPipeline(t, db, e.broker(quietLogger()), WithSourceRetention(time.Hour))
+	p := newPipeline(t, db, e.broker(testkit.Quiet()), WithSourceRetention(time.Hour))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := db.Exec(ctx, `INSERT INTO route_passport_sources (source_id, route_id, processed_at)
@@ -272,15 +273,15 @@ func TestOutputFailuresAreKeptAndReplayable(t *testing.T) {
 	missing := e.georef + ".missing"
 	db := storetest.NewPostgres(t, store.WithMigrate(Schema()))
 	reg := prometheus.NewRegistry()
-	drv := kafka.New(kafka.SeedBrokers(e.seeds()...), kafka.WithLogger(quietLogger()), kafka.WithUnknownTopicRetries(0))
-	b := broker.New("kafka", drv, broker.WithLogger(quietLogger()))
+	drv := kafka.New(kafka.SeedBrokers(e.seeds()...), kafka.WithLogger(testkit.Quiet()), kafka.WithUnknownTopicRetries(0))
+	b := broker.New("kafka", drv, broker.WithLogger(testkit.Quiet()))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := b.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.Stop(context.Background()) })
-	p := newPipeline(t, db, b, append(e.options(reg, quietLogger()), WithTopics(e.input, e.dlq, e.routeIn, missing),
+	p := newPipeline(t, db, b, append(e.options(reg, testkit.Quiet()), WithTopics(e.input, e.dlq, e.routeIn, missing),
 		WithRelayOptions(outbox.WithRetry(backoff.Policy{MaxAttempts: 2, Initial: 10 * time.Millisecond}),
 			outbox.WithPublishTimeout(2*time.Second), outbox.WithDBTimeout(2*time.Second), outbox.WithLease(10*time.Second)))...)
 	startPipeline(t, p)
@@ -316,7 +317,7 @@ func TestOutputFailuresAreKeptAndReplayable(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if _, err := outbox.ReplayTarget(ctx, db, time.Now(), GeoreferenceTarget); err != nil {
+	if _, err := outbox.Replay(ctx, db, time.Now(), outbox.ReplayRequest{Target: GeoreferenceTarget, Actor: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	e.reader(missing).waitFor(t, n+1, 60*time.Second)
@@ -325,7 +326,7 @@ func TestOutputFailuresAreKeptAndReplayable(t *testing.T) {
 // Run may run again after it returned, never twice at once.
 func TestRunAgain(t *testing.T) {
 	e := newEnv(t, 1)
-	p := newPipeline(t, storetest.NewPostgres(t, store.WithMigrate(Schema())), e.broker(quietLogger()), e.options(prometheus.NewRegistry(), quietLogger())...)
+	p := newPipeline(t, storetest.NewPostgres(t, store.WithMigrate(Schema())), e.broker(testkit.Quiet()), e.options(prometheus.NewRegistry(), testkit.Quiet())...)
 	stop := startPipeline(t, p)
 	in := e.reader(e.routeIn)
 	e.produce(records("A", 0, 1)...)

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -18,9 +17,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/msgx/msgx/backoff"
 	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/broker/kafka"
-	"github.com/msgx/msgx/internal/backoff"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 )
@@ -219,14 +218,6 @@ func startPipeline(t testing.TB, p *Pipeline) (stop func()) {
 	}
 	t.Cleanup(stop)
 	return stop
-}
-
-func quietLogger() *slog.Logger {
-	level := slog.LevelWarn + 8
-	if os.Getenv("ROUTEPASSPORT_TEST_LOG") != "" {
-		level = slog.LevelInfo
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }
 
 func counter(t testing.TB, g prometheus.Gatherer, name string, labels map[string]string) float64 {

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -68,7 +69,7 @@ func TestKilledMidStreamLosesNothing(t *testing.T) {
 	_, dsn := storetest.NewSchema(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	db, err := store.Open(ctx, dsn, store.WithMigrate(Schema()), store.WithLogger(quietLogger()))
+	db, err := store.Open(ctx, dsn, store.WithMigrate(Schema()), store.WithLogger(testkit.Quiet()))
 	if err != nil {
 		t.Fatal(err)
 	}

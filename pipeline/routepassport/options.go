@@ -7,8 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/msgx/msgx/internal/backoff"
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/backoff"
+	"github.com/msgx/msgx/clock"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/pipeline/routepassport/geowkt"
 )
@@ -30,7 +30,9 @@ const (
 // topic unreachable): 100 ms doubling to 10 s, 20% jitter, for as long as the
 // pipeline runs. The delivery stays unsettled meanwhile, so the offset is not
 // committed and nothing is lost; every failed attempt is logged and counted.
-var DefaultRetry = backoff.Policy{Initial: 100 * time.Millisecond, Max: 10 * time.Second, Jitter: 0.2}
+func DefaultRetry() backoff.Policy {
+	return backoff.Policy{Initial: 100 * time.Millisecond, Max: 10 * time.Second, Jitter: 0.2}
+}
 
 type config struct {
 	inputTopic, dlqTopic, inTopic, georefTopic, group string
@@ -60,7 +62,7 @@ type Option func(*config)
 func defaults() config {
 	return config{
 		inputTopic: InputTopic, dlqTopic: DeadLetterTopic, inTopic: RouteInTopic, georefTopic: GeoreferenceTopic,
-		group: DefaultGroup, logger: slog.Default(), clock: clock.Real{}, retry: DefaultRetry,
+		group: DefaultGroup, logger: slog.Default(), clock: clock.Real{}, retry: DefaultRetry(),
 		dbTimeout: 15 * time.Second, batchSize: 200, ingestWorkers: 4, parseWorkers: runtime.GOMAXPROCS(0), concurrency: 4, maxRecordBytes: DefaultMaxRecordBytes,
 		relay: true, sourceRetention: 7 * 24 * time.Hour, cleanupInterval: 10 * time.Minute, stopTimeout: 30 * time.Second,
 		stuckAfter: 5 * time.Minute, stuckFailures: 10,
@@ -87,7 +89,7 @@ func WithRegisterer(r prometheus.Registerer) Option { return func(c *config) { c
 
 // WithClock sets the host clock of retry waits, stamps and the relay (default
 // the wall clock); the relay judges its leases and retries on the database's
-// clock, corrected from this one (outbox.WithHostClock).
+// clock, corrected from this one (outbox.WithClock).
 func WithClock(cl clock.Clock) Option { return func(c *config) { c.clock = cl } }
 
 // WithRetry sets the backoff of transient failures (default DefaultRetry;

@@ -109,7 +109,7 @@ func New(db *store.DB, b *broker.Broker, opts ...Option) (*Pipeline, error) {
 	}
 	if cfg.relay {
 		p.met.relay = newRelayMetrics(map[string]string{RouteInTarget: cfg.inTopic, GeoreferenceTarget: cfg.georefTopic})
-		ropts := append([]outbox.Option{outbox.WithLogger(p.log), outbox.WithHostClock(cfg.clock),
+		ropts := append([]outbox.Option{outbox.WithLogger(p.log), outbox.WithClock(cfg.clock),
 			outbox.WithRegisterer(p.met.relay.reg)}, cfg.relayOptions...)
 		if p.relay, err = outbox.NewRelay(db, append(ropts, p.RelayTargets()...)...); err != nil {
 			return nil, fmt.Errorf("routepassport: relay: %w", err)

@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/msgx/msgx/internal/logtest"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
@@ -23,9 +23,9 @@ func TestEndToEnd(t *testing.T) {
 	e := newEnv(t, 3)
 	db := storetest.NewPostgres(t, store.WithMigrate(Schema()))
 	reg := prometheus.NewRegistry()
-	logs := &logtest.Buffer{}
+	logs := &testkit.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	p := newPipeline(t, db, e.broker(quietLogger()), e.options(reg, log)...)
+	p := newPipeline(t, db, e.broker(testkit.Quiet()), e.options(reg, log)...)
 	startPipeline(t, p)
 	in, geo, dlq := e.reader(e.routeIn), e.reader(e.georef), e.reader(e.dlq)
 

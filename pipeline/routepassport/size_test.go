@@ -22,6 +22,7 @@ import (
 	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/broker/driver"
 	"github.com/msgx/msgx/broker/kafka"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
@@ -29,7 +30,7 @@ import (
 // startedBroker starts a port over drv and stops it when the test ends.
 func startedBroker(t *testing.T, drv driver.Broker) *broker.Broker {
 	t.Helper()
-	b := broker.New("kafka", drv, broker.WithLogger(quietLogger()))
+	b := broker.New("kafka", drv, broker.WithLogger(testkit.Quiet()))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := b.Start(ctx); err != nil {
@@ -44,7 +45,7 @@ func startedBroker(t *testing.T, drv driver.Broker) *broker.Broker {
 }
 
 func testDriver(e *env) *kafka.Driver {
-	return kafka.New(kafka.SeedBrokers(e.seeds()...), kafka.WithLogger(quietLogger()), kafka.WithCommitInterval(200*time.Millisecond))
+	return kafka.New(kafka.SeedBrokers(e.seeds()...), kafka.WithLogger(testkit.Quiet()), kafka.WithCommitInterval(200*time.Millisecond))
 }
 
 // padded returns a record of exactly n bytes: routeId id, a properties
@@ -133,7 +134,7 @@ func TestOversizedDeadLetterGoesByReference(t *testing.T) {
 	}
 	db := storetest.NewPostgres(t, store.WithMigrate(Schema()))
 	opts := func() []Option {
-		return append(e.options(prometheus.NewRegistry(), quietLogger()), WithTopics(e.input, smallDLQ, e.routeIn, e.georef),
+		return append(e.options(prometheus.NewRegistry(), testkit.Quiet()), WithTopics(e.input, smallDLQ, e.routeIn, e.georef),
 			WithMaxRecordBytes(1_020_000))
 	}
 	dlq, in := e.reader(smallDLQ), e.reader(e.routeIn)
@@ -185,7 +186,7 @@ func TestOversizedEventIsRefusedAtIngest(t *testing.T) {
 	e := newEnv(t, 1)
 	db := storetest.NewPostgres(t, store.WithMigrate(Schema()))
 	reg := prometheus.NewRegistry()
-	startPipeline(t, newPipeline(t, db, e.broker(quietLogger()), e.options(reg, quietLogger())...))
+	startPipeline(t, newPipeline(t, db, e.broker(testkit.Quiet()), e.options(reg, testkit.Quiet())...))
 	// A LineString of about 537 kB: its georeference event (WKT and
 	// GeoJSON) is over a million bytes.
 	var sb strings.Builder
@@ -255,8 +256,8 @@ func TestDeadLetterOutageWaitsAndStopsPromptly(t *testing.T) {
 	})
 	db := storetest.NewPostgres(t, store.WithMigrate(Schema()))
 	reg := prometheus.NewRegistry()
-	opts := append(e.options(reg, quietLogger()), WithStopTimeout(2*time.Minute), WithDBTimeout(time.Second))
-	b := broker.New("kafka", testDriver(e), broker.WithLogger(quietLogger()))
+	opts := append(e.options(reg, testkit.Quiet()), WithStopTimeout(2*time.Minute), WithDBTimeout(time.Second))
+	b := broker.New("kafka", testDriver(e), broker.WithLogger(testkit.Quiet()))
 	if err := b.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +309,7 @@ func TestDeadLetterOutageWaitsAndStopsPromptly(t *testing.T) {
 	_ = b.Stop(sctx)
 
 	down.Store(false)
-	startPipeline(t, newPipeline(t, db, e.broker(quietLogger()), e.options(prometheus.NewRegistry(), quietLogger())...))
+	startPipeline(t, newPipeline(t, db, e.broker(testkit.Quiet()), e.options(prometheus.NewRegistry(), testkit.Quiet())...))
 	r := dlq.waitFor(t, 1, 90*time.Second)[0]
 	if header(r, HeaderSourceOffset) != "1" || header(r, HeaderErrorClass) != ClassGeometry {
 		t.Fatalf("dead letter of offset %q, class %q", header(r, HeaderSourceOffset), header(r, HeaderErrorClass))

@@ -7,7 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/clock"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
@@ -21,7 +22,7 @@ func TestRelayTimesAreTheDatabases(t *testing.T) {
 	e := newEnv(t, 1)
 	db := storetest.NewPostgres(t, store.WithMigrate(Schema()))
 	ahead := clock.Offset{Base: clock.Real{}, D: 10 * time.Minute}
-	p := newPipeline(t, db, e.broker(quietLogger()), append(e.options(prometheus.NewRegistry(), quietLogger()), WithClock(ahead))...)
+	p := newPipeline(t, db, e.broker(testkit.Quiet()), append(e.options(prometheus.NewRegistry(), testkit.Quiet()), WithClock(ahead))...)
 	startPipeline(t, p)
 	in := e.reader(e.routeIn)
 	e.produce(record("R-ahead", "ahead", line(1)))

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/msgx/msgx/broker/brokertest"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
@@ -21,7 +22,7 @@ func TestStuckRecordFailsCheck(t *testing.T) {
 	e := newEnv(t, 1)
 	db, proxy := cutDB(t)
 	reg := prometheus.NewRegistry()
-	p := newPipeline(t, db, e.broker(quietLogger()), append(e.options(reg, quietLogger()), WithDBTimeout(2*time.Second),
+	p := newPipeline(t, db, e.broker(testkit.Quiet()), append(e.options(reg, testkit.Quiet()), WithDBTimeout(2*time.Second),
 		WithStuckAfter(time.Hour, 5))...)
 	startPipeline(t, p)
 	if err := p.Check(context.Background()); err != nil {
@@ -54,7 +55,7 @@ func TestOldUnacknowledgedRecordFailsCheck(t *testing.T) {
 	e := newEnv(t, 1)
 	db, proxy := cutDB(t)
 	reg := prometheus.NewRegistry()
-	p := newPipeline(t, db, e.broker(quietLogger()), append(e.options(reg, quietLogger()), WithDBTimeout(2*time.Second),
+	p := newPipeline(t, db, e.broker(testkit.Quiet()), append(e.options(reg, testkit.Quiet()), WithDBTimeout(2*time.Second),
 		WithStuckAfter(time.Second, 1_000_000))...)
 	startPipeline(t, p)
 	proxy.Cut()
@@ -77,7 +78,7 @@ func TestOldUnacknowledgedRecordFailsCheck(t *testing.T) {
 // that can cut it.
 func cutDB(t *testing.T) (*store.DB, *brokertest.Proxy) {
 	t.Helper()
-	return storetest.NewCuttablePostgres(t, store.WithMigrate(Schema()), store.WithLogger(quietLogger()))
+	return storetest.NewCuttablePostgres(t, store.WithMigrate(Schema()), store.WithLogger(testkit.Quiet()))
 }
 
 // waitCheck waits, within a bound, until p.Check's answer satisfies cond.

@@ -3,7 +3,8 @@ package sis_test
 import (
 	"testing"
 
-	"github.com/msgx/msgx/internal/failpoint"
+	"github.com/msgx/msgx/failpoint"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/pipeline/sis"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -26,7 +27,7 @@ func TestFailpointMidSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := sis.NewProcessor(sis.Config{}, sis.WithLogger(quiet), sis.WithFailpoints(fp))
+	p, err := sis.NewProcessor(sis.Config{}, sis.WithLogger(testkit.Quiet()), sis.WithFailpoints(fp))
 	if err != nil {
 		t.Fatal(err)
 	}

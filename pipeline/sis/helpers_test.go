@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"regexp"
 	"strconv"
 	"strings"
@@ -13,15 +11,13 @@ import (
 	"time"
 
 	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/pipeline/sis"
 	"github.com/msgx/msgx/pipeline/sis/traffic"
 	"github.com/msgx/msgx/store"
 )
 
-var (
-	t0    = time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
-	quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-)
+var t0 = time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
 
 // fixture returns a bundled real message.
 func fixture(t testing.TB, name string) []byte {
@@ -72,7 +68,7 @@ type harness struct {
 
 func newHarness(t *testing.T, db *store.DB, cfg sis.Config) *harness {
 	t.Helper()
-	p, err := sis.NewProcessor(cfg, sis.WithLogger(quiet))
+	p, err := sis.NewProcessor(cfg, sis.WithLogger(testkit.Quiet()))
 	if err != nil {
 		t.Fatal(err)
 	}

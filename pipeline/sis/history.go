@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/clock"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/pipeline/sis/sisxml"
 	"github.com/msgx/msgx/store"

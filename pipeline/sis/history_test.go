@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/msgx/msgx/clock"
 	"github.com/msgx/msgx/inbox"
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/pipeline/sis"
 	"github.com/msgx/msgx/store"
@@ -45,7 +46,7 @@ func TestHistorySweep(t *testing.T) {
 		before := len(h.events())
 
 		clk := clock.NewFake(t0.Add(24 * time.Hour))
-		hist, err := sis.NewHistory(db, sis.WithHistoryClock(clk), sis.WithHistoryBatch(2), sis.WithHistoryLogger(quiet))
+		hist, err := sis.NewHistory(db, sis.WithHistoryClock(clk), sis.WithHistoryBatch(2), sis.WithHistoryLogger(testkit.Quiet()))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/broker/kafka"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/pipeline/sis"
 )
@@ -51,11 +52,11 @@ func newKafkaEnv(t *testing.T) *kafkaEnv {
 	t.Cleanup(cl.Close)
 	e.adm = kadm.NewClient(cl)
 	e.cfg = sis.Config{MsgTopic: e.msgTopic, SchdTopic: e.schd, SchdFlushPeriod: 100 * time.Millisecond}
-	e.broker = broker.New("kafka", kafka.New(kafka.SeedBrokers(e.addrs...), kafka.WithLogger(quiet),
+	e.broker = broker.New("kafka", kafka.New(kafka.SeedBrokers(e.addrs...), kafka.WithLogger(testkit.Quiet()),
 		// The schd topic is created compacted, as the service does it
 		// (brokers.NAME.compacted-topics).
 		kafka.WithTopic(e.msgTopic, 4, nil),
-		kafka.WithTopic(e.schd, 4, map[string]string{"cleanup.policy": "compact"})), broker.WithLogger(quiet))
+		kafka.WithTopic(e.schd, 4, map[string]string{"cleanup.policy": "compact"})), broker.WithLogger(testkit.Quiet()))
 	if err := e.broker.Start(ctx); err != nil {
 		t.Fatalf("kafka broker: %v", err)
 	}
@@ -67,7 +68,7 @@ func newKafkaEnv(t *testing.T) *kafkaEnv {
 func (e *kafkaEnv) runRelay(t *testing.T, p *pipe) {
 	t.Helper()
 	relay, err := outbox.NewRelay(p.db, append(sis.RelayTargets(e.broker, e.cfg),
-		outbox.WithLogger(quiet), outbox.WithPollInterval(20*time.Millisecond))...)
+		outbox.WithLogger(testkit.Quiet()), outbox.WithPollInterval(20*time.Millisecond))...)
 	if err != nil {
 		t.Fatal(err)
 	}

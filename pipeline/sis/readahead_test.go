@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/pipeline/sis"
 	"github.com/msgx/msgx/store"
@@ -33,7 +34,7 @@ func (s signalling) Prepare(ctx context.Context, tx store.Tx, batch []any) error
 func TestReadAheadFindsTheFlightTheBatchBeforeCreates(t *testing.T) {
 	ctx := context.Background()
 	db := storetest.NewPostgres(t, store.WithMigrate(sis.Schema()))
-	proc, err := sis.NewProcessor(sis.Config{}, sis.WithLogger(quiet))
+	proc, err := sis.NewProcessor(sis.Config{}, sis.WithLogger(testkit.Quiet()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +68,7 @@ func TestReadAheadFindsTheFlightTheBatchBeforeCreates(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	eng, err := inbox.New(db, stream, p, inbox.WithGroupSize(2), inbox.WithLogger(quiet))
+	eng, err := inbox.New(db, stream, p, inbox.WithGroupSize(2), inbox.WithLogger(testkit.Quiet()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/msgx/msgx/broker/driver"
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/clock"
 	"github.com/msgx/msgx/pipeline/sis/sisxml"
 	"github.com/msgx/msgx/store"
 )

@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/msgx/msgx/clock"
 	"github.com/msgx/msgx/inbox"
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/pipeline/sis"
 	"github.com/msgx/msgx/pipeline/sis/sisxml"
 	"github.com/msgx/msgx/source/mailbox"
@@ -49,7 +50,7 @@ func newRequests(t *testing.T, db *store.DB) *requests {
 	out, raw := outboundTable(t)
 	clk := clock.NewFake(t0.Add(-time.Minute))
 	c, err := sis.NewCoordinator(db, out, sis.WithRequestClock(clk), sis.WithSenderCode("MSGXT"),
-		sis.WithRequestTimeout(5*time.Minute), sis.WithRequestLogger(quiet))
+		sis.WithRequestTimeout(5*time.Minute), sis.WithRequestLogger(testkit.Quiet()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +304,7 @@ func TestRequestsAPI(t *testing.T) {
 func TestScenarioRequestsThroughTheMailboxes(t *testing.T) {
 	p := newPipe(t, sis.Config{RequestGuard: true})
 	out, raw := outboundTable(t)
-	c, err := sis.NewCoordinator(p.db, out, sis.WithRequestLogger(quiet))
+	c, err := sis.NewCoordinator(p.db, out, sis.WithRequestLogger(testkit.Quiet()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,8 @@ import (
 	"time"
 
 	"github.com/msgx/msgx/broker/driver"
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/clock"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/pipeline/sis"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -38,7 +39,7 @@ func TestRequestWhileTheMailboxIsUnavailable(t *testing.T) {
 		{driver.Rejected, 502, "not sent: mailbox: "},
 	} {
 		out := failingOutbound{err: driver.Classify(tc.code, errors.New("mailbox: insert into coutmsgs: boom"))}
-		c, err := sis.NewCoordinator(db, out, sis.WithRequestClock(clock.NewFake(t0)), sis.WithRequestLogger(quiet))
+		c, err := sis.NewCoordinator(db, out, sis.WithRequestClock(clock.NewFake(t0)), sis.WithRequestLogger(testkit.Quiet()))
 		if err != nil {
 			t.Fatal(err)
 		}

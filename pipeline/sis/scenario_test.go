@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/pipeline/sis"
 	"github.com/msgx/msgx/source/mailbox"
 	"github.com/msgx/msgx/store"
@@ -58,15 +59,15 @@ func newPipeWith(t *testing.T, cfg sis.Config, prepare func(raw *sql.DB, table s
 		prepare(raw, table.Name())
 	}
 	p := &pipe{t: t, db: storetest.NewPostgres(t, store.WithMigrate(sis.Schema())), raw: raw, table: table}
-	proc, err := sis.NewProcessor(cfg, sis.WithLogger(quiet))
+	proc, err := sis.NewProcessor(cfg, sis.WithLogger(testkit.Quiet()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	eng, err := inbox.New(p.db, stream, proc, append([]inbox.Option{
-		inbox.WithLogger(quiet),
+		inbox.WithLogger(testkit.Quiet()),
 		inbox.WithPollInterval(20 * time.Millisecond),
 		inbox.WithSource(mailbox.NewPoller(table, p.db, stream, mailbox.WithStart(mailbox.FromBeginning()),
-			mailbox.WithPollInterval(20*time.Millisecond), mailbox.WithPollerLogger(quiet))),
+			mailbox.WithPollInterval(20*time.Millisecond), mailbox.WithPollerLogger(testkit.Quiet()))),
 		inbox.WithBackfill(table)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)

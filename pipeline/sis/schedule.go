@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/msgx/msgx/failpoint"
 	"github.com/msgx/msgx/inbox"
-	"github.com/msgx/msgx/internal/failpoint"
 	"github.com/msgx/msgx/pipeline/sis/sisxml"
 	"github.com/msgx/msgx/store"
 )

@@ -26,8 +26,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/msgx/msgx/failpoint"
 	"github.com/msgx/msgx/inbox"
-	"github.com/msgx/msgx/internal/failpoint"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/pipeline/sis/sisxml"
 	"github.com/msgx/msgx/store"

@@ -38,10 +38,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/msgx/msgx/backoff"
 	"github.com/msgx/msgx/broker"
+	"github.com/msgx/msgx/clock"
 	"github.com/msgx/msgx/inbox"
-	"github.com/msgx/msgx/internal/backoff"
-	"github.com/msgx/msgx/internal/clock"
 	"github.com/msgx/msgx/internal/dbclock"
 	"github.com/msgx/msgx/internal/tracing"
 	"github.com/msgx/msgx/source/mailbox"

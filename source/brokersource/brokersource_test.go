@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -21,6 +20,7 @@ import (
 	"github.com/msgx/msgx/broker/driver"
 	"github.com/msgx/msgx/broker/rabbitmq"
 	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/internal/tracing"
 	"github.com/msgx/msgx/source/brokersource"
 	"github.com/msgx/msgx/source/mailbox"
@@ -48,16 +48,8 @@ func (p *identityProc) Process(_ context.Context, _ store.Tx, m *inbox.Message) 
 	return inbox.Done(), nil
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// patience bounds every wait of these tests for a condition.
+const patience = 30 * time.Second
 
 type row struct {
 	id                      int64
@@ -100,7 +92,7 @@ func TestRabbitMQFeedsAStream(t *testing.T) {
 	defer cancel()
 	db := storetest.NewPostgres(t, store.WithMigrate(mailbox.Schema()))
 	topic, group := storetest.UniqueName("bsrc"), "msgx"
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := testkit.Quiet()
 	b := startRabbit(ctx, t, log, topic, group)
 
 	exp := tracetest.NewInMemoryExporter()
@@ -138,7 +130,7 @@ func TestRabbitMQFeedsAStream(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "A and B in the inbox", func() bool { return len(rows(t, db, "s")) == 2 })
+	testkit.Eventually(t, "A and B in the inbox", patience, func() bool { return len(rows(t, db, "s")) == 2 })
 	sctx, scancel := context.WithTimeout(ctx, time.Second)
 	defer scancel()
 	_ = first.Stop(sctx)
@@ -160,7 +152,7 @@ func TestRabbitMQFeedsAStream(t *testing.T) {
 	go func() { done <- eng.Run(ectx) }()
 	defer func() { stop(); <-done }()
 
-	waitFor(t, "four terminal messages", func() bool {
+	testkit.Eventually(t, "four terminal messages", patience, func() bool {
 		rs := rows(t, db, "s")
 		for _, r := range rs {
 			if !r.status.Terminal() {
@@ -187,7 +179,7 @@ func TestRabbitMQFeedsAStream(t *testing.T) {
 		t.Errorf("processed %v, want A, B and C once each", proc.seen)
 	}
 	proc.mu.Unlock()
-	waitFor(t, "the oversized message in the dead-letter queue", func() bool {
+	testkit.Eventually(t, "the oversized message in the dead-letter queue", patience, func() bool {
 		r, _ := dead.Load().(string)
 		return strings.Contains(r, "exceeds the source's limit of 64")
 	})
@@ -270,7 +262,7 @@ func TestThroughTheStreamsMailbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	topic, group := storetest.UniqueName("bsrcmb"), "msgx"
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := testkit.Quiet()
 	b := startRabbit(ctx, t, log, topic, group)
 	var nudges atomic.Int64
 	src, err := brokersource.New(b, broker.Subscription{Topic: topic, Group: group}, db, "m",
@@ -281,7 +273,7 @@ func TestThroughTheStreamsMailbox(t *testing.T) {
 	dead := listenDeadReasons(ctx, t, b, topic)
 	runSource(ctx, t, src)
 	sendOnceDeclared(ctx, t, b, topic, "one", "\xff\xfe not UTF-8", "two")
-	waitFor(t, "two messages in the inbox", func() bool { return len(rows(t, db, "m")) == 2 })
+	testkit.Eventually(t, "two messages in the inbox", patience, func() bool { return len(rows(t, db, "m")) == 2 })
 	got := rows(t, db, "m")
 	mrows, err := mb.Scan(ctx, 0, 10)
 	if err != nil {
@@ -293,7 +285,7 @@ func TestThroughTheStreamsMailbox(t *testing.T) {
 	if nudges.Load() != 2 {
 		t.Errorf("%d nudges, want one per stored message", nudges.Load())
 	}
-	waitFor(t, "the non-UTF-8 message in the dead-letter queue", func() bool {
+	testkit.Eventually(t, "the non-UTF-8 message in the dead-letter queue", patience, func() bool {
 		r, _ := dead.Load().(string)
 		return strings.Contains(r, "not UTF-8")
 	})
@@ -312,7 +304,7 @@ func TestMailboxColumnsAndUnstorableMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	topic, group := storetest.UniqueName("bsrcmeta"), "msgx"
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := testkit.Quiet()
 	b := startRabbit(ctx, t, log, topic, group)
 	src, err := brokersource.New(b, broker.Subscription{Topic: topic, Group: group}, db, "m",
 		brokersource.WithMailbox(mb, nil), brokersource.WithLogger(log))
@@ -323,11 +315,11 @@ func TestMailboxColumnsAndUnstorableMessages(t *testing.T) {
 	runSource(ctx, t, src)
 	const sis = `<MSG><META><SNDR>AODB</SNDR><SEQN>77</SEQN><DTTM>20120229090511</DTTM><TYPE>FLOP</TYPE><STYP>ETA</STYP></META><FLOP/></MSG>`
 	sendOnceDeclared(ctx, t, b, topic, "<MSG>a\x00b</MSG>", sis)
-	waitFor(t, "the NUL message in the dead-letter queue", func() bool {
+	testkit.Eventually(t, "the NUL message in the dead-letter queue", patience, func() bool {
 		r, _ := dead.Load().(string)
 		return strings.Contains(r, "NUL")
 	})
-	waitFor(t, "the SIS message in the inbox", func() bool { return len(rows(t, db, "m")) == 1 })
+	testkit.Eventually(t, "the SIS message in the inbox", patience, func() bool { return len(rows(t, db, "m")) == 1 })
 	var name, typ, styp string
 	var seq int64
 	var sent time.Time

@@ -5,8 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 
 	"github.com/msgx/msgx/broker"
 	"github.com/msgx/msgx/broker/kafka"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/source/brokersource"
 	"github.com/msgx/msgx/source/mailbox"
 	"github.com/msgx/msgx/store"
@@ -56,7 +55,7 @@ func TestOversizedDeadLetterByReferenceOnKafka(t *testing.T) {
 		}
 	}
 
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := testkit.Quiet()
 	b := broker.New("kafka", kafka.New(kafka.SeedBrokers(kf.ListenAddrs()...), kafka.WithLogger(log),
 		kafka.WithCommitInterval(100*time.Millisecond), kafka.WithMaxMessageBytes(1_000_012)), broker.WithLogger(log))
 	if err := b.Start(ctx); err != nil {
@@ -74,7 +73,7 @@ func TestOversizedDeadLetterByReferenceOnKafka(t *testing.T) {
 	go func() { done <- src.Run(sctx, nil) }()
 	defer func() { stop(); <-done }()
 
-	waitFor(t, "C in the inbox", func() bool { rs := rows(t, db, "s"); return len(rs) == 1 && rs[0].payload == "C" })
+	testkit.Eventually(t, "C in the inbox", patience, func() bool { rs := rows(t, db, "s"); return len(rs) == 1 && rs[0].payload == "C" })
 	dlq, err := kgo.NewClient(kgo.SeedBrokers(kf.ListenAddrs()...), kgo.ConsumeTopics(topic+".dlq"),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {

@@ -2,7 +2,6 @@ package brokersource_test
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"sync/atomic"
 	"testing"
@@ -10,8 +9,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/msgx/msgx/backoff"
 	"github.com/msgx/msgx/broker"
-	"github.com/msgx/msgx/internal/backoff"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/source/brokersource"
 	"github.com/msgx/msgx/source/mailbox"
 	"github.com/msgx/msgx/store"
@@ -28,7 +28,7 @@ func TestStopDuringAStoreRetryIsPrompt(t *testing.T) {
 	db, proxy := storetest.NewCuttablePostgres(t, store.WithMigrate(mailbox.Schema()))
 	t.Cleanup(db.Close)
 	topic, group := storetest.UniqueName("bsrc-stop"), "msgx"
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := testkit.Quiet()
 	b := startRabbit(ctx, t, log, topic, group)
 	listening := &listeningHandler{}
 	source := func(reg prometheus.Registerer) *brokersource.Source {
@@ -47,11 +47,11 @@ func TestStopDuringAStoreRetryIsPrompt(t *testing.T) {
 	go func() { done <- source(reg).Run(runCtx, nil) }()
 
 	proxy.Cut()
-	waitFor(t, "the listener to run", listening.seen.Load)
+	testkit.Eventually(t, "the listener to run", patience, listening.seen.Load)
 	if err := b.SendConfirmed(ctx, topic, &broker.Message{Payload: []byte("during the outage")}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a failed store, waiting to retry", func() bool { return counter(t, reg, "msgx_source_broker_store_failures_total") >= 1 })
+	testkit.Eventually(t, "a failed store, waiting to retry", patience, func() bool { return counter(t, reg, "msgx_source_broker_store_failures_total") >= 1 })
 	began := time.Now()
 	stop()
 	select {
@@ -68,7 +68,7 @@ func TestStopDuringAStoreRetryIsPrompt(t *testing.T) {
 	done2 := make(chan error, 1)
 	go func() { done2 <- source(prometheus.NewRegistry()).Run(runCtx2, nil) }()
 	defer func() { stop2(); <-done2 }()
-	waitFor(t, "the message stored after the restart", func() bool {
+	testkit.Eventually(t, "the message stored after the restart", patience, func() bool {
 		rs := rows(t, db, "s")
 		return len(rs) == 1 && rs[0].payload == "during the outage"
 	})

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/text/encoding/unicode"
 
 	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/source/httpingress"
 	"github.com/msgx/msgx/source/mailbox"
 	"github.com/msgx/msgx/store"
@@ -29,12 +30,12 @@ func TestGBKBodyIsStoredAsUTF8AndKeptByteExactOnMariaDB(t *testing.T) {
 	ctx := context.Background()
 	table, raw := mariaDBMailbox(t)
 	db := storetest.NewPostgres(t, store.WithMigrate(mailbox.Schema()))
-	eng, err := inbox.New(db, "sis", identityProc{}, inbox.WithLogger(quiet))
+	eng, err := inbox.New(db, "sis", identityProc{}, inbox.WithLogger(testkit.Quiet()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	httpingress.New(table, httpingress.WithLogger(quiet), httpingress.WithEnqueuer(eng)).Register(mux)
+	httpingress.New(table, httpingress.WithLogger(testkit.Quiet()), httpingress.WithEnqueuer(eng)).Register(mux)
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
@@ -135,7 +136,7 @@ func (m *slowMailbox) Insert(ctx context.Context, _ []byte, _ time.Time, _ mailb
 
 func TestAFloodGets503(t *testing.T) {
 	mb := &slowMailbox{inside: make(chan struct{}, 8), release: make(chan struct{})}
-	h := httpingress.New(mb, httpingress.WithLogger(quiet), httpingress.WithMaxConcurrent(2))
+	h := httpingress.New(mb, httpingress.WithLogger(testkit.Quiet()), httpingress.WithMaxConcurrent(2))
 	mux := http.NewServeMux()
 	h.Register(mux)
 	srv := httptest.NewServer(mux)
@@ -193,7 +194,7 @@ func TestUTF8BodyDeclaringGBKIsReadAsUTF8(t *testing.T) {
 func serve(t *testing.T, table httpingress.Mailbox) string {
 	t.Helper()
 	mux := http.NewServeMux()
-	httpingress.New(table, httpingress.WithLogger(quiet)).Register(mux)
+	httpingress.New(table, httpingress.WithLogger(testkit.Quiet())).Register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return srv.URL + httpingress.Path

@@ -33,8 +33,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/msgx/msgx/clock"
 	"github.com/msgx/msgx/inbox"
-	"github.com/msgx/msgx/internal/clock"
 	"github.com/msgx/msgx/internal/httpserve"
 	"github.com/msgx/msgx/internal/tracing"
 	"github.com/msgx/msgx/source/mailbox"

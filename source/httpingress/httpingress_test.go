@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,18 +12,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/msgx/msgx/clock"
 	"github.com/msgx/msgx/inbox"
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/source/httpingress"
 	"github.com/msgx/msgx/source/mailbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
 
-var (
-	t0    = time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
-	quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-)
+var t0 = time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
 
 const body = `<MSG><META><SNDR>AODB</SNDR><SEQN>7</SEQN><TYPE>FLOP</TYPE><STYP>ETA</STYP></META><FLOP><FLID>1</FLID></FLOP></MSG>`
 
@@ -56,10 +53,10 @@ func newSetup(t *testing.T, enq func(*inbox.Engine) httpingress.Enqueuer, opts .
 	}
 	clk := clock.NewFake(t0)
 	s.clk = clk
-	if s.eng, err = inbox.New(s.db, "sis", identityProc{}, inbox.WithClock(clk), inbox.WithLogger(quiet)); err != nil {
+	if s.eng, err = inbox.New(s.db, "sis", identityProc{}, inbox.WithClock(clk), inbox.WithDatabaseClock(false), inbox.WithLogger(testkit.Quiet())); err != nil {
 		t.Fatal(err)
 	}
-	base := []httpingress.Option{httpingress.WithClock(clk), httpingress.WithLogger(quiet), httpingress.WithNudge(func() { s.nudges.Add(1) })}
+	base := []httpingress.Option{httpingress.WithClock(clk), httpingress.WithLogger(testkit.Quiet()), httpingress.WithNudge(func() { s.nudges.Add(1) })}
 	if enq != nil {
 		base = append(base, httpingress.WithEnqueuer(enq(s.eng)))
 	}
@@ -171,7 +168,7 @@ func TestMailboxDownIsNeverA200(t *testing.T) {
 	dead.Close()
 	var enqueued atomic.Int32
 	mux := http.NewServeMux()
-	httpingress.New(table, httpingress.WithLogger(quiet), httpingress.WithEnqueuer(enqueuerFunc(func() error {
+	httpingress.New(table, httpingress.WithLogger(testkit.Quiet()), httpingress.WithEnqueuer(enqueuerFunc(func() error {
 		enqueued.Add(1)
 		return nil
 	}))).Register(mux)
@@ -202,7 +199,7 @@ func TestFailedEnqueueIsRepairedByThePoller(t *testing.T) {
 	if _, err := inbox.Get(context.Background(), s.db, "sis", 1); !errors.Is(err, inbox.ErrNotFound) {
 		t.Fatalf("enqueued despite the failure: %v", err)
 	}
-	p := mailbox.NewPoller(s.table, s.db, "sis", mailbox.WithStart(mailbox.FromBeginning()), mailbox.WithPollerLogger(quiet))
+	p := mailbox.NewPoller(s.table, s.db, "sis", mailbox.WithStart(mailbox.FromBeginning()), mailbox.WithPollerLogger(testkit.Quiet()))
 	if res, err := p.Poll(context.Background()); err != nil || res.Enqueued != 1 {
 		t.Fatalf("poll = %+v, %v", res, err)
 	}
@@ -217,8 +214,8 @@ func TestClientRetryIsADuplicate(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	p := mailbox.NewPoller(s.table, s.db, "sis", mailbox.WithStart(mailbox.FromBeginning()), mailbox.WithPollerLogger(quiet))
-	eng, err := inbox.New(s.db, "sis", identityProc{}, inbox.WithLogger(quiet), inbox.WithSource(p))
+	p := mailbox.NewPoller(s.table, s.db, "sis", mailbox.WithStart(mailbox.FromBeginning()), mailbox.WithPollerLogger(testkit.Quiet()))
+	eng, err := inbox.New(s.db, "sis", identityProc{}, inbox.WithLogger(testkit.Quiet()), inbox.WithSource(p))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +257,7 @@ func TestSendIntoMariaDBMailbox(t *testing.T) {
 	table, _ := mariaDBMailbox(t)
 	ctx := context.Background()
 	mux := http.NewServeMux()
-	httpingress.New(table, httpingress.WithLogger(quiet)).Register(mux)
+	httpingress.New(table, httpingress.WithLogger(testkit.Quiet())).Register(mux)
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	resp, err := http.Post(srv.URL+httpingress.Path, "text/xml", strings.NewReader(body))

@@ -5,24 +5,23 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
-	"io"
-	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/msgx/msgx/clock"
 	"github.com/msgx/msgx/inbox"
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/source/mailbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
 
-var (
-	t0    = time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
-	quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-)
+var t0 = time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
+
+// patience bounds every wait of these tests for a condition.
+const patience = 15 * time.Second
 
 // env is one mailbox backend with the store the inbox lives in.
 type env struct {
@@ -132,7 +131,7 @@ func (e *env) put(ids ...int64) {
 func payload(id int64) string { return "msg-" + strconv.FormatInt(id, 10) }
 
 func (e *env) poller(clk clock.Clock, opts ...mailbox.PollerOption) *mailbox.Poller {
-	base := []mailbox.PollerOption{mailbox.WithPollerClock(clk), mailbox.WithPollerLogger(quiet), mailbox.WithGapTimesFromClock(),
+	base := []mailbox.PollerOption{mailbox.WithPollerClock(clk), mailbox.WithPollerLogger(testkit.Quiet()), mailbox.WithGapTimesFromClock(),
 		mailbox.WithStart(mailbox.FromBeginning())}
 	return mailbox.NewPoller(e.table, e.db, "sis", append(base, opts...)...)
 }
@@ -185,15 +184,4 @@ func seq(from, to int64) []int64 {
 		out = append(out, i)
 	}
 	return out
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }

@@ -11,8 +11,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/msgx/msgx/clock"
 	"github.com/msgx/msgx/inbox"
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/source/mailbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -130,7 +131,7 @@ func TestGapsAgeOnTheDatabasesClock(t *testing.T) {
 	e := newStoreEnv(t, "postgres", storetest.NewPostgres(t, store.WithMigrate(mailbox.Schema())))
 	ctx := context.Background()
 	clk := clock.NewFake(t0)
-	p := mailbox.NewPoller(e.table, e.db, "sis", mailbox.WithPollerClock(clk), mailbox.WithPollerLogger(quiet),
+	p := mailbox.NewPoller(e.table, e.db, "sis", mailbox.WithPollerClock(clk), mailbox.WithPollerLogger(testkit.Quiet()),
 		mailbox.WithMaxCommitDelay(time.Minute), mailbox.WithStart(mailbox.FromBeginning()))
 	e.put(1, 3)
 	if res := e.poll(p); res.GapFrom != 2 {
@@ -223,7 +224,7 @@ func TestLateRowIsNotAppliedOverANewerOneOnMariaDB(t *testing.T) {
 	proc := &orderProc{}
 	p := e.poller(clk, mailbox.WithMaxCommitDelay(10*time.Second)) // the default late-row policy
 	e.runEngine(proc, p, clk, e.table)
-	eventually(t, "the poller to wait at the gap", func() bool {
+	testkit.Eventually(t, "the poller to wait at the gap", patience, func() bool {
 		c, ok, _ := inbox.LoadCursor(ctx, e.db, "sis")
 		return ok && c.GapFrom == 2 && len(proc.ran()) == 1
 	})
@@ -231,7 +232,7 @@ func TestLateRowIsNotAppliedOverANewerOneOnMariaDB(t *testing.T) {
 	p.Nudge()
 	// Processed and committed: the processor ran inside the transaction,
 	// which may not have committed yet when it returns.
-	eventually(t, "the gap declared permanent and row 3 processed", func() bool {
+	testkit.Eventually(t, "the gap declared permanent and row 3 processed", patience, func() bool {
 		r, err := inbox.Get(ctx, e.db, "sis", 3)
 		return len(proc.ran()) == 2 && err == nil && r.Status == inbox.Succeeded
 	})
@@ -241,7 +242,7 @@ func TestLateRowIsNotAppliedOverANewerOneOnMariaDB(t *testing.T) {
 	clk.Advance(10 * time.Second) // the next look at the permanent gaps
 	p.Nudge()
 	var r inbox.Row
-	eventually(t, "the late row recorded", func() bool {
+	testkit.Eventually(t, "the late row recorded", patience, func() bool {
 		var err error
 		r, err = inbox.Get(ctx, e.db, "sis", 2)
 		return err == nil
@@ -292,7 +293,7 @@ func TestLateRowOfAWriterThatEnqueuesItselfOnMariaDB(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The writer's enqueue after its (late) insert, as the HTTP ingress does it.
-	eng, err := inbox.New(e.db, "sis", &orderProc{}, inbox.WithLogger(quiet))
+	eng, err := inbox.New(e.db, "sis", &orderProc{}, inbox.WithLogger(testkit.Quiet()))
 	if err != nil {
 		t.Fatal(err)
 	}

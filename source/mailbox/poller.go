@@ -8,9 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/msgx/msgx/backoff"
+	"github.com/msgx/msgx/clock"
 	"github.com/msgx/msgx/inbox"
-	"github.com/msgx/msgx/internal/backoff"
-	"github.com/msgx/msgx/internal/clock"
 	"github.com/msgx/msgx/store"
 )
 
@@ -166,8 +166,8 @@ func WithMaxCommitDelay(d time.Duration) PollerOption {
 
 // WithLateRows sets what becomes of a row that commits in a gap already
 // declared permanent (mailboxes.NAME.late-rows; default RefuseLate) and how
-// long permanent gaps are watched for such rows (default 24 h; the gap
-// record stays after that).
+// long permanent gaps are watched for such rows (default 24 h; zero keeps
+// it; the gap record stays after that).
 func WithLateRows(policy LatePolicy, retention time.Duration) PollerOption {
 	return func(o *pollerOptions) { o.latePolicy, o.gapRetention = policy, retention }
 }
@@ -185,10 +185,25 @@ func WithUnreadableAfter(d time.Duration) PollerOption {
 // fails with ErrNoStart. Once the cursor exists the start is ignored.
 func WithStart(s Start) PollerOption { return func(o *pollerOptions) { o.start = s } }
 
+// The poller's defaults: what NewPoller uses for an option not given. They
+// are the one copy of these values: a configuration that maps onto the
+// options (app/config) takes its defaults from here.
+const (
+	DefaultPollInterval   = time.Second
+	DefaultClaimBatch     = 50
+	DefaultScansPerCommit = 10
+	DefaultMaxCommitDelay = time.Minute
+	// DefaultLateRowsWatch is how long permanent gaps are watched for late
+	// rows (WithLateRows).
+	DefaultLateRowsWatch   = 24 * time.Hour
+	DefaultUnreadableAfter = 30 * time.Second
+)
+
 // NewPoller returns a poller enqueueing rows of table into stream in db.
 func NewPoller(table Scanner, db *store.DB, stream string, opts ...PollerOption) *Poller {
-	o := pollerOptions{clock: clock.Real{}, log: slog.Default(), interval: time.Second, batch: 50, maxCommitDelay: time.Minute, scans: 10,
-		gapRetention: 24 * time.Hour, unreadableAfter: 30 * time.Second}
+	o := pollerOptions{clock: clock.Real{}, log: slog.Default(), interval: DefaultPollInterval, batch: DefaultClaimBatch,
+		maxCommitDelay: DefaultMaxCommitDelay, scans: DefaultScansPerCommit,
+		gapRetention: DefaultLateRowsWatch, unreadableAfter: DefaultUnreadableAfter}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -199,10 +214,10 @@ func NewPoller(table Scanner, db *store.DB, stream string, opts ...PollerOption)
 		o.scans = 1
 	}
 	if o.gapRetention <= 0 {
-		o.gapRetention = 24 * time.Hour
+		o.gapRetention = DefaultLateRowsWatch
 	}
 	if o.unreadableAfter <= 0 {
-		o.unreadableAfter = 30 * time.Second
+		o.unreadableAfter = DefaultUnreadableAfter
 	}
 	p := &Poller{table: table, db: db, stream: stream, o: o, nudge: make(chan struct{}, 1)}
 	p.m = newPollerMetrics(stream, p.unreadableSeconds)

@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/msgx/msgx/clock"
 	"github.com/msgx/msgx/inbox"
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/source/mailbox"
 	"github.com/msgx/msgx/store"
 )
@@ -306,7 +307,7 @@ func (failingBackfill) Backfill(context.Context, []int64, time.Time) error {
 // runEngine runs an engine fed by the poller until the test ends.
 func (e *env) runEngine(proc inbox.Processor, p *mailbox.Poller, clk clock.Clock, bf inbox.Backfiller, opts ...inbox.Option) *inbox.Engine {
 	e.t.Helper()
-	base := []inbox.Option{inbox.WithClock(clk), inbox.WithLogger(quiet), inbox.WithSource(p), inbox.WithBackfill(bf)}
+	base := []inbox.Option{inbox.WithClock(clk), inbox.WithDatabaseClock(false), inbox.WithLogger(testkit.Quiet()), inbox.WithSource(p), inbox.WithBackfill(bf)}
 	eng, err := inbox.New(e.db, "sis", proc, append(base, opts...)...)
 	if err != nil {
 		e.t.Fatal(err)
@@ -334,13 +335,13 @@ func TestEndToEndFromMailboxToBackfill(t *testing.T) {
 		e.runEngine(proc, p, clk, e.table)
 		// No clock movement: the first poll enqueues, wakes the pump, and the
 		// commit triggers the backfill.
-		eventually(t, "processing and backfill", func() bool {
+		testkit.Eventually(t, "processing and backfill", patience, func() bool {
 			m := e.marks()
 			return m[1].status == "DONE" && m[2].status == "DONE" && m[3].status == "DONE"
 		})
 		e.put(4)
 		p.Nudge()
-		eventually(t, "message 4", func() bool { return e.marks()[4].status == "DONE" })
+		testkit.Eventually(t, "message 4", patience, func() bool { return e.marks()[4].status == "DONE" })
 		if got := proc.ran(); !slices.Equal(got, []int64{1, 2, 3, 4}) {
 			t.Fatalf("processed %v", got)
 		}
@@ -354,10 +355,10 @@ func TestUnbackfilledMessagesDoNotBlockDiscovery(t *testing.T) {
 		proc := &orderProc{}
 		p := e.poller(clk)
 		e.runEngine(proc, p, clk, failingBackfill{})
-		eventually(t, "first messages", func() bool { return len(proc.ran()) == 2 })
+		testkit.Eventually(t, "first messages", patience, func() bool { return len(proc.ran()) == 2 })
 		e.put(3, 4)
 		p.Nudge()
-		eventually(t, "later messages", func() bool { return len(proc.ran()) == 4 })
+		testkit.Eventually(t, "later messages", patience, func() bool { return len(proc.ran()) == 4 })
 		for _, id := range []int64{1, 2} {
 			r, err := inbox.Get(context.Background(), e.db, "sis", id)
 			if err != nil || r.Status != inbox.Succeeded || r.BackfilledAt != nil {
@@ -393,11 +394,11 @@ func TestSmallerIDCommittedLateOnMariaDB(t *testing.T) {
 	proc := &orderProc{}
 	p := e.poller(clk)
 	e.runEngine(proc, p, clk, e.table)
-	eventually(t, "the poller to stop at the gap", func() bool {
+	testkit.Eventually(t, "the poller to stop at the gap", patience, func() bool {
 		c, ok, _ := inbox.LoadCursor(ctx, e.db, "sis")
 		return ok && c.GapFrom == 2
 	})
-	eventually(t, "message 1", func() bool { return len(proc.ran()) == 1 })
+	testkit.Eventually(t, "message 1", patience, func() bool { return len(proc.ran()) == 1 })
 	if got := e.enqueued(); !slices.Equal(got, []int64{1}) {
 		t.Fatalf("enqueued %v: nothing after the gap", got)
 	}
@@ -405,7 +406,7 @@ func TestSmallerIDCommittedLateOnMariaDB(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Nudge()
-	eventually(t, "messages 2 and 3", func() bool { return len(proc.ran()) == 3 })
+	testkit.Eventually(t, "messages 2 and 3", patience, func() bool { return len(proc.ran()) == 3 })
 	if got := proc.ran(); !slices.Equal(got, []int64{1, 2, 3}) {
 		t.Fatalf("processed %v: the late row must not be overtaken", got)
 	}

@@ -8,7 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/clock"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/source/mailbox"
 )
 
@@ -20,7 +21,7 @@ func TestMissingMailboxTableIsUnreadableAfterTheThreshold(t *testing.T) {
 	e := newMariaDBEnv(t)
 	ctx := context.Background()
 	clk := clock.NewFake(t0)
-	p := mailbox.NewPoller(e.table, e.db, "sis", mailbox.WithPollerClock(clk), mailbox.WithPollerLogger(quiet),
+	p := mailbox.NewPoller(e.table, e.db, "sis", mailbox.WithPollerClock(clk), mailbox.WithPollerLogger(testkit.Quiet()),
 		mailbox.WithGapTimesFromClock(), mailbox.WithStart(mailbox.FromBeginning()), mailbox.WithUnreadableAfter(30*time.Second))
 	gauge := func() float64 { return testutil.ToFloat64(p.UnreadableGauge()) }
 	if _, err := p.Poll(ctx); err != nil {
@@ -72,7 +73,7 @@ func TestStoreFailureDoesNotMakeTheMailboxUnreadable(t *testing.T) {
 	e := newMariaDBEnv(t)
 	ctx := context.Background()
 	clk := clock.NewFake(t0)
-	p := mailbox.NewPoller(e.table, e.db, "sis", mailbox.WithPollerClock(clk), mailbox.WithPollerLogger(quiet),
+	p := mailbox.NewPoller(e.table, e.db, "sis", mailbox.WithPollerClock(clk), mailbox.WithPollerLogger(testkit.Quiet()),
 		mailbox.WithGapTimesFromClock(), mailbox.WithStart(mailbox.FromBeginning()), mailbox.WithUnreadableAfter(time.Second))
 	e.db.Close()
 	if _, err := p.Poll(ctx); err == nil {

@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/msgx/msgx/clock"
 	"github.com/msgx/msgx/inbox"
-	"github.com/msgx/msgx/internal/clock"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/source/mailbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -20,7 +21,7 @@ func TestFirstStartMustBeChosen(t *testing.T) {
 		e.put(1, 2, 3)
 		clk := clock.NewFake(t0)
 		poller := func(stream string, start mailbox.Start) *mailbox.Poller {
-			return mailbox.NewPoller(e.table, e.db, stream, mailbox.WithPollerClock(clk), mailbox.WithPollerLogger(quiet), mailbox.WithStart(start))
+			return mailbox.NewPoller(e.table, e.db, stream, mailbox.WithPollerClock(clk), mailbox.WithPollerLogger(testkit.Quiet()), mailbox.WithStart(start))
 		}
 		if _, err := poller("unset", mailbox.Start{}).Poll(ctx); !errors.Is(err, mailbox.ErrNoStart) {
 			t.Fatalf("poll without a cursor or a start = %v, want ErrNoStart", err)
@@ -93,7 +94,7 @@ func TestNothingOvertakesTheMailboxBeforeTheCursorExists(t *testing.T) {
 	e.put(1, 2, 3, 4, 5)
 	clk := clock.NewFake(t0)
 	g := &gatedScanner{Table: e.table, reached: make(chan struct{}, 1), open: make(chan struct{})}
-	p := mailbox.NewPoller(g, e.db, "sis", mailbox.WithPollerClock(clk), mailbox.WithPollerLogger(quiet),
+	p := mailbox.NewPoller(g, e.db, "sis", mailbox.WithPollerClock(clk), mailbox.WithPollerLogger(testkit.Quiet()),
 		mailbox.WithGapTimesFromClock(), mailbox.WithStart(mailbox.FromBeginning()))
 	// Message 5 arrived over HTTP before the poller read the mailbox.
 	if err := e.db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
@@ -117,7 +118,7 @@ func TestNothingOvertakesTheMailboxBeforeTheCursorExists(t *testing.T) {
 		t.Fatalf("processed %v before the mailbox's older rows were read", got)
 	}
 	close(g.open)
-	eventually(t, "all five", func() bool { return len(proc.ran()) == 5 })
+	testkit.Eventually(t, "all five", patience, func() bool { return len(proc.ran()) == 5 })
 	if got := proc.ran(); !slices.Equal(got, []int64{1, 2, 3, 4, 5}) {
 		t.Fatalf("processed %v", got)
 	}

@@ -9,9 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/msgx/msgx/clock"
+	"github.com/msgx/msgx/failpoint"
 	"github.com/msgx/msgx/inbox"
-	"github.com/msgx/msgx/internal/clock"
-	"github.com/msgx/msgx/internal/failpoint"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/source/mailbox"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -110,7 +111,7 @@ func TestProcessedMarkIsWrittenInThePumpTransaction(t *testing.T) {
 		// Message 3 fails and holds the head (its retry waits on the fake
 		// clock); 1 and 2 are done. The commit hook runs after the commit's
 		// other work, so once it saw the failure the checks ran.
-		eventually(t, "the failure of message 3", func() bool {
+		testkit.Eventually(t, "the failure of message 3", patience, func() bool {
 			mu.Lock()
 			defer mu.Unlock()
 			return failed == 3
@@ -167,7 +168,7 @@ func TestMariaDBMailboxKeepsTheBackfillIntent(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.runEngine(&orderProc{}, e.poller(clk), clk, e.table, inbox.WithFailpoints(fp))
-	eventually(t, "the mark, after the commit", func() bool {
+	testkit.Eventually(t, "the mark, after the commit", patience, func() bool {
 		r, err := inbox.Get(context.Background(), e.db, "sis", 1)
 		return err == nil && r.BackfilledAt != nil && e.marks()[1].status == "DONE"
 	})
@@ -192,7 +193,7 @@ func TestSkippedAndDeadMessagesGetTheirMarkInTheTransaction(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.runEngine(&orderProc{}, e.poller(clk), clk, e.table, inbox.WithGroupSize(4), inbox.WithFailpoints(fp))
-		eventually(t, "every message finished", func() bool {
+		testkit.Eventually(t, "every message finished", patience, func() bool {
 			r, err := inbox.Get(context.Background(), e.db, "sis", 4)
 			return err == nil && r.Status.Terminal()
 		})
@@ -232,7 +233,7 @@ END$$`)
 	clk := clock.NewFake(t0)
 	proc := &orderProc{}
 	e.runEngine(proc, e.poller(clk), clk, e.table, inbox.WithGroupSize(3))
-	eventually(t, "the failure of message 2", func() bool {
+	testkit.Eventually(t, "the failure of message 2", patience, func() bool {
 		r, err := inbox.Get(ctx, e.db, "sis", 2)
 		return err == nil && r.Status == inbox.Failed
 	})

@@ -15,8 +15,8 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/msgx/msgx/backoff"
 	"github.com/msgx/msgx/broker"
-	"github.com/msgx/msgx/internal/backoff"
 	"github.com/msgx/msgx/lab/bench"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"

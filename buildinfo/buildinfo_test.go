@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/msgx/msgx/internal/buildinfo"
+	"github.com/msgx/msgx/buildinfo"
 )
 
 func TestRead(t *testing.T) {

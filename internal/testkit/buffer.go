@@ -1,6 +1,4 @@
-// Package logtest holds a log destination that tests read while the code
-// under test, on its own goroutines, writes to it.
-package logtest
+package testkit
 
 import (
 	"strings"
