@@ -93,16 +93,30 @@ var internalAbove = map[string][]string{
 	module + "/internal/tracing": {module + "/broker", module + "/inbox", module + "/store"},
 }
 
+// publicLeaves are the public packages that import no msgx package.
+var publicLeaves = map[string]bool{module + "/clock": true, module + "/backoff": true, module + "/failpoint": true, module + "/buildinfo": true}
+
 // TestInternalHoldsLeaves: a package under internal/ imports only the
-// standard library, other modules and other internal/ packages, so every
-// package of msgx may import it (the benchmarks, the demo and the test
-// processors that imported inbox, outbox and the pipelines live elsewhere).
+// standard library, other modules, other internal/ packages and the public
+// leaves (clock, backoff, failpoint, buildinfo: they import no msgx
+// package), so every package of msgx may import it (the benchmarks, the
+// demo and the test processors that imported inbox, outbox and the
+// pipelines live elsewhere).
 func TestInternalHoldsLeaves(t *testing.T) {
+	for leaf := range publicLeaves {
+		for _, l := range goList(t, "-f", "{{join .Imports \" \"}}", leaf) {
+			for _, imp := range strings.Fields(l) {
+				if strings.HasPrefix(imp, module+"/") {
+					t.Errorf("%s imports %s: it must stay a leaf", leaf, imp)
+				}
+			}
+		}
+	}
 	lines := goList(t, "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"/internal/...")
 	for _, l := range lines {
 		f := strings.Fields(l)
 		for _, imp := range f[1:] {
-			if !strings.HasPrefix(imp, module+"/") || strings.HasPrefix(imp, module+"/internal/") {
+			if !strings.HasPrefix(imp, module+"/") || strings.HasPrefix(imp, module+"/internal/") || publicLeaves[imp] {
 				continue
 			}
 			allowed := false
