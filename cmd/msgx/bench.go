@@ -18,9 +18,6 @@ import (
 	"github.com/msgx/msgx/broker/mem/membench"
 	"github.com/msgx/msgx/broker/mqtt/mqttbench"
 	"github.com/msgx/msgx/broker/nats/natsbench"
-	"github.com/msgx/msgx/broker/pulsar"
-	"github.com/msgx/msgx/broker/pulsar/pulsarbench"
-	"github.com/msgx/msgx/broker/pulsar/pulsarfake"
 	"github.com/msgx/msgx/broker/rabbitmq"
 	"github.com/msgx/msgx/broker/rabbitmq/rabbitmqbench"
 	"github.com/msgx/msgx/internal/bench/brokerbench"
@@ -76,7 +73,7 @@ func newBenchCmd() *cobra.Command {
 // brokerBenchAdapters returns the broker benchmark of each adapter, built from
 // the command's flags.
 func brokerBenchAdapters(f *brokerBenchFlags) map[string]func(ctx context.Context) (brokerbench.Adapter, func(), error) {
-	return map[string]func(ctx context.Context) (brokerbench.Adapter, func(), error){
+	m := map[string]func(ctx context.Context) (brokerbench.Adapter, func(), error){
 		"mem": func(context.Context) (brokerbench.Adapter, func(), error) {
 			srv := mem.NewServer()
 			return brokerbench.Adapter{
@@ -115,28 +112,13 @@ func brokerBenchAdapters(f *brokerBenchFlags) map[string]func(ctx context.Contex
 		"kafka": func(ctx context.Context) (brokerbench.Adapter, func(), error) {
 			return kafkabench.New(ctx, f.url) // in-process kfake unless --url names seed brokers
 		},
-		"pulsar": func(context.Context) (brokerbench.Adapter, func(), error) {
-			url, cleanup := f.url, func() {}
-			if url == "" { // no service given: an in-process fake broker
-				srv, err := pulsarfake.New()
-				if err != nil {
-					return brokerbench.Adapter{}, nil, err
-				}
-				url, cleanup = srv.URL(), func() { _ = srv.Close() }
-			}
-			return brokerbench.Adapter{
-				Name:      "pulsar",
-				Setup:     pulsarbench.Setup(url),
-				NewDriver: func(context.Context) (driver.Broker, error) { return pulsar.New(url), nil },
-				NewRaw: func(context.Context) (brokerbench.Raw, error) {
-					return pulsarbench.NewRaw(url, 2*f.cfg.Batch)
-				},
-			}, cleanup, nil
-		},
 		"nats": func(ctx context.Context) (brokerbench.Adapter, func(), error) {
 			return natsbench.Adapter(ctx, f.url, 2*f.cfg.Batch)
 		},
 	}
+	// Pulsar's, unless built with -tags nopulsar (bench_pulsar.go).
+	addPulsarBench(m, f)
+	return m
 }
 
 type brokerBenchFlags struct {
