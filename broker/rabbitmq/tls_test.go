@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -184,7 +185,10 @@ func TestTLSAndExternalAuth(t *testing.T) {
 		c          *rabbitmq.Config
 	}{
 		{"an unknown CA", "x509", &rabbitmq.Config{URL: url, TLS: brokers.TLS{CAFile: r.otherCA, CertFile: r.certFile, KeyFile: r.keyFile}}},
-		{"no client certificate", "certificate", &rabbitmq.Config{URL: url, TLS: brokers.TLS{CAFile: r.caFile}}},
+		// TLS 1.3: the server checks the client's certificate after the
+		// client's side of the handshake ended, so the client sees the alert,
+		// or the connection reset, at its first read or write.
+		{"no client certificate", "certificate|connection reset|broken pipe|eof", &rabbitmq.Config{URL: url, TLS: brokers.TLS{CAFile: r.caFile}}},
 		// EXTERNAL is the login indeed: a certificate of a user the node
 		// lacks is refused.
 		{"external as an unknown user", "not allowed", &rabbitmq.Config{URL: fmt.Sprintf("amqps://localhost:%d/", r.port),
@@ -199,7 +203,7 @@ func TestTLSAndExternalAuth(t *testing.T) {
 				_ = d.Close(ctx)
 				t.Fatal("started")
 			}
-			if !strings.Contains(strings.ToLower(err.Error()), tc.want) {
+			if !slices.ContainsFunc(strings.Split(tc.want, "|"), func(w string) bool { return strings.Contains(strings.ToLower(err.Error()), w) }) {
 				t.Errorf("start failed with %v, want an error saying %q", err, tc.want)
 			}
 		})
