@@ -2,8 +2,6 @@ package app
 
 import (
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -12,7 +10,7 @@ import (
 func goList(t *testing.T, tags string, pkgs ...string) []string {
 	t.Helper()
 	args := append([]string{"list", "-deps", "-tags", tags}, pkgs...)
-	out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), args...).CombinedOutput()
+	out, err := exec.Command("go", args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
