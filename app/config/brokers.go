@@ -69,18 +69,18 @@ func decodeSettings(n *yaml.Node, s brokers.Config, key, kind string, env map[st
 		rest.Content = append(rest.Content, n.Content[i], n.Content[i+1])
 	}
 	// The known keys are decoded even so: a problem is reported once.
-	problems := unknownKeys(rest, t, key, kind)
-	if err := rest.Decode(s); err != nil {
+	problems, known := unknownKeys(rest, t, key, kind)
+	if err := known.Decode(s); err != nil {
 		problems = append(problems, fmt.Sprintf("%s: %v", key, strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n  ")))
 	}
 	return problems
 }
 
 // unknownKeys refuses the keys of mapping n that struct type t has no field
-// for, and those of the nested blocks, and removes them from n.
-func unknownKeys(n *yaml.Node, t reflect.Type, path, kind string) []string {
-	var problems []string
-	known := n.Content[:0:0]
+// for, and those of the nested blocks; known is n without them (a copy: n
+// may be an anchor other blocks share).
+func unknownKeys(n *yaml.Node, t reflect.Type, path, kind string) (problems []string, known *yaml.Node) {
+	known = &yaml.Node{Kind: n.Kind, Tag: n.Tag, Line: n.Line, Column: n.Column}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i].Value, n.Content[i+1]
 		f, ok := yamlField(t, k)
@@ -92,13 +92,38 @@ func unknownKeys(n *yaml.Node, t reflect.Type, path, kind string) []string {
 			problems = append(problems, fmt.Sprintf("%s.%s: line %d: not a key of a %s broker (%s)", path, k, n.Content[i].Line, kind, has))
 			continue
 		}
-		known = append(known, n.Content[i], v)
-		if f.Type.Kind() == reflect.Struct && v.Kind == yaml.MappingNode {
-			problems = append(problems, unknownKeys(v, f.Type, path+"."+k, kind)...)
+		if v.Kind == yaml.AliasNode {
+			v = v.Alias
 		}
+		if f.Type.Kind() == reflect.Struct && v.Kind == yaml.MappingNode {
+			var nested []string
+			nested, v = unknownKeys(v, f.Type, path+"."+k, kind)
+			problems = append(problems, nested...)
+		}
+		known.Content = append(known.Content, n.Content[i], v)
 	}
-	n.Content = known
-	return problems
+	return problems, known
+}
+
+// mergeKeys is n with its merge keys (<<: *base) resolved, so that the
+// keys they bring are checked as the block's own; n itself when it has none.
+func mergeKeys(n *yaml.Node) (*yaml.Node, error) {
+	merge := false
+	for i := 0; i < len(n.Content); i += 2 {
+		merge = merge || n.Content[i].Tag == "!!merge"
+	}
+	if !merge {
+		return n, nil
+	}
+	var m map[string]any
+	if err := n.Decode(&m); err != nil {
+		return nil, err
+	}
+	var out yaml.Node
+	if err := out.Encode(m); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // yamlField is t's field of YAML key k.

@@ -224,6 +224,10 @@ func (b *Broker) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.MappingNode {
 		return fmt.Errorf("line %d: a broker is a mapping (kind: and its settings)", n.Line)
 	}
+	n, err := mergeKeys(n)
+	if err != nil {
+		return err
+	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		if n.Content[i].Value == "kind" {
 			b.Kind = n.Content[i+1].Value

@@ -512,6 +512,31 @@ func TestOtherVariablesListsEveryVariableRead(t *testing.T) {
 	}
 }
 
+// A broker block may take its keys from an anchor (a merge key or an
+// alias); they are checked as its own.
+func TestBrokerMergeKeys(t *testing.T) {
+	cfg, err := load(t, `
+store: {dsn: "sqlite:a.db"}
+brokers:
+  base: &kafka {kind: kafka, seeds: ["h:9092"], acks: leader}
+  a: {<<: *kafka, client-id: a}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := kafkaOf(t, cfg.Brokers["a"]); a.ClientID != "a" || a.Acks != "leader" || strings.Join(a.Seeds, ",") != "h:9092" {
+		t.Errorf("merged block: %+v", a)
+	}
+	_, err = load(t, `
+store: {dsn: "sqlite:a.db"}
+brokers:
+  k: {kind: kafka, tls: &tls {ca-file: /nowhere/ca.pem, ca-fiel: x}}
+  r: {kind: rabbitmq, url: "amqps://h/", tls: *tls}
+`)
+	wantProblem(t, err, "brokers.r.tls.ca-file", "cannot read /nowhere/ca.pem")
+	wantProblem(t, err, "brokers.r.tls.ca-fiel", "not a key of a rabbitmq broker")
+}
+
 // Keys of one broker kind given to another are refused by name, not ignored.
 func TestBrokerKeysOfAnotherKind(t *testing.T) {
 	_, err := load(t, `
