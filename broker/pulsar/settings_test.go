@@ -12,10 +12,9 @@ import (
 	"github.com/msgx/msgx/internal/tlsfiles/tlstest"
 )
 
-// The fake Pulsar broker (pulsarfake) speaks no TLS, and this machine runs
-// no Pulsar: the mapping of the settings onto the client's options is
-// tested here, and the TLS configuration itself is the one the other
-// adapters' tests take to real servers (brokers.TLS).
+// The mapping of the settings onto the client's options. pulsarfake checks
+// no token, so the logins are tested here; tls_test.go takes the TLS
+// configuration to pulsarfake serving TLS.
 func TestClientOptions(t *testing.T) {
 	dir := t.TempDir()
 	ca := tlstest.NewCA(t, "pulsar test CA")
