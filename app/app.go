@@ -333,20 +333,13 @@ func (a *App) openBrokers(ctx context.Context) error {
 	}
 	for _, name := range slices.Sorted(maps.Keys(a.cfg.Brokers)) {
 		c := a.cfg.Brokers[name]
-		drv, closer, err := newDriver(name, c, a.cfg.InstanceID, a.log, a.metrics)
+		drv, err := newDriver(name, c, a.cfg.InstanceID, a.log, a.metrics)
 		if err != nil {
 			return fmt.Errorf("broker %s: %w", name, err)
 		}
-		if closer != nil {
-			a.closers = append(a.closers, closer)
-		}
 		b := broker.New(name, drv, broker.WithLogger(a.log), broker.WithRegisterer(a.metrics), broker.WithClock(a.clock))
 		h := &brokerHealth{b: b, window: 30 * time.Second, pingTimeout: 2 * time.Second, clock: a.clock,
-			connected: connected.WithLabelValues(name), failures: failures.WithLabelValues(name), log: a.log}
-		if c.SASL.Mechanism != "" {
-			// A refused SASL login shows as a closed connection.
-			h.hint = fmt.Sprintf(" (SASL %s as %q: a wrong user or password also ends so)", c.SASL.Mechanism, c.SASL.User)
-		}
+			connected: connected.WithLabelValues(name), failures: failures.WithLabelValues(name), log: a.log, hint: startHint(c)}
 		a.brokers[name] = b
 		a.health = append(a.health, h)
 		if err := h.start(ctx); err != nil {

@@ -42,7 +42,7 @@ func loadConfig(t *testing.T, yml string, env ...string) *config.Config {
 	if err := os.WriteFile(path, []byte(yml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Load(path, env)
+	cfg, err := config.Load(path, env, adapters())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,127 +2,43 @@ package app
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/msgx/msgx/app/config"
 	"github.com/msgx/msgx/backoff"
 	"github.com/msgx/msgx/broker"
+	"github.com/msgx/msgx/broker/brokers"
 	"github.com/msgx/msgx/broker/driver"
-	"github.com/msgx/msgx/broker/kafka"
-	"github.com/msgx/msgx/broker/mem"
-	"github.com/msgx/msgx/broker/mqtt"
-	"github.com/msgx/msgx/broker/nats"
-	"github.com/msgx/msgx/broker/pulsar"
-	"github.com/msgx/msgx/broker/rabbitmq"
 	"github.com/msgx/msgx/clock"
 )
 
-// newDriver builds the adapter a broker entry names.
-// instance is the process's instance id: Kafka consumer groups use it for
-// static membership.
-func newDriver(name string, c config.Broker, instance string, log *slog.Logger, reg prometheus.Registerer) (driver.Broker, func(), error) {
+// newDriver builds the driver of a broker entry through its adapter's
+// settings (the service imports no adapter: the configuration was decoded
+// with the registry of the build's adapters). instance is the process's
+// instance id (Kafka consumer groups use it for static membership).
+func newDriver(name string, c config.Broker, instance string, log *slog.Logger, reg prometheus.Registerer) (driver.Broker, error) {
+	if c.Settings == nil {
+		return nil, fmt.Errorf("no adapter of kind %q in this build", c.Kind)
+	}
 	// Adapters with metrics of their own get them labelled with the broker's
 	// name, so that two brokers of a kind can share the registry.
 	own := prometheus.WrapRegistererWith(prometheus.Labels{"broker": name}, reg)
-	switch c.Kind {
-	case config.KindKafka:
-		var opts []kgo.Opt
-		if c.ClientID != "" {
-			opts = append(opts, kgo.ClientID(c.ClientID))
-		}
-		weak := false
-		switch c.Acks {
-		case "leader":
-			opts, weak = append(opts, kgo.RequiredAcks(kgo.LeaderAck())), true
-		case "none":
-			opts, weak = append(opts, kgo.RequiredAcks(kgo.NoAck())), true
-		}
-		// franz-go's idempotent producer needs acks=all.
-		if weak || (c.Idempotence != nil && !*c.Idempotence) {
-			opts, weak = append(opts, kgo.DisableIdempotentWrite()), true
-		}
-		sec, err := kafkaSecurity(c)
-		if err != nil {
-			return nil, nil, err
-		}
-		opts = append(opts, sec...)
-		kopts := []kafka.Option{kafka.SeedBrokers(c.Seeds...), kafka.WithLogger(log), kafka.WithClientOptions(opts...),
-			kafka.WithInstanceID(instance), kafka.WithSessionTimeout(c.SessionTimeout.D()), kafka.WithMaxMessageBytes(c.MaxMessageBytes)}
-		for _, topic := range c.CompactedTopics {
-			kopts = append(kopts, kafka.WithTopic(topic, -1, map[string]string{"cleanup.policy": "compact"}))
-		}
-		if weak {
-			// Only the embedded profile gets here (validation refuses it in production).
-			kopts = append(kopts, kafka.AllowWeakDurability())
-		}
-		return kafka.New(kopts...), nil, nil
-	case config.KindRabbitMQ:
-		return rabbitmq.New(rabbitmq.WithURL(c.URL), rabbitmq.WithLogger(log), rabbitmq.WithConnectionName("msgx-"+name),
-			rabbitmq.WithRegisterer(own)), nil, nil
-	case config.KindMQTT:
-		d, err := mqtt.New(c.URL, mqtt.WithLogger(log))
-		return d, nil, err
-	case config.KindNATS:
-		return nats.New(nats.WithURL(c.URL), nats.WithLogger(log), nats.WithClientName("msgx-"+name)), nil, nil
-	case config.KindPulsar:
-		return pulsar.New(c.URL, pulsar.WithLogger(log), pulsar.WithRegisterer(own)), nil, nil
-	case config.KindMem:
-		srv := mem.NewServer()
-		return mem.New(srv), srv.Close, nil
-	}
-	return nil, nil, fmt.Errorf("unknown broker kind %q", c.Kind)
+	return c.Settings.Driver(brokers.Env{Name: name, InstanceID: instance, Logger: log, Registerer: own})
 }
 
-// kafkaSecurity is the franz-go options of a Kafka broker's TLS and SASL.
-func kafkaSecurity(c config.Broker) ([]kgo.Opt, error) {
-	var opts []kgo.Opt
-	if t := c.TLS; t.On() {
-		tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: t.InsecureSkipVerify} // InsecureSkipVerify: validation refuses it in production
-		if t.CAFile != "" {
-			pem, err := os.ReadFile(t.CAFile)
-			if err != nil {
-				return nil, fmt.Errorf("tls.ca-file: %w", err)
-			}
-			tc.RootCAs = x509.NewCertPool()
-			if !tc.RootCAs.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("tls.ca-file %s: no PEM certificate in it", t.CAFile)
-			}
-		}
-		if t.CertFile != "" {
-			cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-			if err != nil {
-				return nil, fmt.Errorf("tls.cert-file/key-file: %w", err)
-			}
-			tc.Certificates = []tls.Certificate{cert}
-		}
-		// franz-go sets ServerName per broker from the address it dials.
-		opts = append(opts, kgo.DialTLSConfig(tc))
+// startHint is what else a failed start of the broker may mean ("" for
+// nothing more).
+func startHint(c config.Broker) string {
+	if h, ok := c.Settings.(brokers.StartHinter); ok {
+		return h.StartHint()
 	}
-	s := c.SASL
-	switch s.Mechanism {
-	case "":
-	case "plain":
-		opts = append(opts, kgo.SASL(plain.Auth{User: s.User, Pass: s.Password}.AsMechanism()))
-	case "scram-sha-256":
-		opts = append(opts, kgo.SASL(scram.Auth{User: s.User, Pass: s.Password}.AsSha256Mechanism()))
-	case "scram-sha-512":
-		opts = append(opts, kgo.SASL(scram.Auth{User: s.User, Pass: s.Password}.AsSha512Mechanism()))
-	default:
-		return nil, fmt.Errorf("sasl.mechanism %q: not plain, scram-sha-256 or scram-sha-512", s.Mechanism)
-	}
-	return opts, nil
+	return ""
 }
 
 // brokerHealth is a broker's readiness: the adapter's own round trip to the

@@ -23,6 +23,7 @@ import (
 
 	"github.com/msgx/msgx/app/config"
 	"github.com/msgx/msgx/broker"
+	"github.com/msgx/msgx/broker/kafka"
 	"github.com/msgx/msgx/store/storetest"
 )
 
@@ -110,9 +111,7 @@ brokers:
 		}
 	}
 	wrong := yml(secure)
-	b := wrong.Brokers["k"]
-	b.SASL.Password = "not-the-password"
-	wrong.Brokers["k"] = b
+	wrong.Brokers["k"].Settings.(*kafka.Config).SASL.Password = "not-the-password"
 	notReady("a wrong password", wrong, `SASL scram-sha-512 as "msgx"`)
 	notReady("an unknown CA", yml("    tls: {enabled: true}\n    sasl: {mechanism: scram-sha-512, user: msgx}\n"), "certificate")
 }

@@ -76,7 +76,7 @@ func TestRetryBudgetWithProductionSettings(t *testing.T) {
 	cfg, err := config.Load("../deploy/msgx.production.yaml", []string{
 		"MSGX_STORE_DSN=" + dsn, "MSGX_MAILBOXES_SHARED_DSN=" + mariaDSN,
 		"MSGX_ADMIN_READ_TOKEN=" + readTok, "MSGX_ADMIN_OPERATOR_TOKEN=" + opTok,
-	})
+	}, adapters())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,13 +5,18 @@
 // out, and a validation that reports every invalid value at once. With no
 // file the embedded default applies: a SQLite file and the in-process broker.
 //
+// A broker block is decoded by the adapter its kind names, from the
+// brokers.Registry given to Load: the adapter owns its keys, defaults and
+// checks (package broker/brokers), so this package imports no adapter.
+//
 // The production profile refuses what is only safe on a developer's machine:
-// the in-memory broker, SQLite, Kafka producers without acks=all and
-// idempotence, an admin listener without a token or with a guessable one,
-// a shared mailbox without an explicit start position, Kafka TLS that
-// verifies nothing or a SASL PLAIN password sent without TLS, a listener on
-// a non-loopback address without TLS or a trusted TLS proxy, and an HTTP
-// ingress without senders unless ingress.open says it is meant.
+// SQLite, an admin listener without a token or with a guessable one, a
+// shared mailbox without an explicit start position, a listener on a
+// non-loopback address without TLS or a trusted TLS proxy, an HTTP ingress
+// without senders unless ingress.open says it is meant, and what each broker
+// adapter refuses (the in-memory broker, Kafka producers without acks=all
+// and idempotence, TLS that verifies nothing, a SASL PLAIN password sent
+// without TLS).
 package config
 
 import (
@@ -27,6 +32,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/msgx/msgx/broker/brokers"
 	"github.com/msgx/msgx/inbox"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/source/mailbox"
@@ -36,16 +42,6 @@ import (
 const (
 	Embedded   = "embedded"
 	Production = "production"
-)
-
-// Broker kinds.
-const (
-	KindKafka    = "kafka"
-	KindRabbitMQ = "rabbitmq"
-	KindMQTT     = "mqtt"
-	KindNATS     = "nats"
-	KindPulsar   = "pulsar"
-	KindMem      = "mem"
 )
 
 // Mailbox kinds.
@@ -213,73 +209,36 @@ type IngressSender struct {
 	MaxPerMinute int `yaml:"max-per-minute"`
 }
 
-// Broker is one broker connection.
+// Broker is one broker connection: its kind, and the settings of the
+// adapter of that kind (its keys sit beside kind in the block).
 type Broker struct {
 	Kind string `yaml:"kind"`
-	// URL: amqp://… (rabbitmq), tcp://host:1883 (mqtt), nats://… (nats),
-	// pulsar://… (pulsar).
-	URL string `yaml:"url"`
-	// Seeds are the Kafka seed brokers.
-	Seeds []string `yaml:"seeds"`
-	// Acks is the Kafka producer's acks: all (default), leader or none.
-	Acks string `yaml:"acks"`
-	// Idempotence is the Kafka producer's idempotent write (default true).
-	Idempotence *bool  `yaml:"idempotence"`
-	ClientID    string `yaml:"client-id"`
-	// SessionTimeout is how long a Kafka consumer group keeps a member that
-	// stopped heartbeating (default 45 s, the client's). A static member
-	// (instance-id) does not leave the group when it stops, so this is also
-	// how long the partitions of an instance that is gone for good wait.
-	SessionTimeout Duration `yaml:"session-timeout"`
-	// MaxMessageBytes is the Kafka producer's limit on a record batch, and so
-	// on one message with its key, headers and framing (default 1048588,
-	// Kafka's default message.max.bytes). Set it to the smallest
-	// max.message.bytes of the topics msgx sends to; consumers fetch at least
-	// this much per partition. A pipeline's input limit must leave room under
-	// it for a dead-letter copy's headers (the route passport's does at start).
-	MaxMessageBytes int32 `yaml:"max-message-bytes"`
-	// CompactedTopics are Kafka topics msgx creates at start when missing,
-	// with cleanup.policy=compact: the topics of compacted relay lanes
-	// (the SIS schd topic), whose consumers rebuild state from them.
-	CompactedTopics []string `yaml:"compacted-topics"`
-	// TLS and SASL secure the Kafka connections.
-	TLS  KafkaTLS  `yaml:"tls"`
-	SASL KafkaSASL `yaml:"sasl"`
+	// Settings are the adapter's keys, decoded by Load with the adapter
+	// kind names (nil while the kind is unknown). Type-assert it to the
+	// adapter's Config (*kafka.Config) to read them.
+	Settings brokers.Config `yaml:"-" config:"inline"`
+	// node is the block as parsed, until Load decodes it into Settings.
+	node *yaml.Node
 }
 
-// KafkaTLS is the TLS of a Kafka broker's connections; it is on when Enabled
-// is true or any file is given.
-type KafkaTLS struct {
-	Enabled bool `yaml:"enabled"`
-	// CAFile is a PEM bundle of the CAs trusted for the brokers' certificates
-	// (default: the system's roots).
-	CAFile string `yaml:"ca-file"`
-	// CertFile and KeyFile are the client certificate and key (PEM), for
-	// brokers that authenticate clients by certificate.
-	CertFile string `yaml:"cert-file"`
-	KeyFile  string `yaml:"key-file"`
-	// InsecureSkipVerify accepts any broker certificate (refused in the
-	// production profile).
-	InsecureSkipVerify bool `yaml:"insecure-skip-verify"`
+// UnmarshalYAML implements yaml.Unmarshaler: it reads kind and keeps the
+// block for the adapter kind names.
+func (b *Broker) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: a broker is a mapping (kind: and its settings)", n.Line)
+	}
+	n, err := mergeKeys(n)
+	if err != nil {
+		return err
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == "kind" {
+			b.Kind = n.Content[i+1].Value
+		}
+	}
+	b.node = n
+	return nil
 }
-
-// On reports whether TLS is configured.
-func (t KafkaTLS) On() bool {
-	return t.Enabled || t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.InsecureSkipVerify
-}
-
-// KafkaSASL is the SASL authentication of a Kafka broker's connections.
-type KafkaSASL struct {
-	// Mechanism is plain, scram-sha-256 or scram-sha-512 (empty: no SASL).
-	Mechanism string `yaml:"mechanism"`
-	User      string `yaml:"user"`
-	// Password: set it from the environment (MSGX_BROKERS_NAME_SASL_PASSWORD).
-	Password string `yaml:"password"`
-}
-
-// kafkaDefaultMaxMessageBytes is the Kafka adapter's default
-// (kafka.DefaultMaxMessageBytes), Kafka's default message.max.bytes.
-const kafkaDefaultMaxMessageBytes = 1_048_588
 
 // Mailbox is a mailbox table.
 type Mailbox struct {
@@ -420,10 +379,11 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 // MarshalYAML implements yaml.Marshaler.
 func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
 
-// Load reads the file at path (empty: the embedded default), applies the
+// Load reads the file at path (empty: the embedded default), decodes each
+// broker block with the adapter of its kind from adapters, applies the
 // environment (a list of KEY=value, usually os.Environ()), fills in the
 // defaults and validates. Every problem is reported in one error.
-func Load(path string, environ []string) (*Config, error) {
+func Load(path string, environ []string, adapters *brokers.Registry) (*Config, error) {
 	var cfg *Config
 	if path == "" {
 		cfg = EmbeddedDefault()
@@ -436,8 +396,8 @@ func Load(path string, environ []string) (*Config, error) {
 			return nil, fmt.Errorf("config %s: %w", path, err)
 		}
 	}
-	var problems []string
-	problems = append(problems, applyEnv(cfg, environ)...)
+	problems, cleared := cfg.decodeBrokers(adapters, environ)
+	problems = append(problems, applyEnv(cfg, environ, cleared)...)
 	cfg.setDefaults()
 	problems = append(problems, cfg.validate()...)
 	if len(problems) > 0 {
@@ -477,7 +437,7 @@ func EmbeddedDefault() *Config {
 		Store:     Store{DSN: "sqlite:msgx.db"},
 		Admin:     Admin{Listen: "127.0.0.1:8081"},
 		Ingress:   Ingress{Listen: "127.0.0.1:8080", Stream: "sis"},
-		Brokers:   map[string]Broker{"local": {Kind: KindMem}},
+		Brokers:   map[string]Broker{"local": {Kind: "mem"}},
 		Mailboxes: map[string]Mailbox{"local": {Kind: MailboxStore, Table: "cminmsgs", Start: "from-beginning"}},
 		Streams:   map[string]Stream{"sis": {Processor: "sis", Mailbox: "local"}},
 		Relay: Relay{Targets: map[string]Target{
@@ -507,16 +467,10 @@ func (c *Config) setDefaults() {
 			c.Ingress.Stream = name
 		}
 	}
-	for name, b := range c.Brokers {
-		if b.Kind == KindKafka {
-			orDefault(&b.Acks, "all")
-			orDefault(&b.Idempotence, ptr(true))
-			orDefault(&b.MaxMessageBytes, kafkaDefaultMaxMessageBytes)
-			if len(b.Seeds) == 0 {
-				b.Seeds = []string{"127.0.0.1:9092"}
-			}
+	for _, b := range c.Brokers {
+		if b.Settings != nil {
+			b.Settings.SetDefaults()
 		}
-		c.Brokers[name] = b
 	}
 	for name, m := range c.Mailboxes {
 		orDefault(&m.Table, "cminmsgs")

@@ -9,7 +9,30 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/msgx/msgx/broker/brokers"
+	"github.com/msgx/msgx/broker/kafka"
+	"github.com/msgx/msgx/broker/mem"
+	"github.com/msgx/msgx/broker/mqtt"
+	"github.com/msgx/msgx/broker/nats"
+	"github.com/msgx/msgx/broker/pulsar"
+	"github.com/msgx/msgx/broker/rabbitmq"
 )
+
+// adapters is every adapter, as the msgx command registers them.
+func adapters() *brokers.Registry {
+	return brokers.NewRegistry(kafka.Adapter(), rabbitmq.Adapter(), nats.Adapter(), mqtt.Adapter(), pulsar.Adapter(), mem.Adapter())
+}
+
+// kafkaOf is the Kafka settings of a broker.
+func kafkaOf(t *testing.T, b Broker) *kafka.Config {
+	t.Helper()
+	k, ok := b.Settings.(*kafka.Config)
+	if !ok {
+		t.Fatalf("broker of kind %q has settings %T, not Kafka's", b.Kind, b.Settings)
+	}
+	return k
+}
 
 // token is random, as the production profile wants it.
 const token = "Qm8sT4vX2nLp9wRk7bJc3yHf6dZg1aEuN5tV0oWx"
@@ -20,7 +43,7 @@ func load(t *testing.T, yml string, env ...string) (*Config, error) {
 	if err := os.WriteFile(path, []byte(yml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return Load(path, env)
+	return Load(path, env, adapters())
 }
 
 func problemsOf(t *testing.T, err error) []string {
@@ -43,11 +66,11 @@ func wantProblem(t *testing.T, err error, key, fragment string) {
 }
 
 func TestEmbeddedDefault(t *testing.T) {
-	cfg, err := Load("", nil)
+	cfg, err := Load("", nil, adapters())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Profile != Embedded || cfg.Store.DSN != "sqlite:msgx.db" || cfg.Brokers["local"].Kind != KindMem || !cfg.Defaulted {
+	if cfg.Profile != Embedded || cfg.Store.DSN != "sqlite:msgx.db" || cfg.Brokers["local"].Kind != mem.Kind || !cfg.Defaulted {
 		t.Fatalf("embedded default: %+v", cfg)
 	}
 	if got := cfg.Relay.Targets["kafka:schd"]; got.Lane != "compacted" || got.Workers != 1 {
@@ -58,11 +81,11 @@ func TestEmbeddedDefault(t *testing.T) {
 // deploy/msgx.embedded.yaml is the built-in default written out: loading it
 // gives the configuration `msgx serve` runs with no file.
 func TestEmbeddedSampleIsTheDefault(t *testing.T) {
-	def, err := Load("", nil)
+	def, err := Load("", nil, adapters())
 	if err != nil {
 		t.Fatal(err)
 	}
-	file, err := Load("../../deploy/msgx.embedded.yaml", nil)
+	file, err := Load("../../deploy/msgx.embedded.yaml", nil, adapters())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +96,7 @@ func TestEmbeddedSampleIsTheDefault(t *testing.T) {
 }
 
 func TestSampleFiles(t *testing.T) {
-	emb, err := Load("../../deploy/msgx.embedded.yaml", nil)
+	emb, err := Load("../../deploy/msgx.embedded.yaml", nil, adapters())
 	if err != nil {
 		t.Fatalf("embedded sample: %v", err)
 	}
@@ -81,9 +104,9 @@ func TestSampleFiles(t *testing.T) {
 		t.Error("a file is not the default")
 	}
 	// The production sample wants its tokens from the environment.
-	_, err = Load("../../deploy/msgx.production.yaml", nil)
+	_, err = Load("../../deploy/msgx.production.yaml", nil, adapters())
 	wantProblem(t, err, "admin.listen", "without a token")
-	prod, err := Load("../../deploy/msgx.production.yaml", []string{"MSGX_ADMIN_OPERATOR_TOKEN=" + token})
+	prod, err := Load("../../deploy/msgx.production.yaml", []string{"MSGX_ADMIN_OPERATOR_TOKEN=" + token}, adapters())
 	if err != nil {
 		t.Fatalf("production sample: %v", err)
 	}
@@ -107,7 +130,7 @@ relay: {targets: {"kafka:msg": {broker: main}}}
 		t.Fatal(err)
 	}
 	s := cfg.Streams["sis"]
-	if cfg.Store.DSN != "postgres://u@h/db" || strings.Join(cfg.Brokers["main"].Seeds, ",") != "h1:9092,h2:9092" ||
+	if cfg.Store.DSN != "postgres://u@h/db" || strings.Join(kafkaOf(t, cfg.Brokers["main"]).Seeds, ",") != "h1:9092,h2:9092" ||
 		s.MaxAttempts != 7 || s.HeadDeadline.D() != 2*time.Minute || s.Options["location"] != "SVO" ||
 		*cfg.Mailboxes["shared"].Shared || cfg.Relay.Targets["kafka:msg"].Lane != "compacted" || !cfg.Shadow {
 		t.Fatalf("overrides not applied: %+v", cfg)
@@ -293,7 +316,7 @@ brokers:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b := cfg.Brokers["main"]; !b.TLS.On() || b.SASL.Password != "from-env" {
+	if b := kafkaOf(t, cfg.Brokers["main"]); !b.TLS.On() || b.SASL.Password != "from-env" {
 		t.Errorf("broker: %+v", b)
 	}
 
@@ -324,7 +347,8 @@ brokers:
 	wantProblem(t, err, "brokers.a.sasl.password", "MSGX_BROKERS_A_SASL_PASSWORD")
 	wantProblem(t, err, "brokers.b.sasl.mechanism", "refuses SASL PLAIN without TLS")
 	wantProblem(t, err, "brokers.c.sasl.mechanism", "missing")
-	wantProblem(t, err, "brokers.r", "tls and sasl are Kafka settings")
+	// TLS is every adapter's; rabbitmq's needs an amqps:// URL.
+	wantProblem(t, err, "brokers.r.tls", "needs an amqps:// URL")
 }
 
 func TestInstanceID(t *testing.T) {
@@ -361,7 +385,7 @@ func TestInstanceID(t *testing.T) {
 	_, err = load(t, "store: {dsn: \"sqlite:a.db\"}\ninstance-id: \"a b\"\nbrokers: {r: {kind: rabbitmq, url: \"amqp://h\", session-timeout: 10s}, k: {kind: kafka, session-timeout: 100ms}}\n")
 	wantProblem(t, err, "instance-id", "only letters")
 	wantProblem(t, err, "brokers.k.session-timeout", "between 1s and 30m")
-	wantProblem(t, err, "brokers.r", "Kafka settings")
+	wantProblem(t, err, "brokers.r.session-timeout", "not a key of a rabbitmq broker")
 }
 
 // The Kafka producer's limit defaults to Kafka's message.max.bytes and is
@@ -376,10 +400,10 @@ brokers:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cfg.Brokers["main"].MaxMessageBytes; got != 1_048_588 {
+	if got := kafkaOf(t, cfg.Brokers["main"]).MaxMessageBytes; got != 1_048_588 {
 		t.Errorf("default max-message-bytes %d, want 1048588", got)
 	}
-	if got := cfg.Brokers["big"].MaxMessageBytes; got != 4<<20 {
+	if got := kafkaOf(t, cfg.Brokers["big"]).MaxMessageBytes; got != 4<<20 {
 		t.Errorf("max-message-bytes %d, want 4194304", got)
 	}
 	_, err = load(t, `
@@ -391,7 +415,7 @@ brokers:
 `)
 	wantProblem(t, err, "brokers.low.max-message-bytes", "must be between 1024 and 1073741824")
 	wantProblem(t, err, "brokers.high.max-message-bytes", "must be between 1024 and 1073741824")
-	wantProblem(t, err, "brokers.r", "max-message-bytes")
+	wantProblem(t, err, "brokers.r.max-message-bytes", "not a key of a rabbitmq broker")
 }
 
 func TestMailboxLateRows(t *testing.T) {
@@ -488,6 +512,31 @@ func TestOtherVariablesListsEveryVariableRead(t *testing.T) {
 	}
 }
 
+// A broker block may take its keys from an anchor (a merge key or an
+// alias); they are checked as its own.
+func TestBrokerMergeKeys(t *testing.T) {
+	cfg, err := load(t, `
+store: {dsn: "sqlite:a.db"}
+brokers:
+  base: &kafka {kind: kafka, seeds: ["h:9092"], acks: leader}
+  a: {<<: *kafka, client-id: a}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := kafkaOf(t, cfg.Brokers["a"]); a.ClientID != "a" || a.Acks != "leader" || strings.Join(a.Seeds, ",") != "h:9092" {
+		t.Errorf("merged block: %+v", a)
+	}
+	_, err = load(t, `
+store: {dsn: "sqlite:a.db"}
+brokers:
+  k: {kind: kafka, tls: &tls {ca-file: /nowhere/ca.pem, ca-fiel: x}}
+  r: {kind: rabbitmq, url: "amqps://h/", tls: *tls}
+`)
+	wantProblem(t, err, "brokers.r.tls.ca-file", "cannot read /nowhere/ca.pem")
+	wantProblem(t, err, "brokers.r.tls.ca-fiel", "not a key of a rabbitmq broker")
+}
+
 // Keys of one broker kind given to another are refused by name, not ignored.
 func TestBrokerKeysOfAnotherKind(t *testing.T) {
 	_, err := load(t, `
@@ -498,12 +547,13 @@ brokers:
   k: {kind: kafka, url: "kafka://h:9092", seeds: ["h:9092"]}
   m: {kind: mem, url: "mem://x"}
 `)
-	wantProblem(t, err, "brokers.r", `client-id, compacted-topics refused: seeds, acks, idempotence, client-id, session-timeout, max-message-bytes, compacted-topics, tls and sasl are Kafka settings; this broker is "rabbitmq"`)
-	wantProblem(t, err, "brokers.n", "seeds refused")
-	wantProblem(t, err, "brokers.k.url", "through seeds")
-	wantProblem(t, err, "brokers.m.url", "no URL")
-	if n := len(problemsOf(t, err)); n != 4 {
-		t.Errorf("%d problems, want 4:\n%v", n, err)
+	wantProblem(t, err, "brokers.r.client-id", "line 4: not a key of a rabbitmq broker (its keys here: auth, tls, url)")
+	wantProblem(t, err, "brokers.r.compacted-topics", "not a key of a rabbitmq broker")
+	wantProblem(t, err, "brokers.n.seeds", "not a key of a nats broker")
+	wantProblem(t, err, "brokers.k.url", "not a key of a kafka broker (its keys here: acks, client-id, compacted-topics, idempotence, max-message-bytes, sasl, seeds, session-timeout, tls)")
+	wantProblem(t, err, "brokers.m.url", "not a key of a mem broker")
+	if n := len(problemsOf(t, err)); n != 5 {
+		t.Errorf("%d problems, want 5:\n%v", n, err)
 	}
 }
 

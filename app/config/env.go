@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"sort"
 	"strconv"
@@ -57,16 +58,15 @@ func OtherVariables() []string {
 }
 
 // applyEnv sets every key whose variable is in environ, and refuses the
-// MSGX_ variables that are neither a key's nor one of OtherVariables.
-func applyEnv(cfg *Config, environ []string) []string {
-	env := map[string]string{}
-	for _, kv := range environ {
-		if k, v, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, EnvPrefix) {
-			env[k] = v
-		}
-	}
+// MSGX_ variables that are neither a key's, nor one of OtherVariables, nor
+// one of cleared (those that cleared a broker key).
+func applyEnv(cfg *Config, environ []string, cleared map[string]bool) []string {
+	env := envMap(environ)
 	var problems []string
-	known := map[string]bool{}
+	known := maps.Clone(cleared)
+	if known == nil {
+		known = map[string]bool{}
+	}
 	walk(reflect.ValueOf(cfg).Elem(), "", func(path string, v reflect.Value) {
 		known[EnvName(path)] = true
 		raw, ok := env[EnvName(path)]
@@ -143,7 +143,7 @@ func walk(v reflect.Value, prefix string, fn func(path string, v reflect.Value))
 	for i := range t.NumField() {
 		f := t.Field(i)
 		tag := strings.Split(f.Tag.Get("yaml"), ",")[0]
-		if tag == "" || tag == "-" {
+		if (tag == "" || tag == "-") && f.Tag.Get("config") != "inline" {
 			continue
 		}
 		path := tag
@@ -152,6 +152,11 @@ func walk(v reflect.Value, prefix string, fn func(path string, v reflect.Value))
 		}
 		fv := v.Field(i)
 		switch {
+		case f.Tag.Get("config") == "inline":
+			// A broker's settings: their keys sit beside kind.
+			if fv.Kind() == reflect.Interface && !fv.IsNil() && fv.Elem().Kind() == reflect.Pointer {
+				walk(fv.Elem().Elem(), prefix, fn)
+			}
 		case fv.Kind() == reflect.Struct:
 			walk(fv, path, fn)
 		case fv.Kind() == reflect.Map:
@@ -177,11 +182,14 @@ func walk(v reflect.Value, prefix string, fn func(path string, v reflect.Value))
 	}
 }
 
-var durationType = reflect.TypeOf(Duration(0))
+var (
+	durationType   = reflect.TypeOf(Duration(0))
+	goDurationType = reflect.TypeOf(time.Duration(0))
+)
 
 // setScalar parses raw into v by v's type; lists are comma-separated.
 func setScalar(v reflect.Value, raw string) error {
-	if v.Type() == durationType {
+	if v.Type() == durationType || v.Type() == goDurationType {
 		d, err := time.ParseDuration(raw)
 		if err != nil {
 			return fmt.Errorf("%q is not a duration (e.g. 500ms, 10s, 5m)", raw)
@@ -198,10 +206,10 @@ func setScalar(v reflect.Value, raw string) error {
 			return fmt.Errorf("%q is not true or false", raw)
 		}
 		v.SetBool(b)
-	case reflect.Int, reflect.Int64:
+	case reflect.Int, reflect.Int32, reflect.Int64:
 		n, err := strconv.ParseInt(raw, 10, 64)
-		if err != nil {
-			return fmt.Errorf("%q is not an integer", raw)
+		if err != nil || v.OverflowInt(n) {
+			return fmt.Errorf("%q is not an integer (of %d bits)", raw, v.Type().Bits())
 		}
 		v.SetInt(n)
 	case reflect.Pointer:

@@ -11,7 +11,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"time"
+
+	"github.com/msgx/msgx/broker/brokers"
 )
 
 // validate returns every problem of a defaulted configuration, in key order.
@@ -234,111 +235,15 @@ func (c *Config) validateSenders(p *problems, prod bool) {
 	}
 }
 
+// validateBroker runs the checks of the broker's adapter (a kind missing or
+// unknown was reported when the blocks were decoded).
 func (c *Config) validateBroker(p *problems, name string, b Broker, prod bool) {
-	key := "brokers." + name
-	switch b.Kind {
-	case KindMem:
-		if prod {
-			p.addf(key+".kind", "the in-memory broker is refused in the production profile: it loses every message when the process ends")
-		}
-	case KindKafka:
-		if !slices.Contains([]string{"all", "leader", "none"}, b.Acks) {
-			p.addf(key+".acks", "%q is not an acks setting (all, leader or none)", b.Acks)
-		} else if prod && b.Acks != "all" {
-			p.addf(key+".acks", "the production profile refuses Kafka producers without acks=all (got %s): a leader failure would lose confirmed events", b.Acks)
-		}
-		if prod && b.Idempotence != nil && !*b.Idempotence {
-			p.addf(key+".idempotence", "the production profile refuses Kafka producers without idempotence: retries could duplicate or reorder events of a key")
-		}
-		if len(b.Seeds) == 0 {
-			p.addf(key+".seeds", "missing: at least one host:port")
-		}
-		if b.MaxMessageBytes < 1<<10 || b.MaxMessageBytes > 1<<30 {
-			p.addf(key+".max-message-bytes", "%d: must be between 1024 and 1073741824 (franz-go's bounds); set it to the smallest max.message.bytes of the topics msgx sends to (Kafka's default: 1048588)", b.MaxMessageBytes)
-		}
-		if b.SessionTimeout != 0 && (b.SessionTimeout.D() < time.Second || b.SessionTimeout.D() > 30*time.Minute) {
-			p.addf(key+".session-timeout", "must be between 1s and 30m (the broker also bounds it, by default to 6s–30m)")
-		}
-		for _, s := range b.Seeds {
-			if _, _, err := net.SplitHostPort(s); err != nil {
-				p.addf(key+".seeds", "%q is not host:port", s)
-			}
-		}
-	case KindRabbitMQ, KindMQTT, KindNATS, KindPulsar:
-		if b.URL == "" {
-			p.addf(key+".url", "missing: the %s server's URL", b.Kind)
-		}
-	case "":
-		p.addf(key+".kind", "missing (kafka, rabbitmq, mqtt, nats, pulsar or mem)")
-	default:
-		p.addf(key+".kind", "%q is not a broker kind (kafka, rabbitmq, mqtt, nats, pulsar or mem)", b.Kind)
-	}
-	if b.Kind != KindKafka {
-		// A Kafka key on another kind would be ignored: refused instead, so
-		// that an operator who meant it learns it does nothing here.
-		var given []string
-		for _, k := range []struct {
-			name string
-			set  bool
-		}{{"seeds", len(b.Seeds) > 0}, {"acks", b.Acks != ""}, {"idempotence", b.Idempotence != nil}, {"client-id", b.ClientID != ""},
-			{"session-timeout", b.SessionTimeout != 0}, {"max-message-bytes", b.MaxMessageBytes != 0}, {"compacted-topics", len(b.CompactedTopics) > 0},
-			{"tls", b.TLS.On()}, {"sasl", b.SASL != (KafkaSASL{})}} {
-			if k.set {
-				given = append(given, k.name)
-			}
-		}
-		if len(given) > 0 {
-			p.addf(key, "%s refused: seeds, acks, idempotence, client-id, session-timeout, max-message-bytes, compacted-topics, tls and sasl are Kafka settings; this broker is %q (its URL's scheme chooses TLS)",
-				strings.Join(given, ", "), b.Kind)
-		}
-	}
-	switch {
-	case b.URL != "" && b.Kind == KindKafka:
-		p.addf(key+".url", "a Kafka broker is reached through seeds (a list of host:port), not a URL")
-	case b.URL != "" && b.Kind == KindMem:
-		p.addf(key+".url", "the in-process broker has no URL")
-	}
-	if b.Kind == KindKafka {
-		validateKafkaSecurity(p, key, b, prod)
-	}
-}
-
-func validateKafkaSecurity(p *problems, key string, b Broker, prod bool) {
-	t := b.TLS
-	for _, f := range []struct{ k, path string }{{"ca-file", t.CAFile}, {"cert-file", t.CertFile}, {"key-file", t.KeyFile}} {
-		if f.path == "" {
-			continue
-		}
-		if _, err := os.Stat(f.path); err != nil {
-			p.addf(key+".tls."+f.k, "cannot read %s: %v", f.path, errors.Unwrap(err))
-		}
-	}
-	if (t.CertFile == "") != (t.KeyFile == "") {
-		p.addf(key+".tls", "cert-file and key-file go together (a client certificate and its key)")
-	}
-	if prod && t.InsecureSkipVerify {
-		p.addf(key+".tls.insecure-skip-verify", "the production profile refuses it: any host could pose as the broker; give the brokers' CA in ca-file")
-	}
-	s := b.SASL
-	switch s.Mechanism {
-	case "":
-		if s.User != "" || s.Password != "" {
-			p.addf(key+".sasl.mechanism", "missing: user and password need a mechanism (plain, scram-sha-256 or scram-sha-512)")
-		}
+	if b.Settings == nil {
 		return
-	case "plain", "scram-sha-256", "scram-sha-512":
-	default:
-		p.addf(key+".sasl.mechanism", "%q is not a SASL mechanism (plain, scram-sha-256 or scram-sha-512)", s.Mechanism)
 	}
-	if s.User == "" {
-		p.addf(key+".sasl.user", "missing")
-	}
-	if s.Password == "" {
-		p.addf(key+".sasl.password", "missing (set %s)", EnvName(key+".sasl.password"))
-	}
-	if prod && s.Mechanism == "plain" && !t.On() {
-		p.addf(key+".sasl.mechanism", "the production profile refuses SASL PLAIN without TLS: the password would cross the network in clear")
-	}
+	chk := &brokers.Check{Production: prod, Prefix: "brokers." + name, EnvName: EnvName}
+	b.Settings.Validate(chk)
+	*p = append(*p, chk.Problems...)
 }
 
 func (c *Config) validateMailbox(p *problems, name string, m Mailbox, prod bool) {

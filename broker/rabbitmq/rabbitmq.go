@@ -83,6 +83,7 @@ type options struct {
 	heartbeat       time.Duration
 	closeTimeout    time.Duration
 	tls             *tls.Config
+	externalAuth    bool
 	connName        string
 	queueArgs       amqp.Table
 	deadLetterQueue bool
@@ -125,6 +126,11 @@ func WithCloseTimeout(d time.Duration) Option { return func(o *options) { o.clos
 
 // WithTLS sets the TLS configuration for amqps URLs.
 func WithTLS(c *tls.Config) Option { return func(o *options) { o.tls = c } }
+
+// WithExternalAuth logs in with SASL EXTERNAL: the broker takes the user
+// from the client certificate of the TLS connection (rabbitmq_auth_mechanism_ssl)
+// instead of the URL's user and password.
+func WithExternalAuth() Option { return func(o *options) { o.externalAuth = true } }
 
 // WithConnectionName sets the name the connections show in the management UI
 // (default "msgx"; " publish" or " consume" is appended).
@@ -332,6 +338,15 @@ func (d *Driver) addr() string {
 }
 
 // dial opens one AMQP connection, bounded by ctx and the dial timeout.
+// sasl is the login mechanism: nil (the URL's user and password, PLAIN)
+// unless WithExternalAuth.
+func (d *Driver) sasl() []amqp.Authentication {
+	if !d.opts.externalAuth {
+		return nil
+	}
+	return []amqp.Authentication{&amqp.ExternalAuth{}}
+}
+
 func (d *Driver) dial(ctx context.Context, role string) (*amqp.Connection, error) {
 	deadline := time.Now().Add(d.opts.dialTimeout)
 	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
@@ -345,6 +360,7 @@ func (d *Driver) dial(ctx context.Context, role string) (*amqp.Connection, error
 		Heartbeat:       d.opts.heartbeat,
 		TLSClientConfig: d.opts.tls,
 		Properties:      props,
+		SASL:            d.sasl(),
 		Dial: func(network, addr string) (net.Conn, error) {
 			dctx, cancel := context.WithDeadline(ctx, deadline)
 			defer cancel()

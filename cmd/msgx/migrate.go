@@ -32,7 +32,7 @@ release that kept one migration sequence is taken over in place.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			lines := app.AllSchema(newRegistry())
 			if path != "" {
-				cfg, err := config.Load(path, os.Environ())
+				cfg, err := config.Load(path, os.Environ(), adapters())
 				if err != nil {
 					return err
 				}

@@ -17,7 +17,7 @@ import (
 func TestEmbeddedDefaultRelaysEverySISTarget(t *testing.T) {
 	load := func() *config.Config {
 		cfg, err := config.Load("", []string{"MSGX_STORE_DSN=sqlite:" + filepath.Join(t.TempDir(), "msgx.db"),
-			"MSGX_ADMIN_LISTEN=127.0.0.1:0", "MSGX_INGRESS_LISTEN=127.0.0.1:0"})
+			"MSGX_ADMIN_LISTEN=127.0.0.1:0", "MSGX_INGRESS_LISTEN=127.0.0.1:0"}, adapters())
 		if err != nil {
 			t.Fatal(err)
 		}

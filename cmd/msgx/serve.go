@@ -32,7 +32,7 @@ back unsettled, and exits 0. See docs/operations.md.`,
 			if path == "" {
 				path = os.Getenv("MSGX_CONFIG")
 			}
-			cfg, err := config.Load(path, os.Environ())
+			cfg, err := config.Load(path, os.Environ(), adapters())
 			if err != nil {
 				return err
 			}

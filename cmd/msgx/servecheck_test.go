@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -32,5 +34,20 @@ func TestServeCheck(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the refusal lacks %q:\n%v", want, err)
 		}
+	}
+}
+
+// serve --check refuses a key the broker's kind does not have, naming the
+// key, its line and the kind's keys.
+func TestServeCheckRefusesAKeyOfAnotherKind(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "msgx.yaml")
+	yml := "store: {dsn: \"sqlite:a.db\"}\nbrokers:\n  r:\n    kind: rabbitmq\n    url: amqps://h/\n    seeds: [\"h:9092\"]\n"
+	if err := os.WriteFile(path, []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := execute("serve", "--check", "--config", path)
+	want := "brokers.r.seeds: line 6: not a key of a rabbitmq broker (its keys here: auth, tls, url)"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("serve --check: %v\nwant %q", err, want)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/msgx/msgx/app/config"
+	"github.com/msgx/msgx/broker/brokers"
+	"github.com/msgx/msgx/broker/kafka"
 	"github.com/msgx/msgx/broker/rabbitmq"
 	"github.com/msgx/msgx/store/storetest"
 )
@@ -37,11 +39,11 @@ func TestRabbitConfig(t *testing.T) {
 		"MSGX_ADMIN_READ_TOKEN=rL6kW2qZ9xV4nB7mT3cJ1hF8dS5gP0aYi",
 		"MSGX_ADMIN_OPERATOR_TOKEN=rO9pN4vB7cX2zL6kJ3hG1fD8sA5qW0eTu",
 		"MSGX_BROKERS_RABBIT_URL=amqp://guest:guest@127.0.0.1:1/",
-	})
+	}, brokers.NewRegistry(rabbitmq.Adapter(), kafka.Adapter()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cfg.Brokers["rabbit"]; got.Kind != "rabbitmq" || got.URL != "amqp://guest:guest@127.0.0.1:1/" {
+	if got, ok := cfg.Brokers["rabbit"].Settings.(*rabbitmq.Config); cfg.Brokers["rabbit"].Kind != rabbitmq.Kind || !ok || got.URL != "amqp://guest:guest@127.0.0.1:1/" {
 		t.Errorf("broker rabbit: %+v", got)
 	}
 	src, ok := cfg.Streams["sis"].Sources["rabbit"]

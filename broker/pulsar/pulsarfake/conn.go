@@ -155,10 +155,15 @@ func (c *conn) handle(t uint64, cmd fields, payload []byte) error {
 		c.send(typePartitionedMetaRes, msg(nil).uint(1, 0).uint(2, cmd.u64(2)).uint(3, 0))
 	case typeLookup:
 		s.mu.Lock()
-		url := "pulsar://" + s.advertised
+		url := s.scheme + s.advertised
 		s.mu.Unlock()
-		// Connect (1): this broker serves the topic, at the advertised address.
-		c.send(typeLookupRes, msg(nil).str(1, url).uint(3, 1).uint(4, cmd.u64(2)).boolean(5, true))
+		// Connect (1): this broker serves the topic, at the advertised
+		// address; a TLS client takes brokerServiceUrlTls (2).
+		field := protowire.Number(1)
+		if s.scheme == "pulsar+ssl://" {
+			field = 2
+		}
+		c.send(typeLookupRes, msg(nil).str(field, url).uint(3, 1).uint(4, cmd.u64(2)).boolean(5, true))
 	case typeProducer:
 		c.producer(cmd)
 	case typeSend:

@@ -13,9 +13,10 @@
 // connection drops), delayed delivery (deliver_at_time, honoured by Shared
 // and Key_Shared subscriptions). Batched entries are stored and delivered
 // whole, as a broker does. Everything else — persistence across restarts,
-// partitioned topics, schemas, transactions, TLS and authentication, other
+// partitioned topics, schemas, transactions, authentication, other
 // retention policies and backlog quotas, deduplication, seek — is not
 // modelled; requests for it are logged and answered with an error.
+// WithTLS serves TLS (the listener's only: the protocol is the same).
 //
 // Tests reach three failure modes through the Server: Refuse makes the broker
 // refuse producers on a topic, Unload closes a topic's producers and
@@ -25,6 +26,7 @@
 package pulsarfake
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -41,6 +43,7 @@ type Server struct {
 
 	mu         sync.Mutex
 	advertised string
+	scheme     string // pulsar:// or pulsar+ssl://
 	topics     map[string]*topic
 	refused    map[string]bool
 	conns      map[*conn]struct{}
@@ -57,10 +60,16 @@ type Option func(*config)
 type config struct {
 	addr   string
 	logger *slog.Logger
+	tls    *tls.Config
 }
 
 // WithAddr sets the listen address (default 127.0.0.1:0, a free port).
 func WithAddr(addr string) Option { return func(c *config) { c.addr = addr } }
+
+// WithTLS serves TLS only, with c (its certificate, and ClientAuth to ask
+// for client certificates): the service URL and the lookups then say
+// pulsar+ssl://.
+func WithTLS(c *tls.Config) Option { return func(cfg *config) { cfg.tls = c } }
 
 // WithLogger sets the logger for connection events and unmodelled commands
 // (default: discard).
@@ -76,8 +85,13 @@ func New(opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pulsarfake: listen: %w", err)
 	}
+	scheme := "pulsar://"
+	if cfg.tls != nil {
+		ln, scheme = tls.NewListener(ln, cfg.tls), "pulsar+ssl://"
+	}
 	s := &Server{
 		ln:         ln,
+		scheme:     scheme,
 		logger:     cfg.logger,
 		advertised: ln.Addr().String(),
 		topics:     map[string]*topic{},
@@ -92,11 +106,12 @@ func New(opts ...Option) (*Server, error) {
 // Addr is the host:port the server listens on.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
-// URL is the service URL clients use: pulsar:// and the advertised address.
+// URL is the service URL clients use: pulsar:// (pulsar+ssl:// WithTLS)
+// and the advertised address.
 func (s *Server) URL() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return "pulsar://" + s.advertised
+	return s.scheme + s.advertised
 }
 
 // Advertise sets the host:port that topic lookups send clients to (default

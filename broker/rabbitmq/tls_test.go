@@ -1,0 +1,222 @@
+package rabbitmq_test
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/msgx/msgx/broker/brokers"
+	"github.com/msgx/msgx/broker/brokertest"
+	"github.com/msgx/msgx/broker/driver"
+	"github.com/msgx/msgx/broker/rabbitmq"
+	"github.com/msgx/msgx/internal/tlsfiles/tlstest"
+)
+
+// rabbitScripts is where Debian keeps the server's own scripts; the ones on
+// the PATH switch to the rabbitmq user, which would lose the environment
+// that makes the node private.
+const rabbitScripts = "/usr/lib/rabbitmq/bin"
+
+// tlsRabbit is a private RabbitMQ node (its own node name, ports, data,
+// configuration and Erlang cookie in the test's directory, as the fault
+// campaign starts one) with a TLS listener that asks for a client
+// certificate of the test's CA and takes SASL EXTERNAL logins by the
+// certificate's common name.
+type tlsRabbit struct {
+	port              int // the TLS listener's
+	caFile, otherCA   string
+	certFile, keyFile string // a client certificate for the user guest
+	// a client certificate of the CA for a user the node does not have
+	strangerCert, strangerKey string
+}
+
+func startTLSRabbit(t *testing.T) tlsRabbit {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(rabbitScripts, "rabbitmq-server")); err != nil {
+		t.Fatalf("no private RabbitMQ node: %v", err)
+	}
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, "rabbitmq test CA")
+	srvCert, srvKey := ca.Server(t, "rabbitmq").WriteFiles(t, mkdir(t, dir, "server"))
+	r := tlsRabbit{port: brokertest.FreePort(t), caFile: filepath.Join(dir, "ca.pem"), otherCA: filepath.Join(dir, "other-ca.pem")}
+	tlstest.WriteFile(t, r.caFile, ca.PEM)
+	tlstest.WriteFile(t, r.otherCA, tlstest.NewCA(t, "another CA").PEM)
+	// EXTERNAL logs in as the certificate's common name: guest, whom the
+	// node lets in from loopback.
+	r.certFile, r.keyFile = ca.Client(t, "guest").WriteFiles(t, mkdir(t, dir, "client"))
+	r.strangerCert, r.strangerKey = ca.Client(t, "stranger").WriteFiles(t, mkdir(t, dir, "stranger"))
+	tcp, dist := brokertest.FreePort(t), brokertest.FreePort(t)
+	var rb [4]byte
+	_, _ = crand.Read(rb[:])
+	node := "msgxtls" + hex.EncodeToString(rb[:]) + "@localhost"
+	files := map[string]string{
+		"rabbitmq.conf": fmt.Sprintf(`listeners.tcp.local = 127.0.0.1:%d
+listeners.ssl.default = 127.0.0.1:%d
+ssl_options.cacertfile = %s
+ssl_options.certfile = %s
+ssl_options.keyfile = %s
+ssl_options.verify = verify_peer
+ssl_options.fail_if_no_peer_cert = true
+auth_mechanisms.1 = PLAIN
+auth_mechanisms.2 = AMQPLAIN
+auth_mechanisms.3 = EXTERNAL
+ssl_cert_login_from = common_name
+`, tcp, r.port, r.caFile, srvCert, srvKey),
+		// The machine's rabbitmq-env.conf names its own node and port.
+		"rabbitmq-env.conf": "",
+		"enabled_plugins":   "[rabbitmq_auth_mechanism_ssl].\n",
+	}
+	for name, text := range files {
+		tlstest.WriteFile(t, filepath.Join(dir, name), []byte(text))
+	}
+	logFile, err := os.Create(filepath.Join(dir, "server.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(rabbitScripts, "rabbitmq-server"))
+	cmd.Env = append(os.Environ(),
+		"HOME="+dir, // the Erlang cookie
+		"RABBITMQ_NODENAME="+node,
+		"RABBITMQ_NODE_IP_ADDRESS=127.0.0.1",
+		"RABBITMQ_NODE_PORT="+strconv.Itoa(tcp),
+		"RABBITMQ_DIST_PORT="+strconv.Itoa(dist),
+		"RABBITMQ_MNESIA_BASE="+filepath.Join(dir, "mnesia"),
+		"RABBITMQ_LOG_BASE="+filepath.Join(dir, "log"),
+		"RABBITMQ_PID_FILE="+filepath.Join(dir, "rabbit.pid"),
+		"RABBITMQ_CONFIG_FILE="+filepath.Join(dir, "rabbitmq.conf"),
+		"RABBITMQ_CONF_ENV_FILE="+filepath.Join(dir, "rabbitmq-env.conf"),
+		"RABBITMQ_ADVANCED_CONFIG_FILE="+filepath.Join(dir, "advanced.config"),
+		"RABBITMQ_ENABLED_PLUGINS_FILE="+filepath.Join(dir, "enabled_plugins"),
+		"ERL_EPMD_ADDRESS=127.0.0.1",
+	)
+	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, logFile, logFile
+	// Its own process group: the script's Erlang VM and helpers are killed
+	// with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
+		_ = logFile.Close()
+	})
+	// The node takes AMQP connections once it has booted.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		conn, err := amqp.DialConfig(fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", tcp), amqp.Config{Dial: amqp.DefaultDial(2 * time.Second)})
+		if err == nil {
+			_ = conn.Close()
+			return r
+		}
+		select {
+		case <-exited:
+			out, _ := os.ReadFile(logFile.Name())
+			t.Fatalf("the private RabbitMQ node ended before it took connections:\n%s", out)
+		case <-ctx.Done():
+			t.Fatalf("the private RabbitMQ node takes no connections after 2m (logs in %s): %v", dir, err)
+		case <-tick.C:
+		}
+	}
+}
+
+func mkdir(t *testing.T, parent, name string) string {
+	t.Helper()
+	dir := filepath.Join(parent, name)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// driverOf builds the driver of c as the service does: defaults, checks,
+// then the adapter.
+func driverOf(t *testing.T, c *rabbitmq.Config) driver.Broker {
+	t.Helper()
+	if err := brokers.Prepare("r", c); err != nil {
+		t.Fatal(err)
+	}
+	d, err := c.Driver(brokers.Env{Name: "r", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// A broker block with an amqps:// URL and TLS (the node's CA, a client
+// certificate it verifies) reaches a TLS listener, logging in with the
+// URL's user and password or with SASL EXTERNAL (the certificate); a wrong
+// CA or no client certificate does not.
+func TestTLSAndExternalAuth(t *testing.T) {
+	r := startTLSRabbit(t)
+	url := fmt.Sprintf("amqps://guest:guest@localhost:%d/", r.port)
+	good := brokers.TLS{CAFile: r.caFile, CertFile: r.certFile, KeyFile: r.keyFile}
+	t.Run("password", func(t *testing.T) {
+		brokertest.RoundTrip(t, driverOf(t, &rabbitmq.Config{URL: url, TLS: good}))
+	})
+	t.Run("external", func(t *testing.T) {
+		// No user or password: the node takes the certificate's name.
+		brokertest.RoundTrip(t, driverOf(t, &rabbitmq.Config{URL: fmt.Sprintf("amqps://localhost:%d/", r.port), TLS: good, Auth: "external"}))
+	})
+	for _, tc := range []struct {
+		name, want string
+		c          *rabbitmq.Config
+	}{
+		{"an unknown CA", "x509", &rabbitmq.Config{URL: url, TLS: brokers.TLS{CAFile: r.otherCA, CertFile: r.certFile, KeyFile: r.keyFile}}},
+		// TLS 1.3: the server checks the client's certificate after the
+		// client's side of the handshake ended, so the client sees the alert,
+		// or the connection reset, at its first read or write.
+		{"no client certificate", "certificate|connection reset|broken pipe|eof", &rabbitmq.Config{URL: url, TLS: brokers.TLS{CAFile: r.caFile}}},
+		// EXTERNAL is the login indeed: a certificate of a user the node
+		// lacks is refused.
+		{"external as an unknown user", "not allowed", &rabbitmq.Config{URL: fmt.Sprintf("amqps://localhost:%d/", r.port),
+			TLS: brokers.TLS{CAFile: r.caFile, CertFile: r.strangerCert, KeyFile: r.strangerKey}, Auth: "external"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := driverOf(t, tc.c)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			err := d.Start(ctx)
+			if err == nil {
+				_ = d.Close(ctx)
+				t.Fatal("started")
+			}
+			if !slices.ContainsFunc(strings.Split(tc.want, "|"), func(w string) bool { return strings.Contains(strings.ToLower(err.Error()), w) }) {
+				t.Errorf("start failed with %v, want an error saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// The settings' own checks: TLS needs amqps://, EXTERNAL a client
+// certificate.
+func TestTLSSettingsChecks(t *testing.T) {
+	err := brokers.Prepare("r", &rabbitmq.Config{URL: "amqp://h/", TLS: brokers.TLS{Enabled: true}, Auth: "external"})
+	for _, want := range []string{"r.tls: TLS needs an amqps:// URL", "r.auth: external needs a client certificate"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("want %q in %v", want, err)
+		}
+	}
+}
