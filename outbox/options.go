@@ -131,6 +131,8 @@ type config struct {
 	hostClock clock.Clock
 	// failpoints: see WithFailpoints.
 	failpoints *failpoint.Set
+	// wal: the WAL relay's settings (walconfig.go).
+	wal walConfig
 }
 
 // Option configures a Relay.
@@ -239,6 +241,7 @@ func newConfig(opts []Option) (config, error) {
 		cleanupInterval:  time.Minute,
 		lagInterval:      10 * time.Second,
 		maxLeaseExpiries: DefaultMaxLeaseExpiries,
+		wal:              defaultWALConfig(),
 	}
 	for _, o := range opts {
 		o(&c)
