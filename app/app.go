@@ -73,6 +73,8 @@ type App struct {
 	mysql     map[string]*sql.DB
 	streams   []*stream
 	relay     *outbox.Relay
+	// wal is the WAL relay (outbox.mode wal); relay is then its table relay.
+	wal       *outbox.WALRelay
 	pipelines []namedPipeline
 	admin     *admin.Server
 	console   *console.Console
@@ -181,7 +183,7 @@ func New(ctx context.Context, cfg *config.Config, reg *Registry, opts ...Option)
 	if err := a.checkRelayed(); err != nil {
 		return nil, err
 	}
-	if err := a.buildRelay(); err != nil {
+	if err := a.buildRelay(ctx); err != nil {
 		return nil, err
 	}
 	if err := a.buildAdmin(reg, deps); err != nil {
@@ -569,7 +571,7 @@ func relayPolicy(rc config.Relay) []outbox.Option {
 	}
 }
 
-func (a *App) buildRelay() error {
+func (a *App) buildRelay(ctx context.Context) error {
 	rc := a.cfg.Relay
 	if len(rc.Targets) == 0 {
 		return nil
@@ -586,6 +588,9 @@ func (a *App) buildRelay() error {
 		pub := tracing.WrapPublisher(a.tracing.Tracer(), name, a.brokers[t.Broker])
 		opts = append(opts, outbox.Target(name, pub, kind, outbox.Batch(t.Batch), outbox.Workers(t.Workers),
 			outbox.FlushPeriod(t.FlushPeriod.D()), outbox.FlushLimit(t.FlushLimit)))
+	}
+	if a.cfg.Outbox.Mode == "wal" {
+		return a.buildWALRelay(ctx, opts)
 	}
 	var err error
 	a.relay, err = outbox.NewRelay(a.db, opts...)
@@ -812,7 +817,10 @@ func (a *App) Run(ctx context.Context) error {
 	for _, p := range a.pipelines {
 		wg.Go(func() { fail("pipeline "+p.name, p.p.Run(workCtx)) })
 	}
-	if a.relay != nil {
+	switch {
+	case a.wal != nil:
+		wg.Go(func() { fail("relay", a.wal.Run(workCtx)) })
+	case a.relay != nil:
 		wg.Go(func() { fail("relay", a.relay.Run(workCtx)) })
 	}
 	serve(a.ingSrv, "ingress")

@@ -38,6 +38,9 @@ back unsettled, and exits 0. See docs/operations.md.`,
 			}
 			if check {
 				fmt.Fprintf(cmd.OutOrStdout(), "configuration valid (profile %s); keys:\n  %s\n", cfg.Profile, strings.Join(config.Keys(cfg), "\n  "))
+				if cfg.Outbox.Mode == "wal" {
+					return checkWAL(cmd.Context(), cmd.OutOrStdout(), cfg)
+				}
 				return nil
 			}
 			clk, skew, err := clockFromEnv(os.Getenv, cfg.Profile)
