@@ -311,7 +311,7 @@ func (r *WALRelay) ensurePublication(ctx context.Context) error {
 	// An empty publication: pgoutput needs one, and the stream carries no
 	// table's changes, only the outbox's messages.
 	_, err := r.db.Exec(qctx, "CREATE PUBLICATION "+quoteIdent(r.cfg.wal.publication))
-	if err != nil && pgCode(err) != "42710" {
+	if c := pgCode(err); err != nil && c != "42710" && c != "23505" { // made by another instance meanwhile
 		return fmt.Errorf("outbox: create publication %s: %w", r.cfg.wal.publication, err)
 	}
 	return nil
