@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -102,7 +103,11 @@ func NewWALRelay(db *store.DB, replicationDSN string, opts ...Option) (*WALRelay
 	if err != nil {
 		return nil, err
 	}
-	table, err := NewRelay(db, opts...)
+	// The table relay beside the stream has only handed-over events to send:
+	// this process's hand-overs and the replays ring its bell (Notify), other
+	// processes' reach it by NOTIFY, so it need not poll as often as a relay
+	// that carries the whole load.
+	table, err := NewRelay(db, append(slices.Clone(opts), WithPollInterval(max(cfg.pollInterval, time.Second)))...)
 	if err != nil {
 		return nil, err
 	}
