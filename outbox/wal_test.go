@@ -324,3 +324,15 @@ func TestWALSlotTakeover(t *testing.T) {
 		t.Errorf("the event the first relay confirmed was sent again: %v", s2.ids())
 	}
 }
+
+// The store's DSN may carry the pool's own parameters: the replication
+// connection does not send them to the server as settings.
+func TestWALRelayDSNWithPoolParameters(t *testing.T) {
+	e := newWALEnv(t)
+	e.dsn += "&pool_max_conns=4"
+	s := &sink{}
+	r := e.relay(t, outbox.Target("u", s, outbox.Unordered))
+	start(t, r)
+	enqueue(t, e.db, t0, ev("u", "A", 1))
+	waitFor(t, "the event", 10*time.Second, func() bool { return s.count() == 1 })
+}

@@ -57,11 +57,10 @@ func CheckWAL(ctx context.Context, db *store.DB, replicationDSN, slot string) []
 			"events committed while it was behind are lost; see docs/outbox.md, \"When the slot is invalidated\"", slot))
 	}
 	if level == "logical" && replication {
-		pc, err := pgconn.ParseConfig(replicationDSN)
+		pc, err := replicationConfig(replicationDSN)
 		if err != nil {
 			return append(problems, fmt.Sprintf("the store's DSN does not parse: %v", err))
 		}
-		pc.RuntimeParams["replication"] = "database"
 		conn, err := pgconn.ConnectConfig(ctx, pc)
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("a replication connection was refused (%v): pg_hba.conf needs a line "+

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/msgx/msgx/store"
 )
@@ -94,11 +95,10 @@ func NewWALRelay(db *store.DB, replicationDSN string, opts ...Option) (*WALRelay
 	if err := cfg.wal.check(); err != nil {
 		return nil, err
 	}
-	pc, err := pgconn.ParseConfig(replicationDSN)
+	pc, err := replicationConfig(replicationDSN)
 	if err != nil {
-		return nil, fmt.Errorf("outbox: wal relay DSN: %w", err)
+		return nil, err
 	}
-	pc.RuntimeParams["replication"] = "database"
 	q, err := queriesFor(store.Postgres)
 	if err != nil {
 		return nil, err
@@ -280,6 +280,19 @@ func (r *WALRelay) prepare(ctx context.Context, conn *pgconn.PgConn) error {
 		return fmt.Errorf("outbox: create replication slot %s: %w", r.cfg.wal.slot, err)
 	}
 	return nil
+}
+
+// replicationConfig is the connection of a DSN in the replication protocol.
+// The DSN is parsed as the store's pool parses it, so that the pool's own
+// parameters (pool_max_conns...) are not sent to the server as settings.
+func replicationConfig(dsn string) (*pgconn.Config, error) {
+	pc, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: wal relay DSN: %w", err)
+	}
+	c := pc.ConnConfig.Config.Copy()
+	c.RuntimeParams["replication"] = "database"
+	return c, nil
 }
 
 func pgCode(err error) string {

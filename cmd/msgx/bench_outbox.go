@@ -44,6 +44,7 @@ msgx bench compare -- --mode live --rate 5000 --duration 10s`,
 	f.StringVar(&cfg.PeersDir, "peers-dir", "bench/peers", "the bench/peers module")
 	f.StringVar(&cfg.DSN, "dsn", bench.DefaultDSN, "PostgreSQL DSN of every peer")
 	f.IntVar(&cfg.Rounds, "rounds", 2, "rounds of msgx, River, Watermill per setting")
+	f.BoolVar(&cfg.WAL, "wal", false, "also run the msgx-wal peer: msgx's outbox in its WAL mode (wal_level=logical)")
 	f.StringSliceVar(&cfg.SyncCommit, "sync-commit", []string{"on", "off"}, "synchronous_commit settings to run every peer with")
 	f.DurationVar(&timeout, "timeout", 30*time.Minute, "upper bound for the whole comparison")
 	return cmd
