@@ -649,6 +649,9 @@ func (a *App) buildAdmin(reg *Registry, deps Deps) error {
 		cfg.Lag = a.relay.Lag
 		cfg.TargetStates = a.relay.Targets
 	}
+	if a.wal != nil {
+		cfg.WAL = a.wal.Status
+	}
 	for name, f := range reg.queries {
 		cfg.Queries[name] = f(deps)
 	}

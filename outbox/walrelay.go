@@ -55,27 +55,28 @@ type WALRelay struct {
 
 // WALStatus is what a WAL relay knows of its slot (Status).
 type WALStatus struct {
-	Slot string
+	Slot string `json:"slot"`
 	// Holder: this relay streams from the slot; otherwise it stands by.
-	Holder bool
+	Holder bool `json:"holder"`
 	// Active: some relay (this one or another) streams from the slot;
 	// ActivePID is its server backend.
-	Active    bool
-	ActivePID int
+	Active    bool `json:"active"`
+	ActivePID int  `json:"active_pid"`
 	// Confirmed is the slot's confirmed position: the relay has handled
 	// every event committed before it.
-	Confirmed string
+	Confirmed string `json:"confirmed_lsn"`
 	// RetainedBytes is the WAL the slot keeps on the server's disk;
 	// LagBytes the WAL written since its confirmed position.
-	RetainedBytes, LagBytes int64
+	RetainedBytes int64 `json:"retained_bytes"`
+	LagBytes      int64 `json:"lag_bytes"`
 	// WALStatus is the server's wal_status of the slot; "lost" means it was
 	// invalidated (max_slot_wal_keep_size) and events were lost with it.
-	WALStatus string
+	WALStatus string `json:"wal_status"`
 	// Invalidated: the relay stopped on an invalidated slot.
-	Invalidated bool
+	Invalidated bool `json:"invalidated"`
 	// Paused: the stream waits for a broker that is unavailable.
-	Paused   bool
-	Measured time.Time
+	Paused   bool      `json:"paused"`
+	Measured time.Time `json:"measured"`
 }
 
 // NewWALRelay builds a WAL relay over db (migrated, PostgreSQL) from the same

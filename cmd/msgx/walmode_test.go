@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/msgx/msgx/admin"
 	"github.com/msgx/msgx/app"
 	"github.com/msgx/msgx/app/config"
 	"github.com/msgx/msgx/internal/demo"
@@ -120,6 +122,28 @@ relay:
 	if mode == "wal" {
 		if n := countOf(t, db, "SELECT count(*) FROM msgx_outbox"); n != 0 {
 			t.Errorf("the wal mode left %d rows in msgx_outbox", n)
+		}
+		var st admin.Status
+		req, _ := http.NewRequest("GET", "http://"+a.AdminAddr()+"/v1/status", nil)
+		req.Header.Set("Authorization", "Bearer "+readTok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = json.NewDecoder(resp.Body).Decode(&st)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.WAL == nil || st.WAL.Slot != slot || !st.WAL.Holder {
+			t.Errorf("/v1/status shows the wal slot as %+v, want %s held by this instance", st.WAL, slot)
+		}
+		var out strings.Builder
+		if err := printStatus(&out, st); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), "WAL SLOT") || !strings.Contains(out.String(), "this instance") {
+			t.Errorf("msgx status printed:\n%s", out.String())
 		}
 	}
 	return got
