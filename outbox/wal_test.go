@@ -175,9 +175,18 @@ func TestWALRelayLanes(t *testing.T) {
 		t.Fatal(err)
 	}
 	enqueue(t, e.db, t0, ev("c", "k0", per+1)) // a last state after the rollback
+	tomb := ev("c", "k1", per+1)
+	tomb.Type = outbox.Tombstone
+	enqueue(t, e.db, t0, tomb)
 	waitFor(t, "every event", 20*time.Second, func() bool {
-		return ordered.count() >= keys*per && unordered.count() >= keys*per && lastOf(compacted, "k0") == "c-k0-21"
+		return ordered.count() >= keys*per && unordered.count() >= keys*per && lastOf(compacted, "k0") == "c-k0-21" &&
+			lastOf(compacted, "k1") == "c-k1-21"
 	})
+	for _, m := range compacted.messages() {
+		if m.msg.Header(broker.HeaderEventID) == "c-k1-21" && (m.msg.Payload != nil || m.msg.Header(broker.HeaderType) != string(outbox.Tombstone)) {
+			t.Errorf("the tombstone went out with payload %q, type %q", m.msg.Payload, m.msg.Header(broker.HeaderType))
+		}
+	}
 	for k, ids := range byKey(ordered.messages()) {
 		want := make([]string, per)
 		for s := range per {
@@ -190,7 +199,7 @@ func TestWALRelayLanes(t *testing.T) {
 	if slices.Contains(ordered.ids(), "o-k0-999") || slices.Contains(unordered.ids(), "u-k0-999") {
 		t.Error("an event of a rolled-back transaction was sent")
 	}
-	for k := 1; k < keys; k++ {
+	for k := 2; k < keys; k++ {
 		if got := lastOf(compacted, fmt.Sprintf("k%d", k)); got != fmt.Sprintf("c-k%d-%d", k, per) {
 			t.Errorf("compacted key k%d ends at %s", k, got)
 		}

@@ -123,6 +123,15 @@ func TestWALRelayKilledMidStream(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("graceful stop: %v", err)
 	}
+	// A kill is no event's failure: nothing was charged or handed to the
+	// table.
+	var rows int
+	if err := e.db.QueryRow(context.Background(), "SELECT count(*) FROM msgx_outbox").Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 0 {
+		t.Errorf("%d events went to the outbox table across the kills", rows)
+	}
 	lines := readLog(t, out)
 	t.Logf("%d sends for %d events (%d sent again after a kill)", len(lines), len(all), len(lines)-len(all))
 	firsts := map[string][]string{}
