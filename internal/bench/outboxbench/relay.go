@@ -370,6 +370,13 @@ func RunRelay(ctx context.Context, cfg RelayConfig, out io.Writer) (bench.Result
 	if err := live.Wait(); err != nil {
 		return bench.Result{}, fmt.Errorf("producer: %w", err)
 	}
+	for cfg.WAL && cfg.Lane == outbox.Compacted && !lastStatesSent(s, producers) {
+		if err := ctx.Err(); err != nil {
+			return bench.Result{}, err
+		}
+		pg.say("delivered %d; newest states still missing", s.n.Load())
+		time.Sleep(time.Millisecond)
+	}
 	for {
 		var pending bool
 		if err := db.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM msgx_outbox WHERE target = $1 AND status = 'PENDING')", benchTarget).Scan(&pending); err != nil {

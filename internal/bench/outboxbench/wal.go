@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -63,4 +64,20 @@ func prepareWAL(ctx context.Context, db *store.DB, dsn string, w *walSlot) error
 		return fmt.Errorf("wal mode: %w", err)
 	}
 	return outbox.SetMode(db, outbox.ModeWAL)
+}
+
+// lastStatesSent reports whether the sink has the newest event of every key
+// the producers wrote: the end of a compacted run in the WAL mode, which
+// leaves no row to watch.
+func lastStatesSent(s *relaySink, producers []*producer) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, pr := range producers {
+		for k, seq := range pr.seq {
+			if !s.seen["k"+strconv.Itoa(k)+"."+strconv.Itoa(seq)+"."+pr.run] {
+				return false
+			}
+		}
+	}
+	return true
 }
