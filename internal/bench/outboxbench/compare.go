@@ -23,13 +23,13 @@ var ComparePeers = []string{"msgx", "river", "watermill"}
 // CompareConfig is a side-by-side run of msgx, River and Watermill through
 // the one harness of bench/peers.
 type CompareConfig struct {
-	PeersDir string   // the bench/peers module
+	PeersDir string // the bench/peers module
 	// WAL adds the msgx-wal peer (the outbox's WAL mode; the server needs
 	// wal_level=logical).
-	WAL bool
-	DSN      string   // every peer's database
-	Args     []string // the workload flags every peer gets (--mode, --n, ...)
-	Rounds   int
+	WAL    bool
+	DSN    string   // every peer's database
+	Args   []string // the workload flags every peer gets (--mode, --n, ...)
+	Rounds int
 	// SyncCommit lists the synchronous_commit settings to run every peer
 	// with ("on", "off"): one session setting for all, set in the DSN.
 	SyncCommit []string
