@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -360,4 +362,45 @@ func TestWALRelayDSNWithPoolParameters(t *testing.T) {
 	start(t, r)
 	enqueue(t, e.db, t0, ev("u", "A", 1))
 	waitFor(t, "the event", 10*time.Second, func() bool { return s.count() == 1 })
+}
+
+// syncBuffer is a log destination the relay's goroutines may share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// A slot dropped under a running relay is made again, and the relay says at
+// ERROR that what was committed in between is not streamed.
+func TestWALRelaySaysWhenItsSlotWasDropped(t *testing.T) {
+	e := newWALEnv(t)
+	logs := &syncBuffer{}
+	s := &sink{}
+	r := e.relay(t, outbox.Target("u", s, outbox.Unordered), outbox.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
+	start(t, r)
+	waitFor(t, "the relay to hold the slot", 10*time.Second, func() bool { return r.Status().Holder })
+	ctx := context.Background()
+	waitFor(t, "the slot's drop", 10*time.Second, func() bool {
+		_, _ = e.db.Exec(ctx, "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active", e.slot)
+		_, err := e.db.Exec(ctx, "SELECT pg_drop_replication_slot($1)", e.slot)
+		return err == nil
+	})
+	waitFor(t, "the relay to say so", 20*time.Second, func() bool {
+		return strings.Contains(logs.String(), "level=ERROR") && strings.Contains(logs.String(), "SLOT DISAPPEARED")
+	})
+	waitFor(t, "the relay on its new slot", 20*time.Second, func() bool { return r.Status().Holder })
+	enqueue(t, e.db, t0, ev("u", "A", 1))
+	waitFor(t, "an event on the new slot", 10*time.Second, func() bool { return s.count() == 1 })
 }

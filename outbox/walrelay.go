@@ -51,6 +51,9 @@ type WALRelay struct {
 	status atomic.Pointer[WALStatus]
 	// holding is 1 while this relay streams from the slot.
 	holding atomic.Bool
+	// seenSlot: this relay has found or made the slot before; a slot that
+	// is missing after that was dropped under it.
+	seenSlot atomic.Bool
 }
 
 // WALStatus is what a WAL relay knows of its slot (Status).
@@ -201,6 +204,9 @@ func (r *WALRelay) session(ctx context.Context) error {
 		r.met.invalidated.Set(1)
 		return fmt.Errorf("%w: slot %s, wal_status lost", errSlotInvalidated, r.cfg.wal.slot)
 	}
+	if found {
+		r.seenSlot.Store(true)
+	}
 	if found && st.Active {
 		return errSlotBusy
 	}
@@ -268,13 +274,24 @@ func (r *WALRelay) prepare(ctx context.Context, conn *pgconn.PgConn) error {
 		return err
 	}
 	_, found, err := r.slot(ctx)
-	if err != nil || found {
+	if err != nil {
 		return err
+	}
+	if found {
+		r.seenSlot.Store(true)
+		return nil
+	}
+	if r.seenSlot.Load() {
+		// Someone dropped the slot under the relay: what was committed
+		// between the drop and the new slot is not in any stream.
+		r.log.Error("outbox: THE WAL RELAY'S REPLICATION SLOT DISAPPEARED (dropped while the relay used it): events committed "+
+			"between its drop and the new slot made now are not streamed; see docs/outbox.md, \"When the slot is invalidated\"")
 	}
 	_, err = pglogrepl.CreateReplicationSlot(ctx, conn, r.cfg.wal.slot, "pgoutput",
 		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication})
 	switch {
 	case err == nil:
+		r.seenSlot.Store(true)
 		r.log.Info("outbox: created the wal relay's replication slot")
 	case pgCode(err) == "42710": // duplicate_object: another instance made it
 	default:
