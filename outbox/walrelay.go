@@ -284,7 +284,7 @@ func (r *WALRelay) prepare(ctx context.Context, conn *pgconn.PgConn) error {
 	if r.seenSlot.Load() {
 		// Someone dropped the slot under the relay: what was committed
 		// between the drop and the new slot is not in any stream.
-		r.log.Error("outbox: THE WAL RELAY'S REPLICATION SLOT DISAPPEARED (dropped while the relay used it): events committed "+
+		r.log.Error("outbox: THE WAL RELAY'S REPLICATION SLOT DISAPPEARED (dropped while the relay used it): events committed " +
 			"between its drop and the new slot made now are not streamed; see docs/outbox.md, \"When the slot is invalidated\"")
 	}
 	_, err = pglogrepl.CreateReplicationSlot(ctx, conn, r.cfg.wal.slot, "pgoutput",
