@@ -98,6 +98,8 @@ type Config struct {
 	// paused (its broker unavailable) and its last send error
 	// (relay.Targets).
 	TargetStates func() []outbox.TargetState
+	// WAL reports the WAL relay's slot (outbox.mode wal; nil otherwise).
+	WAL func() outbox.WALStatus
 	// Tokens are the named credentials. ReadToken and OperatorToken are
 	// shorthands for the tokens named "read" and "operator". With no token at
 	// all every request is let through as the open-access operator, from

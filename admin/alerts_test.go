@@ -25,6 +25,7 @@ func TestAlertRules(t *testing.T) {
 		// inbox, outbox and broker metrics
 		"msgx_inbox_leader": true, "msgx_inbox_lease_superseded": true, "msgx_inbox_settled_total": true, "msgx_inbox_backfill_failures_total": true,
 		"msgx_inbox_prepare_failures_total": true, "msgx_outbox_lag_seconds": true, "msgx_outbox_target_up": true, "msgx_broker_publish_errors_total": true,
+		"msgx_outbox_wal_slot_invalidated": true, "msgx_outbox_wal_retained_bytes": true, "msgx_outbox_wal_holder": true, "msgx_outbox_wal_paused": true,
 		// the mailbox poller
 		"msgx_mailbox_anomalies_total": true, "msgx_mailbox_late_rows_total": true, "msgx_mailbox_scan_errors_total": true,
 		"msgx_mailbox_unreadable_seconds": true,

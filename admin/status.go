@@ -88,8 +88,11 @@ type Status struct {
 	Time    time.Time      `json:"time"`
 	Streams []StreamStatus `json:"streams"`
 	Targets []TargetStatus `json:"targets"`
-	Checks  []CheckResult  `json:"checks"`
-	Ready   bool           `json:"ready"`
+	// WAL is the WAL relay's slot (outbox.mode wal): who streams from it,
+	// its confirmed position, the WAL it retains and its lag.
+	WAL    *outbox.WALStatus `json:"wal,omitempty"`
+	Checks []CheckResult     `json:"checks"`
+	Ready  bool              `json:"ready"`
 }
 
 func (s *Server) status(ctx context.Context, _ *http.Request, _ string) (any, error) {
@@ -108,6 +111,10 @@ func (s *Server) Status(ctx context.Context) (Status, error) {
 		return Status{}, err
 	}
 	out := Status{Time: now, Streams: []StreamStatus{}, Targets: []TargetStatus{}}
+	if s.cfg.WAL != nil {
+		w := s.cfg.WAL()
+		out.WAL = &w
+	}
 	for _, st := range s.cfg.Streams {
 		ss, err := s.streamStatus(ctx, st, now)
 		if err != nil {

@@ -74,6 +74,8 @@ type App struct {
 	mysql     map[string]*sql.DB
 	streams   []*stream
 	relay     *outbox.Relay
+	// wal is the WAL relay (outbox.mode wal); relay is then its table relay.
+	wal       *outbox.WALRelay
 	pipelines []namedPipeline
 	admin     *admin.Server
 	console   *console.Console
@@ -195,7 +197,7 @@ func New(ctx context.Context, cfg *config.Config, reg *Registry, opts ...Option)
 	if err := a.checkRelayed(); err != nil {
 		return nil, err
 	}
-	if err := a.buildRelay(); err != nil {
+	if err := a.buildRelay(ctx); err != nil {
 		return nil, err
 	}
 	if err := a.buildAdmin(reg, deps); err != nil {
@@ -592,7 +594,7 @@ func relayPolicy(rc config.Relay) []outbox.Option {
 	}
 }
 
-func (a *App) buildRelay() error {
+func (a *App) buildRelay(ctx context.Context) error {
 	rc := a.cfg.Relay
 	if len(rc.Targets) == 0 {
 		return nil
@@ -609,6 +611,9 @@ func (a *App) buildRelay() error {
 		pub := tracing.WrapPublisher(a.tracing.Tracer(), name, a.brokers[t.Broker])
 		opts = append(opts, outbox.Target(name, pub, kind, outbox.Batch(t.Batch), outbox.Workers(t.Workers),
 			outbox.FlushPeriod(t.FlushPeriod.D()), outbox.FlushLimit(t.FlushLimit)))
+	}
+	if a.cfg.Outbox.Mode == "wal" {
+		return a.buildWALRelay(ctx, opts)
 	}
 	var err error
 	a.relay, err = outbox.NewRelay(a.db, opts...)
@@ -668,6 +673,9 @@ func (a *App) buildAdmin(reg *Registry, deps Deps) error {
 		cfg.TargetStates = a.relay.Targets
 	}
 	configured := lineNames(Schema(a.cfg, reg))
+	if a.wal != nil {
+		cfg.WAL = a.wal.Status
+	}
 	for name, f := range reg.queries {
 		if !containsLines(configured, reg.querySchema[name]) {
 			continue // its tables are not this configuration's: Unavailable
@@ -839,7 +847,10 @@ func (a *App) Run(ctx context.Context) error {
 	for _, p := range a.pipelines {
 		wg.Go(func() { fail("pipeline "+p.name, p.p.Run(workCtx)) })
 	}
-	if a.relay != nil {
+	switch {
+	case a.wal != nil:
+		wg.Go(func() { fail("relay", a.wal.Run(workCtx)) })
+	case a.relay != nil:
 		wg.Go(func() { fail("relay", a.relay.Run(workCtx)) })
 	}
 	serve(a.ingSrv, "ingress")

@@ -31,6 +31,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(crashChildEnv) != "" {
 		os.Exit(crashChild())
 	}
+	if os.Getenv(walChildEnv) != "" {
+		os.Exit(walChild())
+	}
 	os.Exit(m.Run())
 }
 

@@ -140,6 +140,8 @@ type config struct {
 	dbClockOff bool
 	// failpoints: see WithFailpoints.
 	failpoints *failpoint.Set
+	// wal: the WAL relay's settings (walconfig.go).
+	wal walConfig
 }
 
 // Option configures a Relay.
@@ -245,6 +247,7 @@ func newConfig(opts []Option) (config, error) {
 		cleanupInterval:  DefaultCleanupInterval,
 		lagInterval:      DefaultLagInterval,
 		maxLeaseExpiries: DefaultMaxLeaseExpiries,
+		wal:              defaultWALConfig(),
 	}
 	for _, o := range opts {
 		o(&c)

@@ -86,7 +86,14 @@ func NewEventID() string {
 // the transaction its transaction id before it takes event ids, which the
 // relay's id watermark relies on, and wakes the relays when the transaction
 // commits (Notify).
+//
+// In the WAL mode (SetMode) Enqueue writes no row and takes no lock: it emits
+// the call's events as one logical decoding message in tx, which the WAL
+// relay reads in commit order (wal.go).
 func Enqueue(ctx context.Context, tx store.Tx, now time.Time, events ...Event) error {
+	if txMode(tx) == ModeWAL {
+		return enqueueWAL(ctx, tx, now, events)
+	}
 	stmts, err := Statements(tx.Dialect(), now, events...)
 	if err != nil {
 		return err

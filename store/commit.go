@@ -10,7 +10,13 @@ import (
 type commitHooks struct {
 	keys []any
 	fns  []func(*DB)
+	// db is the handle whose InTx opened the transaction (DBOf).
+	db *DB
 }
+
+func (h *commitHooks) setDB(db *DB) { h.db = db }
+
+func (h *commitHooks) txDB() *DB { return h.db }
 
 func (h *commitHooks) addCommitHook(key any, fn func(*DB)) {
 	if slices.Contains(h.keys, key) {
@@ -25,6 +31,18 @@ func (h *commitHooks) commitHookList() []func(*DB) { return h.fns }
 type hooked interface {
 	addCommitHook(key any, fn func(*DB))
 	commitHookList() []func(*DB)
+	setDB(db *DB)
+	txDB() *DB
+}
+
+// DBOf returns the DB handle whose InTx opened tx, or nil for a transaction
+// that no InTx opened: what packages read per handle (Shared) while they
+// write in a caller's transaction, such as the outbox's mode.
+func DBOf(tx Tx) *DB {
+	if h, ok := tx.(hooked); ok {
+		return h.txDB()
+	}
+	return nil
 }
 
 // OnCommit registers fn to run, with the transaction's DB, right after tx

@@ -214,6 +214,9 @@ func (db *DB) InTx(ctx context.Context, fn func(ctx context.Context, tx Tx) erro
 			}
 		}
 	}()
+	if h, ok := tx.(hooked); ok {
+		h.setDB(db)
+	}
 	if err = fn(ctx, tx); err != nil {
 		return err
 	}

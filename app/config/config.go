@@ -76,6 +76,7 @@ type Config struct {
 	Streams   map[string]Stream   `yaml:"streams"`
 	Pipelines map[string]Pipeline `yaml:"pipelines"`
 	Relay     Relay               `yaml:"relay"`
+	Outbox    Outbox              `yaml:"outbox"`
 	Tracing   Tracing             `yaml:"tracing"`
 	// ShutdownTimeout bounds the graceful stop after SIGINT/SIGTERM.
 	ShutdownTimeout Duration `yaml:"shutdown-timeout"`
@@ -340,6 +341,16 @@ type Relay struct {
 	PublishTimeout Duration          `yaml:"publish-timeout"`
 	PollInterval   Duration          `yaml:"poll-interval"`
 	Retention      Duration          `yaml:"retention"`
+}
+
+// Outbox chooses how the events reach the relay (docs/outbox.md).
+type Outbox struct {
+	// Mode is table (default: rows of msgx_outbox) or wal (PostgreSQL's
+	// logical decoding: needs wal_level=logical and the REPLICATION
+	// attribute).
+	Mode string `yaml:"mode"`
+	// Slot names the wal mode's replication slot (default msgx_outbox).
+	Slot string `yaml:"slot"`
 }
 
 // Target is one relay target (an outbox.Event's Target) and its lane.

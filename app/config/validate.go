@@ -365,6 +365,15 @@ func (c *Config) validateSource(p *problems, key string, s Source) {
 
 func (c *Config) validateRelay(p *problems) {
 	r := c.Relay
+	switch c.Outbox.Mode {
+	case "", "table":
+	case "wal":
+		if !strings.HasPrefix(c.Store.DSN, "postgres://") && !strings.HasPrefix(c.Store.DSN, "postgresql://") {
+			p.addf("outbox.mode", "wal needs a PostgreSQL store (store.dsn postgres://…)")
+		}
+	default:
+		p.addf("outbox.mode", "%q is not a mode (table or wal)", c.Outbox.Mode)
+	}
 	for _, name := range slices.Sorted(maps.Keys(r.Targets)) {
 		t := r.Targets[name]
 		key := "relay.targets." + name

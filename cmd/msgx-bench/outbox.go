@@ -44,6 +44,7 @@ msgx-bench compare -- --mode live --rate 5000 --duration 10s`,
 	f.StringVar(&cfg.PeersDir, "peers-dir", "lab/peers", "the lab/peers module")
 	f.StringVar(&cfg.DSN, "dsn", bench.DefaultDSN, "PostgreSQL DSN of every peer")
 	f.IntVar(&cfg.Rounds, "rounds", 2, "rounds of msgx, River, Watermill per setting")
+	f.BoolVar(&cfg.WAL, "wal", false, "also run the msgx-wal peer: msgx's outbox in its WAL mode (wal_level=logical)")
 	f.StringSliceVar(&cfg.SyncCommit, "sync-commit", []string{"on", "off"}, "synchronous_commit settings to run every peer with")
 	f.DurationVar(&timeout, "timeout", 30*time.Minute, "upper bound for the whole comparison")
 	return cmd
@@ -127,6 +128,7 @@ func newBenchOutboxRelayCmd() *cobra.Command {
 	f.DurationVar(&cfg.Poll, "poll", 5*time.Millisecond, "idle poll interval of the relay")
 	f.IntVar(&cfg.Dead, "dead", 0, "DEAD rows written before the run")
 	f.IntVar(&cfg.Sent, "sent", 0, "SENT rows written before the run")
+	f.BoolVar(&cfg.WAL, "wal", false, "the outbox's WAL mode: events through a logical replication slot (wal_level=logical)")
 	f.DurationVar(&ceiling, "ceiling", 0, "also run the pgbench ceiling for this long and print relay/ceiling (0: skip)")
 	f.DurationVar(&timeout, "timeout", 30*time.Minute, "give up after this long")
 	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the run to this file")
@@ -157,6 +159,7 @@ func newBenchProducerOverheadCmd() *cobra.Command {
 	f.IntVar(&cfg.Keys, "keys", 1000, "business rows (and event keys)")
 	f.IntVar(&cfg.Size, "size", 200, "event payload bytes")
 	f.IntVar(&cfg.Rounds, "rounds", 10, "rounds; each runs both variants, in alternating order")
+	f.BoolVar(&cfg.WAL, "wal", false, "add the variant of the outbox's WAL mode (wal_level=logical)")
 	f.DurationVar(&timeout, "timeout", 30*time.Minute, "give up after this long")
 	return cmd
 }

@@ -41,7 +41,7 @@ with (--variants e2e,ingest prints e2e/ingest for each round and, with
 	f.IntVar(&cfg.Partitions, "partitions", 6, "partitions of each topic")
 	f.IntVar(&cfg.Batch, "batch", 200, "records per batch (at most; the pipeline's default)")
 	f.DurationVar(&cfg.Poll, "poll", 100*time.Millisecond, "relay poll interval (the relay's default)")
-	f.StringSliceVar(&cfg.Variants, "variants", []string{"e2e"}, "variants to run, in order: e2e, ingest (the pipeline without its relay, a ceiling)")
+	f.StringSliceVar(&cfg.Variants, "variants", []string{"e2e"}, "variants to run, in order: e2e, e2e-wal (the outbox's WAL mode), ingest (the pipeline without its relay, a ceiling)")
 	f.IntVar(&cfg.Rounds, "rounds", 1, "repeat the variants this many times, every other round in reverse order")
 	f.DurationVar(&timeout, "timeout", 10*time.Minute, "give up after this long")
 	return cmd

@@ -108,6 +108,7 @@ func printStatus(out io.Writer, st admin.Status) error {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\n", t.Target, targetState(t), t.Pending, ago(t.Lag), t.Dead, paused, lastErr)
 	}
 	fmt.Fprintln(tw)
+	printWAL(tw, st)
 	printBlocked(tw, st)
 	fmt.Fprintln(tw, "CHECK\tOK\tERROR")
 	for _, ch := range st.Checks {

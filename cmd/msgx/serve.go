@@ -39,6 +39,9 @@ back unsettled, and exits 0. See docs/operations.md.`,
 			if check {
 				fmt.Fprintf(cmd.OutOrStdout(), "configuration valid (profile %s); effective values (secrets redacted; %s and a key's path in upper case overrides it):\n  %s\n",
 					cfg.Profile, config.EnvPrefix, strings.Join(config.Values(cfg), "\n  "))
+				if cfg.Outbox.Mode == "wal" {
+					return checkWAL(cmd.Context(), cmd.OutOrStdout(), cfg)
+				}
 				return nil
 			}
 			clk, skew, err := clockFromEnv(os.Getenv, cfg.Profile)

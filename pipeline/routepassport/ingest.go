@@ -117,7 +117,7 @@ func (p *Pipeline) ingest(ctx context.Context, items []*item) ([]*item, error) {
 			// Rolled back: the caller refuses these and stores the rest.
 			return &oversizeError{items: oversize}
 		}
-		es, err := outbox.Statements(tx.Dialect(), p.cfg.clock.Now(), events...)
+		es, err := outbox.TxStatements(tx, p.cfg.clock.Now(), events...)
 		if err != nil {
 			return err
 		}

@@ -47,6 +47,7 @@ type config struct {
 	limits                                            geowkt.Limits
 	relay                                             bool
 	relayOptions                                      []outbox.Option
+	walDSN                                            string // wal.go
 	testController                                    bool
 	sourceRetention                                   time.Duration
 	cleanupInterval                                   time.Duration

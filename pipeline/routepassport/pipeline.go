@@ -34,6 +34,9 @@ type Pipeline struct {
 	met    *metrics
 	log    *slog.Logger
 	relay  *outbox.Relay // nil WithRelay(false)
+	// wal is the relay in the outbox's WAL mode (WithWALRelay); relay is
+	// then its table relay.
+	wal *outbox.WALRelay
 	// eventLimit is the largest output event the broker can take, as
 	// broker.MessageBytes counts it, less the relay's headers (0: no limit).
 	eventLimit int
@@ -111,7 +114,7 @@ func New(db *store.DB, b *broker.Broker, opts ...Option) (*Pipeline, error) {
 		p.met.relay = newRelayMetrics(map[string]string{RouteInTarget: cfg.inTopic, GeoreferenceTarget: cfg.georefTopic})
 		ropts := append([]outbox.Option{outbox.WithLogger(p.log), outbox.WithClock(cfg.clock),
 			outbox.WithRegisterer(p.met.relay.reg)}, cfg.relayOptions...)
-		if p.relay, err = outbox.NewRelay(db, append(ropts, p.RelayTargets()...)...); err != nil {
+		if err := p.buildRelay(db, append(ropts, p.RelayTargets()...)); err != nil {
 			return nil, fmt.Errorf("routepassport: relay: %w", err)
 		}
 		if cfg.registerer != nil {
@@ -163,6 +166,9 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			return nil
 		}
 	}
+	if err := p.prepareWAL(ctx); err != nil {
+		return err
+	}
 	sub := broker.Subscription{Topic: p.cfg.inputTopic, Group: p.cfg.group, DeadLetterTopic: p.cfg.dlqTopic,
 		Concurrency: p.cfg.concurrency, BatchSize: p.cfg.batchSize}
 	var (
@@ -187,7 +193,10 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		relayErr error
 	)
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
-	if p.relay != nil {
+	switch {
+	case p.wal != nil:
+		wg.Go(func() { relayErr = p.wal.Run(bg) })
+	case p.relay != nil:
 		wg.Go(func() { relayErr = p.relay.Run(bg) })
 	}
 	wg.Go(func() { p.cleanSources(bg) })

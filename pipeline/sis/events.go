@@ -139,12 +139,12 @@ func msgBody(m *sisxml.Message, record *sisxml.Element) map[string]any {
 
 // eventStatements returns the outbox statements of a message's events, in
 // one call so that the per-key locks are taken in one order.
-func (p *Processor) eventStatements(d store.Dialect, msg *inbox.Message, pairs []eventPair) ([]store.Stmt, error) {
+func (p *Processor) eventStatements(tx store.Tx, msg *inbox.Message, pairs []eventPair) ([]store.Stmt, error) {
 	evs := make([]outbox.Event, 0, 2*len(pairs))
 	for _, e := range pairs {
 		evs = append(evs, e.msg, e.schd)
 	}
-	return outbox.Statements(d, msg.Now, evs...)
+	return outbox.TxStatements(tx, msg.Now, evs...)
 }
 
 func sortedUnique(s []string) []string {

@@ -171,7 +171,7 @@ func (p *Processor) write(ctx context.Context, tx store.Tx, msg *inbox.Message, 
 		events = append(events, ev)
 		stmts = append(stmts, fs.versionStmt(msg, m, c, colls, ev))
 	}
-	evStmts, err := p.eventStatements(tx.Dialect(), msg, events)
+	evStmts, err := p.eventStatements(tx, msg, events)
 	if err != nil {
 		return err
 	}

@@ -203,7 +203,7 @@ func (h *History) moveBatch(ctx context.Context, now time.Time, cutoffDay string
 		}
 		list := listArg(tx.Dialect(), flids)
 		stmts := []store.Stmt{{SQL: h.q.Get("CopyToHistory"), Args: []any{list, now}}}
-		ev, err := outbox.Statements(tx.Dialect(), now, evs...)
+		ev, err := outbox.TxStatements(tx, now, evs...)
 		if err != nil {
 			return err
 		}

@@ -163,7 +163,7 @@ func (p *Processor) reference(ctx context.Context, tx store.Tx, msg *inbox.Messa
 		}
 		return inbox.Done(), false, nil
 	}
-	evStmts, err := outbox.Statements(tx.Dialect(), msg.Now, evs...)
+	evStmts, err := outbox.TxStatements(tx, msg.Now, evs...)
 	if err != nil {
 		return inbox.Outcome{}, false, err
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -22,10 +23,13 @@ var ComparePeers = []string{"msgx", "river", "watermill"}
 // CompareConfig is a side-by-side run of msgx, River and Watermill through
 // the one harness of lab/peers.
 type CompareConfig struct {
-	PeersDir string   // the lab/peers module
-	DSN      string   // every peer's database
-	Args     []string // the workload flags every peer gets (--mode, --n, ...)
-	Rounds   int
+	PeersDir string // the lab/peers module
+	// WAL adds the msgx-wal peer (the outbox's WAL mode; the server needs
+	// wal_level=logical).
+	WAL    bool
+	DSN    string   // every peer's database
+	Args   []string // the workload flags every peer gets (--mode, --n, ...)
+	Rounds int
 	// SyncCommit lists the synchronous_commit settings to run every peer
 	// with ("on", "off"): one session setting for all, set in the DSN.
 	SyncCommit []string
@@ -48,7 +52,11 @@ func Compare(ctx context.Context, cfg CompareConfig, out io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(bin)
-	for _, p := range ComparePeers {
+	peers := ComparePeers
+	if cfg.WAL {
+		peers = append(slices.Clone(ComparePeers), "msgx-wal")
+	}
+	for _, p := range peers {
 		build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(bin, p), "./cmd/"+p)
 		build.Dir = cfg.PeersDir
 		if b, err := build.CombinedOutput(); err != nil {
@@ -59,7 +67,7 @@ func Compare(ctx context.Context, cfg CompareConfig, out io.Writer) error {
 		dsn := bench.WithParam(cfg.DSN, "synchronous_commit", sc)
 		for round := 1; round <= cfg.Rounds; round++ {
 			res := map[string]map[string]string{}
-			for _, p := range ComparePeers {
+			for _, p := range peers {
 				cmd := exec.CommandContext(ctx, filepath.Join(bin, p), append([]string{"--dsn", dsn}, cfg.Args...)...)
 				var stdout bytes.Buffer
 				cmd.Stdout, cmd.Stderr = &stdout, cfg.Progress
@@ -76,7 +84,7 @@ func Compare(ctx context.Context, cfg CompareConfig, out io.Writer) error {
 					res[p] = fields(line)
 				}
 			}
-			for _, p := range ComparePeers[1:] {
+			for _, p := range peers[1:] {
 				fmt.Fprintf(out, "synchronous_commit=%s round=%d msgx/%s: per_sec %s", sc, round, p, ratio(res["msgx"]["per_sec"], res[p]["per_sec"]))
 				if _, ok := res["msgx"]["lat_p99_ms"]; ok {
 					fmt.Fprintf(out, ", lat_p99_ms %s", ratio(res["msgx"]["lat_p99_ms"], res[p]["lat_p99_ms"]))

@@ -24,6 +24,9 @@ type ProducerConfig struct {
 	Keys    int // business rows
 	Size    int // event payload bytes
 	Rounds  int
+	// WAL adds a variant whose events go into the WAL (the outbox's WAL
+	// mode; wal_level=logical).
+	WAL bool
 	// Progress receives a line now and then (may be nil).
 	Progress io.Writer
 }
@@ -72,12 +75,17 @@ func RunProducerOverhead(ctx context.Context, cfg ProducerConfig, out io.Writer)
 	}
 	pl := payload(cfg.Size)
 	run := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
-	variants := []struct {
+	type variant struct {
 		name   string
 		outbox bool
 		db     *store.DB
 		app    string
-	}{{name: "without-outbox"}, {name: "with-outbox", outbox: true}}
+		wal    bool
+	}
+	variants := []variant{{name: "without-outbox"}, {name: "with-outbox", outbox: true}}
+	if cfg.WAL {
+		variants = append(variants, variant{name: "with-outbox-wal", outbox: true, wal: true})
+	}
 	// Each variant has its own pool, named, so that the database CPU time of
 	// its backends can be told apart.
 	for i := range variants {
@@ -88,6 +96,13 @@ func RunProducerOverhead(ctx context.Context, cfg ProducerConfig, out io.Writer)
 		}
 		defer vdb.Close()
 		variants[i].db = vdb
+		if variants[i].wal {
+			ws := newWALSlot(cfg.DSN)
+			defer ws.drop()
+			if err := prepareWAL(ctx, vdb, sc.DSN, ws); err != nil {
+				return nil, err
+			}
+		}
 	}
 	totals := make([]time.Duration, len(variants))
 	pg := &progress{w: cfg.Progress}
@@ -127,6 +142,11 @@ func RunProducerOverhead(ctx context.Context, cfg ProducerConfig, out io.Writer)
 	}
 	overhead := 1 - results[1].PerSec()/results[0].PerSec()
 	fmt.Fprintf(out, "producer overhead of the outbox insert: %.1f%% (with/without = %s)\n", overhead*100, bench.Ratio(results[1], results[0]))
+	if cfg.WAL {
+		walOverhead := 1 - results[2].PerSec()/results[0].PerSec()
+		fmt.Fprintf(out, "producer overhead of the outbox in the wal mode: %.1f%% (wal/without = %s, wal/table = %s)\n",
+			walOverhead*100, bench.Ratio(results[2], results[0]), bench.Ratio(results[2], results[1]))
+	}
 	return results, nil
 }
 

@@ -50,6 +50,8 @@ type RelayConfig struct {
 	Progress io.Writer
 	// Logger for the relays (default: discard).
 	Logger *slog.Logger
+	// WAL runs the outbox's WAL mode (wal.go): one WAL relay.
+	WAL bool
 }
 
 func (c *RelayConfig) defaults() {
@@ -224,6 +226,14 @@ func RunRelay(ctx context.Context, cfg RelayConfig, out io.Writer) (bench.Result
 	if err := prefill(ctx, db, cfg); err != nil {
 		return bench.Result{}, err
 	}
+	var ws *walSlot
+	if cfg.WAL {
+		ws = newWALSlot(cfg.DSN)
+		defer ws.drop()
+		if err := prepareWAL(ctx, db, sc.DSN, ws); err != nil {
+			return bench.Result{}, err
+		}
+	}
 	run := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
 	s := &relaySink{seen: make(map[string]bool, cfg.N), lastSeq: map[string]int{}, checkOrder: cfg.Lane == outbox.PerKey}
 	producers := make([]*producer, cfg.Producers)
@@ -261,9 +271,19 @@ func RunRelay(ctx context.Context, cfg RelayConfig, out io.Writer) (bench.Result
 			return bench.Result{}, err
 		}
 		defer rdb.Close()
-		r, err := outbox.NewRelay(rdb,
+		opts := []outbox.Option{
 			outbox.Target(benchTarget, s, cfg.Lane, outbox.Batch(cfg.ClaimBatch), outbox.Workers(cfg.Workers), outbox.FlushLimit(cfg.ClaimBatch)),
-			outbox.WithPollInterval(cfg.Poll), outbox.WithLogger(cfg.Logger.With("relay", i)), outbox.WithRetry(RecoveryRetry))
+			outbox.WithPollInterval(cfg.Poll), outbox.WithLogger(cfg.Logger.With("relay", i)), outbox.WithRetry(RecoveryRetry)}
+		if ws != nil {
+			w, err := outbox.NewWALRelay(rdb, relayDSN, append(opts, ws.options()...)...)
+			if err != nil {
+				return bench.Result{}, err
+			}
+			defer w.Close()
+			relays.Go(func() error { return w.Run(rctx) })
+			continue
+		}
+		r, err := outbox.NewRelay(rdb, opts...)
 		if err != nil {
 			return bench.Result{}, err
 		}
@@ -350,6 +370,13 @@ func RunRelay(ctx context.Context, cfg RelayConfig, out io.Writer) (bench.Result
 	if err := live.Wait(); err != nil {
 		return bench.Result{}, fmt.Errorf("producer: %w", err)
 	}
+	for cfg.WAL && cfg.Lane == outbox.Compacted && !lastStatesSent(s, producers) {
+		if err := ctx.Err(); err != nil {
+			return bench.Result{}, err
+		}
+		pg.say("delivered %d; newest states still missing", s.n.Load())
+		time.Sleep(time.Millisecond)
+	}
 	for {
 		var pending bool
 		if err := db.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM msgx_outbox WHERE target = $1 AND status = 'PENDING')", benchTarget).Scan(&pending); err != nil {
@@ -370,6 +397,9 @@ func RunRelay(ctx context.Context, cfg RelayConfig, out io.Writer) (bench.Result
 	}
 
 	res := bench.Result{Workload: "outbox-relay", Mode: cfg.Mode, N: cfg.N, Elapsed: elapsed}
+	if cfg.WAL {
+		res.Variant = "wal"
+	}
 	res.Extra = append(res.Extra, [2]string{"lane", cfg.Lane.String()}, [2]string{"keys", strconv.Itoa(cfg.Keys)},
 		[2]string{"sent", strconv.FormatInt(s.n.Load(), 10)})
 	if cfg.Lane == outbox.PerKey {

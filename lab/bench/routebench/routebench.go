@@ -43,7 +43,8 @@ type Config struct {
 	// Variants to run, in order: "e2e" (the default: until both output
 	// topics hold every record's event) and "ingest" (the pipeline without
 	// its relay, until every record is stored with its outbox events: the
-	// ceiling the relay's work is measured against).
+	// ceiling the relay's work is measured against), and "e2e-wal" (e2e
+	// with the outbox's WAL mode: wal_level=logical).
 	Variants []string
 	// Rounds repeats the set, every other round in reverse order; with
 	// both variants each round reports e2e/ingest, and the run ends with
@@ -63,8 +64,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer) ([]bench.Result, error)
 		cfg.Variants = []string{"e2e"}
 	}
 	for _, v := range cfg.Variants {
-		if v != "e2e" && v != "ingest" {
-			return nil, fmt.Errorf("routebench: unknown variant %q (e2e, ingest)", v)
+		if v != "e2e" && v != "ingest" && v != "e2e-wal" {
+			return nil, fmt.Errorf("routebench: unknown variant %q (e2e, e2e-wal, ingest)", v)
 		}
 	}
 	if err := bench.CheckDistinct(cfg.Variants); err != nil {
@@ -89,8 +90,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer) ([]bench.Result, error)
 			all = append(all, r)
 			got[v] = r
 		}
-		if len(got) == 2 {
+		if _, ok := got["ingest"]; ok && got["e2e"].N > 0 {
 			ratios.Add(out, "e2e/ingest", got["e2e"], got["ingest"])
+		}
+		if _, ok := got["e2e-wal"]; ok && got["e2e"].N > 0 {
+			ratios.Add(out, "e2e-wal/e2e", got["e2e-wal"], got["e2e"])
 		}
 	}
 	if rounds > 1 {
@@ -146,9 +150,15 @@ func runOne(ctx context.Context, cfg Config, variant string) (bench.Result, erro
 	}
 	defer func() { _ = b.Stop(context.Background()) }()
 	reg := prometheus.NewRegistry()
-	p, err := routepassport.New(db, b, routepassport.WithLogger(quiet), routepassport.WithBatchSize(cfg.Batch),
-		routepassport.WithRegisterer(reg), routepassport.WithRelay(variant == "e2e"),
-		routepassport.WithRelayOptions(outbox.WithPollInterval(cfg.Poll)))
+	popts := []routepassport.Option{routepassport.WithLogger(quiet), routepassport.WithBatchSize(cfg.Batch),
+		routepassport.WithRegisterer(reg), routepassport.WithRelay(variant != "ingest"),
+		routepassport.WithRelayOptions(outbox.WithPollInterval(cfg.Poll))}
+	if variant == "e2e-wal" {
+		wal, drop := walOptions(cfg.DSN, dsn)
+		defer drop()
+		popts = append(popts, wal...)
+	}
+	p, err := routepassport.New(db, b, popts...)
 	if err != nil {
 		return bench.Result{}, err
 	}
@@ -165,7 +175,7 @@ func runOne(ctx context.Context, cfg Config, variant string) (bench.Result, erro
 	count := func(ctx context.Context) (map[string]int64, error) {
 		return ingested(reg)
 	}
-	if variant == "e2e" {
+	if variant != "ingest" {
 		count = func(ctx context.Context) (map[string]int64, error) { return endOffsets(ctx, adm) }
 	}
 	err = waitFor(ctx, int64(cfg.N), count, done, func(sums map[string]int64) {
