@@ -169,7 +169,7 @@ func (p *Processor) write(ctx context.Context, tx store.Tx, msg *inbox.Message, 
 			return fmt.Errorf("sis: events of %s: %w", c.f.FLID, err)
 		}
 		events = append(events, ev)
-		stmts = append(stmts, fs.versionStmt(msg, m, c, colls, ev))
+		stmts = append(stmts, fs.versionStmts(msg, m, c, colls, ev)...)
 	}
 	evStmts, err := p.eventStatements(tx, msg, events)
 	if err != nil {

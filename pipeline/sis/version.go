@@ -149,9 +149,11 @@ func orNull(b []byte) json.RawMessage {
 	return b
 }
 
-// versionStmt is the statement that records c's version, made by msg, with
-// its collection changes colls and its events ev.
-func (s flightStore) versionStmt(msg *inbox.Message, m *sisxml.Message, c change, colls []CollectionChange, ev eventPair) store.Stmt {
+// versionStmts are the statements that record c's version, made by msg,
+// with its collection changes colls and its events ev: for a flight made
+// anew, first the forgetting of an earlier flight's versions under its
+// FLID, then the version.
+func (s flightStore) versionStmts(msg *inbox.Message, m *sisxml.Message, c change, colls []CollectionChange, ev eventPair) []store.Stmt {
 	changes := appendChanges(make([]byte, 0, 256), diff(c, colls))
 	events := make([]byte, 0, 256)
 	events = append(events, '[')
@@ -162,8 +164,12 @@ func (s flightStore) versionStmt(msg *inbox.Message, m *sisxml.Message, c change
 		schd.Type = "tombstone"
 	}
 	events = append(appendVersionEvent(events, schd), ']')
-	return store.Stmt{SQL: s.q.Get("InsertVersion"), Args: []any{c.f.FLID, c.f.Version, c.f.Status, msg.Stream, msg.ID,
+	insert := store.Stmt{SQL: s.q.Get("InsertVersion"), Args: []any{c.f.FLID, c.f.Version, c.f.Status, msg.Stream, msg.ID,
 		m.Meta.Seq, m.Meta.Type, m.Meta.Subtype, m.Meta.Sender, string(changes), string(events), msg.Now}}
+	if c.old != nil {
+		return []store.Stmt{insert}
+	}
+	return []store.Stmt{{SQL: s.q.Get("ForgetVersions"), Args: []any{c.f.FLID}}, insert}
 }
 
 // appendChanges appends ch as encoding/json writes it (TestVersionJSON),

@@ -1,9 +1,9 @@
 -- name: InsertVersion
 INSERT INTO flight_version (flid, version, status, msg_stream, msg_id, seqn, msg_type, msg_styp, sndr, changes, events, recorded_at)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
-ON CONFLICT (flid, version) DO UPDATE SET status = excluded.status, msg_stream = excluded.msg_stream,
-    msg_id = excluded.msg_id, seqn = excluded.seqn, msg_type = excluded.msg_type, msg_styp = excluded.msg_styp,
-    sndr = excluded.sndr, changes = excluded.changes, events = excluded.events, recorded_at = excluded.recorded_at
+
+-- name: ForgetVersions
+DELETE FROM flight_version WHERE flid = ?1
 
 -- name: FlightVersions
 SELECT flid, version, status, msg_stream, msg_id, seqn, msg_type, msg_styp, sndr, changes, events, recorded_at
