@@ -211,15 +211,7 @@ func (r *WALRelay) heldKeys(ctx context.Context, b *batchRun, byTarget map[strin
 // sendUnordered sends the lane's events by topic in sends of the lane's batch
 // size.
 func (r *WALRelay) sendUnordered(ctx context.Context, lc *laneConfig, b *batchRun, idx []int) {
-	byTopic := map[string][]int{}
-	var topics []string
-	for _, i := range idx {
-		tp := b.evs[i].Topic
-		if _, ok := byTopic[tp]; !ok {
-			topics = append(topics, tp)
-		}
-		byTopic[tp] = append(byTopic[tp], i)
-	}
+	topics, byTopic := groupBy(idx, func(i int) string { return b.evs[i].Topic })
 	for _, tp := range topics {
 		all := byTopic[tp]
 		for len(all) > 0 {
@@ -235,15 +227,7 @@ func (r *WALRelay) sendUnordered(ctx context.Context, lc *laneConfig, b *batchRu
 // or that waits in the table, sends nothing more: its later events go to
 // the table behind the failed one.
 func (r *WALRelay) sendPerKey(ctx context.Context, lc *laneConfig, b *batchRun, idx []int, held map[string]bool) {
-	queues := map[string][]int{}
-	var keys []string
-	for _, i := range idx {
-		k := b.evs[i].Key
-		if _, ok := queues[k]; !ok {
-			keys = append(keys, k)
-		}
-		queues[k] = append(queues[k], i)
-	}
+	keys, queues := groupBy(idx, func(i int) string { return b.evs[i].Key })
 	blocked := map[string]bool{}
 	for k := range held {
 		blocked[k] = true
@@ -308,15 +292,7 @@ func (r *WALRelay) sendCompacted(ctx context.Context, lc *laneConfig, b *batchRu
 // sendByTopic sends events grouped by topic and returns the ones that failed
 // for themselves (handed to the table).
 func (r *WALRelay) sendByTopic(ctx context.Context, lc *laneConfig, b *batchRun, idx []int) []int {
-	byTopic := map[string][]int{}
-	var topics []string
-	for _, i := range idx {
-		tp := b.evs[i].Topic
-		if _, ok := byTopic[tp]; !ok {
-			topics = append(topics, tp)
-		}
-		byTopic[tp] = append(byTopic[tp], i)
-	}
+	topics, byTopic := groupBy(idx, func(i int) string { return b.evs[i].Topic })
 	var failed []int
 	for _, tp := range topics {
 		failed = r.sendSplit(ctx, lc, b, tp, byTopic[tp], failed)
@@ -480,4 +456,18 @@ func jsonHeaders(h map[string]string) (string, error) {
 		return "", fmt.Errorf("outbox: headers: %w", err)
 	}
 	return string(b), nil
+}
+
+// groupBy groups the event indexes idx by key, keeping their order within a
+// group, and lists the keys in the order they first appear.
+func groupBy(idx []int, key func(i int) string) (order []string, groups map[string][]int) {
+	groups = map[string][]int{}
+	for _, i := range idx {
+		k := key(i)
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], i)
+	}
+	return order, groups
 }

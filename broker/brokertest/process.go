@@ -6,9 +6,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/msgx/msgx/broker/driver"
 )
 
 // FreePort is a TCP port on 127.0.0.1 nothing listens on right now.
@@ -74,3 +78,32 @@ func Server(t testing.TB, dir, addr, bin string, args ...string) {
 
 // Addr is 127.0.0.1:port.
 func Addr(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+
+// Subdir makes the directory parent/name (private to its owner) for a
+// private server's files.
+func Subdir(t testing.TB, parent, name string) string {
+	t.Helper()
+	dir := filepath.Join(parent, name)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// StartRefused checks that d does not start (within 30 s) and that the
+// error says one of the |-separated words of want, in any case: TLS 1.3
+// may report a refused client certificate as a reset connection, so a test
+// names both.
+func StartRefused(t testing.TB, d driver.Broker, want string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := d.Start(ctx)
+	if err == nil {
+		_ = d.Close(ctx)
+		t.Fatal("started")
+	}
+	if !slices.ContainsFunc(strings.Split(want, "|"), func(w string) bool { return strings.Contains(strings.ToLower(err.Error()), w) }) {
+		t.Errorf("start failed with %v, want an error saying %q", err, want)
+	}
+}

@@ -1,18 +1,14 @@
 package mqtt_test
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/msgx/msgx/broker/brokers"
 	"github.com/msgx/msgx/broker/brokertest"
@@ -35,11 +31,11 @@ func startTLSMosquitto(t *testing.T) tlsMosquitto {
 	t.Helper()
 	dir := t.TempDir()
 	ca := tlstest.NewCA(t, "mqtt test CA")
-	srvCert, srvKey := ca.Server(t, "mosquitto").WriteFiles(t, mkdir(t, dir, "server"))
+	srvCert, srvKey := ca.Server(t, "mosquitto").WriteFiles(t, brokertest.Subdir(t, dir, "server"))
 	m := tlsMosquitto{caFile: filepath.Join(dir, "ca.pem"), otherCA: filepath.Join(dir, "other-ca.pem"), user: "msgx", password: "s3cret-pw"}
 	tlstest.WriteFile(t, m.caFile, ca.PEM)
 	tlstest.WriteFile(t, m.otherCA, tlstest.NewCA(t, "another CA").PEM)
-	m.certFile, m.keyFile = ca.Client(t, "msgx").WriteFiles(t, mkdir(t, dir, "client"))
+	m.certFile, m.keyFile = ca.Client(t, "msgx").WriteFiles(t, brokertest.Subdir(t, dir, "client"))
 	passwd := filepath.Join(dir, "passwd")
 	tlstest.WriteFile(t, passwd, nil)
 	if out, err := exec.Command("mosquitto_passwd", "-b", passwd, m.user, m.password).CombinedOutput(); err != nil {
@@ -68,15 +64,6 @@ require_certificate true
 	brokertest.Server(t, dir, brokertest.Addr(port), "mosquitto", "-c", confFile)
 	m.url = fmt.Sprintf("mqtts://localhost:%d", port)
 	return m
-}
-
-func mkdir(t *testing.T, parent, name string) string {
-	t.Helper()
-	dir := filepath.Join(parent, name)
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	return dir
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -116,17 +103,7 @@ func TestTLSAndPassword(t *testing.T) {
 			&mqtt.Config{URL: m.url, TLS: good, Username: m.user, Password: "wrong"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := driverOf(t, tc.c)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			err := d.Start(ctx)
-			if err == nil {
-				_ = d.Close(ctx)
-				t.Fatal("started")
-			}
-			if !slices.ContainsFunc(strings.Split(tc.want, "|"), func(w string) bool { return strings.Contains(strings.ToLower(err.Error()), w) }) {
-				t.Errorf("start failed with %v, want an error saying %q", err, tc.want)
-			}
+			brokertest.StartRefused(t, driverOf(t, tc.c), tc.want)
 		})
 	}
 }

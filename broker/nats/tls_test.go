@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,11 +32,11 @@ func startTLSServer(t *testing.T, auth string) tlsServer {
 	t.Helper()
 	dir := t.TempDir()
 	ca := tlstest.NewCA(t, "nats test CA")
-	srvCert, srvKey := ca.Server(t, "nats").WriteFiles(t, mkdir(t, dir, "server"))
+	srvCert, srvKey := ca.Server(t, "nats").WriteFiles(t, brokertest.Subdir(t, dir, "server"))
 	s := tlsServer{caFile: filepath.Join(dir, "ca.pem"), otherCA: filepath.Join(dir, "other-ca.pem")}
 	tlstest.WriteFile(t, s.caFile, ca.PEM)
 	tlstest.WriteFile(t, s.otherCA, tlstest.NewCA(t, "another CA").PEM)
-	s.certFile, s.keyFile = ca.Client(t, "msgx").WriteFiles(t, mkdir(t, dir, "client"))
+	s.certFile, s.keyFile = ca.Client(t, "msgx").WriteFiles(t, brokertest.Subdir(t, dir, "client"))
 	port := brokertest.FreePort(t)
 	conf := fmt.Sprintf(`listen: "127.0.0.1:%d"
 jetstream { store_dir: %q, max_memory_store: 64MB, max_file_store: 256MB }
@@ -50,15 +48,6 @@ tls { cert_file: %q, key_file: %q, ca_file: %q, verify: true, timeout: 5 }
 	brokertest.Server(t, dir, brokertest.Addr(port), "/usr/sbin/nats-server", "-c", confFile)
 	s.url = fmt.Sprintf("tls://localhost:%d", port)
 	return s
-}
-
-func mkdir(t *testing.T, parent, name string) string {
-	t.Helper()
-	dir := filepath.Join(parent, name)
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	return dir
 }
 
 // open fills in the defaults of c and validates it, as the service does.
@@ -123,16 +112,7 @@ func TestTLSAndLogins(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := testContext(t)
-			defer cancel()
-			err = d.Start(ctx)
-			if err == nil {
-				_ = d.Close(ctx)
-				t.Fatal("started")
-			}
-			if !slices.ContainsFunc(strings.Split(tc.want, "|"), func(w string) bool { return strings.Contains(strings.ToLower(err.Error()), w) }) {
-				t.Errorf("start failed with %v, want an error saying %q", err, tc.want)
-			}
+			brokertest.StartRefused(t, d, tc.want)
 		})
 	}
 }

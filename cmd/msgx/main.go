@@ -50,7 +50,7 @@ func newRoot() *cobra.Command {
 		newServeCmd(), newStatusCmd(), newDeadCmd(), newReplayCmd(), newSkipCmd(),
 		newQueryCmd("requests", "Outbound requests (RQFD/RQRD) of the SIS pipeline: a table, or --json", printRequests),
 		newFlightsCmd(),
-		newBackfillCmd(), newRouteCmd(), newCompareCmd(os.Exit), newManCmd())
+		newBackfillCmd(), newRouteCmd(), newCompareCmd(os.Exit), newManCmd(), newConfigCmd())
 	return root
 }
 
