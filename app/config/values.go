@@ -111,3 +111,6 @@ func redactDSN(dsn string) string {
 	dsn = keywordPassword.ReplaceAllString(dsn, "password="+Redacted)
 	return mysqlUserinfo.ReplaceAllString(dsn, "${1}:"+Redacted+"@")
 }
+
+// RedactDSN is dsn with its password hidden, for a line an operator reads.
+func RedactDSN(dsn string) string { return redactDSN(dsn) }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -17,7 +18,7 @@ import (
 
 func newServeCmd() *cobra.Command {
 	var path string
-	var check bool
+	var check, connect bool
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the service: mailbox pollers, HTTP ingress, inbox streams, pipelines, relays and the admin listener",
@@ -29,6 +30,9 @@ SIGINT or SIGTERM stops intake, lets the work in flight finish or gives it
 back unsettled, and exits 0. See docs/operations.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if connect && !check {
+				return errors.New("--connect goes with --check")
+			}
 			if path == "" {
 				path = os.Getenv("MSGX_CONFIG")
 			}
@@ -40,7 +44,12 @@ back unsettled, and exits 0. See docs/operations.md.`,
 				fmt.Fprintf(cmd.OutOrStdout(), "configuration valid (profile %s); effective values (secrets redacted; %s and a key's path in upper case overrides it):\n  %s\n",
 					cfg.Profile, config.EnvPrefix, strings.Join(config.Values(cfg), "\n  "))
 				if cfg.Outbox.Mode == "wal" {
-					return checkWAL(cmd.Context(), cmd.OutOrStdout(), cfg)
+					if err := checkWAL(cmd.Context(), cmd.OutOrStdout(), cfg); err != nil {
+						return err
+					}
+				}
+				if connect {
+					return checkConnect(cmd.Context(), cmd.OutOrStdout(), cfg)
 				}
 				return nil
 			}
@@ -68,6 +77,7 @@ back unsettled, and exits 0. See docs/operations.md.`,
 		},
 	}
 	cmd.Flags().StringVar(&path, "config", "", "configuration file (default: MSGX_CONFIG, else the embedded default)")
+	cmd.Flags().BoolVar(&connect, "connect", false, "with --check: also connect to the store, every MySQL mailbox and every broker the configuration uses (nothing is written), and fail if one cannot be reached")
 	cmd.Flags().BoolVar(&check, "check", false, "validate the configuration, print every key with its effective value (secrets redacted) and exit")
 	return cmd
 }
