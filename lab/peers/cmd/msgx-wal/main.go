@@ -25,8 +25,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/msgx/msgx/lab/peers/internal/workload"
 	"github.com/msgx/msgx/broker"
+	"github.com/msgx/msgx/lab/peers/internal/workload"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 )
