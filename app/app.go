@@ -56,13 +56,16 @@ const Unavailable = "not available: the SIS pipeline is not enabled"
 // App is a wired service. New opens and starts the connections; Run serves
 // until its context ends.
 type App struct {
-	cfg     *config.Config
-	log     *slog.Logger
-	clock   clock.Clock
-	fp      *failpoint.Set
-	db      *store.DB
-	metrics *prometheus.Registry
-	tracing *tracing.Provider
+	cfg *config.Config
+	// cloudEvents are the CloudEvents descriptions of the targets whose
+	// processors give one (CloudEventsWriter).
+	cloudEvents map[string]outbox.CloudEvents
+	log         *slog.Logger
+	clock       clock.Clock
+	fp          *failpoint.Set
+	db          *store.DB
+	metrics     *prometheus.Registry
+	tracing     *tracing.Provider
 	// owner is the lease owner of this process's streams: the configured
 	// instance id and a token of this run (inbox.OwnerFor).
 	owner string
@@ -459,6 +462,14 @@ func (a *App) buildStreams(ctx context.Context, reg *Registry, deps Deps) error 
 		if tw, ok := proc.(TargetWriter); ok {
 			s.targets = tw.OutboxTargets()
 		}
+		if cw, ok := proc.(CloudEventsWriter); ok {
+			for target, ce := range cw.CloudEvents() {
+				if a.cloudEvents == nil {
+					a.cloudEvents = map[string]outbox.CloudEvents{}
+				}
+				a.cloudEvents[target] = ce
+			}
+		}
 		opts := []inbox.Option{
 			inbox.WithLogger(a.log), inbox.WithRegisterer(a.metrics), inbox.WithClock(a.clock), inbox.WithOwner(a.owner),
 			inbox.WithGroupSize(c.GroupSize), inbox.WithMaxAttempts(c.MaxAttempts),
@@ -610,7 +621,7 @@ func (a *App) buildRelay(ctx context.Context) error {
 		}
 		pub := tracing.WrapPublisher(a.tracing.Tracer(), name, a.brokers[t.Broker])
 		opts = append(opts, outbox.Target(name, pub, kind, outbox.Batch(t.Batch), outbox.Workers(t.Workers),
-			outbox.FlushPeriod(t.FlushPeriod.D()), outbox.FlushLimit(t.FlushLimit)))
+			outbox.FlushPeriod(t.FlushPeriod.D()), outbox.FlushLimit(t.FlushLimit), outbox.WithCloudEvents(a.cloudEvents[name])))
 	}
 	if a.cfg.Outbox.Mode == "wal" {
 		return a.buildWALRelay(ctx, opts)

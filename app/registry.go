@@ -16,6 +16,7 @@ import (
 	"github.com/msgx/msgx/clock"
 	"github.com/msgx/msgx/failpoint"
 	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
 )
 
@@ -47,6 +48,13 @@ type ProcessorFactory func(ctx context.Context, d Deps, stream string, options m
 type TargetWriter interface {
 	// OutboxTargets lists the outbox targets the processor enqueues to.
 	OutboxTargets() []string
+}
+
+// CloudEventsWriter is a TargetWriter whose events are CloudEvents: the
+// relay sends each of the targets it names with the CloudEvents headers of
+// its description (outbox.WithCloudEvents).
+type CloudEventsWriter interface {
+	CloudEvents() map[string]outbox.CloudEvents
 }
 
 // PipelineSpec is a configured pipeline.

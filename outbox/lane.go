@@ -484,7 +484,7 @@ func (l *lane) send(ctx context.Context, topic string, d *delivery, idx []int) (
 			res[i], errs[i] = hold, d.down
 			continue
 		}
-		m, err := message(evs[i])
+		m, err := message(evs[i], l.cfg.ce)
 		if err != nil {
 			res[i], errs[i] = dead, err
 			continue
@@ -557,8 +557,9 @@ func (l *lane) delivered() {
 
 // message builds the broker message of an event: the event id travels as
 // the msgx-event-id header, the event type as msgx-type (unless the event's
-// own headers set one), a Tombstone as an empty payload.
-func message(e *claimed) (*broker.Message, error) {
+// own headers set one), a Tombstone as an empty payload, and the lane's
+// CloudEvents headers when it has them.
+func message(e *claimed, ce CloudEvents) (*broker.Message, error) {
 	var h map[string]string
 	if len(e.headers) > 0 {
 		if err := json.Unmarshal(e.headers, &h); err != nil {
@@ -576,6 +577,7 @@ func message(e *claimed) (*broker.Message, error) {
 	if e.typ == Tombstone {
 		m.Payload = nil
 	}
+	ce.headers(h, e.eventID, e.key, e.createdAt, len(m.Payload) > 0)
 	return m, nil
 }
 

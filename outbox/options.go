@@ -98,10 +98,55 @@ type laneConfig struct {
 	workers     int
 	flushPeriod time.Duration
 	flushLimit  int
+	ce          CloudEvents
 }
 
 // LaneOption configures one target's lane.
 type LaneOption func(*laneConfig)
+
+// CloudEvents describes a target's events as CloudEvents: the lane sends
+// each with the headers of the CloudEvents Kafka protocol binding in binary
+// content mode beside msgx's own, so a consumer can read it with a
+// CloudEvents SDK: ce_specversion 1.0, ce_id (the event id), ce_source,
+// ce_type, ce_time (when the event was written), ce_subject (the key, when
+// there is one) and content-type (of a non-empty payload). On other
+// brokers the same headers travel as the adapter carries headers.
+type CloudEvents struct {
+	// Source is ce_source: where the events come from, a URI reference
+	// (/msgx/sis).
+	Source string
+	// Type is ce_type (msgx.sis.msg.v1); empty: no CloudEvents headers.
+	Type string
+	// ContentType is the content-type of a payload (default
+	// application/json).
+	ContentType string
+}
+
+// WithCloudEvents sends the lane's events as CloudEvents (see CloudEvents).
+func WithCloudEvents(ce CloudEvents) LaneOption {
+	return func(c *laneConfig) {
+		if ce.ContentType == "" {
+			ce.ContentType = "application/json"
+		}
+		c.ce = ce
+	}
+}
+
+// headers adds ce's headers for the event id of key, written at
+// created, with or without a payload, to h.
+func (ce CloudEvents) headers(h map[string]string, id, key string, created time.Time, payload bool) {
+	if ce.Type == "" {
+		return
+	}
+	h["ce_specversion"], h["ce_id"], h["ce_source"], h["ce_type"] = "1.0", id, ce.Source, ce.Type
+	h["ce_time"] = created.UTC().Format(time.RFC3339Nano)
+	if key != "" {
+		h["ce_subject"] = key
+	}
+	if payload {
+		h["content-type"] = ce.ContentType
+	}
+}
 
 // Batch sets how many events (unordered) or keys (per-key) one claim takes
 // (default 500).

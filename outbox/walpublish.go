@@ -349,7 +349,7 @@ func (r *WALRelay) sendSplit(ctx context.Context, lc *laneConfig, b *batchRun, t
 func (r *WALRelay) send(ctx context.Context, lc *laneConfig, b *batchRun, topic string, idx []int) error {
 	msgs := make([]*broker.Message, len(idx))
 	for j, i := range idx {
-		msgs[j] = walMessage(&b.evs[i].Event)
+		msgs[j] = walMessage(&b.evs[i].Event, lc.ce)
 	}
 	pctx, cancel := context.WithTimeout(ctx, r.cfg.publishTimeout)
 	err := lc.pub.SendConfirmed(pctx, topic, msgs...)
@@ -369,7 +369,7 @@ func (r *WALRelay) send(ctx context.Context, lc *laneConfig, b *batchRun, topic 
 }
 
 // walMessage is message() for an event read from the stream.
-func walMessage(e *Event) *broker.Message {
+func walMessage(e *Event, ce CloudEvents) *broker.Message {
 	h := make(map[string]string, len(e.Headers)+2)
 	for k, v := range e.Headers {
 		h[k] = v
@@ -382,6 +382,7 @@ func walMessage(e *Event) *broker.Message {
 	if e.Type == Tombstone {
 		m.Payload = nil
 	}
+	ce.headers(h, e.ID, e.Key, e.CreatedAt, len(m.Payload) > 0)
 	return m
 }
 

@@ -28,6 +28,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloudevents/sdk-go/v2/binding/spec"
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -723,6 +725,9 @@ func (r *prodRun) metrics(t *testing.T) {
 	// them).
 	onlyWhen := map[string]bool{"msgx_tls_certificate_expiry_timestamp_seconds": true, "msgx_tls_reloads_total": true,
 		"msgx_outbox_blocked_key_waiting": true}
+	for _, m := range walOnlyMetrics { // the outbox's WAL mode (TestSISOnBothOutboxModes)
+		onlyWhen[m] = true
+	}
 	for _, m := range regexp.MustCompile(`msgx_[a-z_]+`).FindAllString(string(rules), -1) {
 		if !onlyWhen[m] && !bytes.Contains(metrics, []byte("\n"+m)) && !bytes.Contains(metrics, []byte("# TYPE "+m)) {
 			t.Errorf("the alert rules use %s, which /metrics does not export", m)
@@ -822,6 +827,11 @@ func (r *prodRun) kafkaRecords(t *testing.T) {
 		if slices.Contains(r.before, ev.MsgID) {
 			t.Errorf("mailbox row %d, older than the start position, was processed", ev.MsgID)
 		}
+		ce, err := cloudEvent(rec.headers, rec.value)
+		if err != nil || ce.ID() != rec.id || ce.Type() != "msgx.sis.msg.v1" || ce.Source() != sis.CloudEventsSource ||
+			ce.Subject() != rec.key || ce.DataContentType() != "application/json" || ce.Time().IsZero() || !bytes.Equal(ce.Data(), rec.value) {
+			t.Errorf("sis.msg %s as a CloudEvent: %v %v", rec.id, err, ce)
+		}
 	}
 	last := r.lastSchd()
 	for flid, f := range r.flights {
@@ -844,6 +854,42 @@ func (r *prodRun) kafkaRecords(t *testing.T) {
 			t.Errorf("flight %s: version %d stored, %d on sis.msg", flid, f.Version, version[flid])
 		}
 	}
+}
+
+// walOnlyMetrics are the series of the outbox's WAL relay that the alert
+// rules use: they exist only with outbox.mode wal.
+var walOnlyMetrics = []string{"msgx_outbox_wal_slot_invalidated", "msgx_outbox_wal_retained_bytes", "msgx_outbox_wal_holder", "msgx_outbox_wal_paused"}
+
+// cloudEvent reads a Kafka record as the CloudEvents Kafka protocol binding
+// reads one in binary content mode: the ce_ headers by the SDK's attribute
+// table for their spec version, content-type as the data's type, the value
+// as the data; the event must validate.
+func cloudEvent(headers []kgo.RecordHeader, value []byte) (cloudevents.Event, error) {
+	vs := spec.WithPrefix("ce_")
+	var v spec.Version
+	for _, h := range headers {
+		if h.Key == vs.PrefixedSpecVersionName() {
+			v = vs.Version(string(h.Value))
+		}
+	}
+	if v == nil {
+		return cloudevents.Event{}, errors.New("no ce_specversion of a known version")
+	}
+	e := cloudevents.Event{Context: v.NewContext()}
+	for _, h := range headers {
+		switch {
+		case h.Key == "content-type":
+			if err := e.Context.SetDataContentType(string(h.Value)); err != nil {
+				return e, err
+			}
+		case strings.HasPrefix(h.Key, "ce_") && h.Key != vs.PrefixedSpecVersionName():
+			if err := v.SetAttribute(e.Context, h.Key, string(h.Value)); err != nil {
+				return e, fmt.Errorf("%s: %w", h.Key, err)
+			}
+		}
+	}
+	e.DataEncoded = value
+	return e, e.Validate()
 }
 
 // trace: ingest and processing spans, and the relay's send continuing the

@@ -146,6 +146,21 @@ relay:
 		if !strings.Contains(out.String(), "WAL SLOT") || !strings.Contains(out.String(), "this instance") {
 			t.Errorf("msgx status printed:\n%s", out.String())
 		}
+		// The WAL relay's series the alert rules use (TestServeProduction
+		// checks the others, in the table mode).
+		mreq, _ := http.NewRequest("GET", "http://"+a.AdminAddr()+"/metrics", nil)
+		mreq.Header.Set("Authorization", "Bearer "+readTok)
+		mresp, err := http.DefaultClient.Do(mreq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		metrics, _ := io.ReadAll(mresp.Body)
+		mresp.Body.Close()
+		for _, m := range walOnlyMetrics {
+			if !strings.Contains(string(metrics), "\n"+m) {
+				t.Errorf("the wal mode's /metrics lacks %s, which the alert rules use", m)
+			}
+		}
 	}
 	return got
 }

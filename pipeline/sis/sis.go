@@ -211,6 +211,21 @@ func (p *Processor) Config() Config { return p.cfg }
 // service refuses to start unless its relay serves all three.
 func (p *Processor) OutboxTargets() []string { return []string{TargetMsg, TargetSchd, TargetRef} }
 
+// CloudEvents describes the processor's events as CloudEvents (the relay
+// sends them with the Kafka binding's ce_ headers, docs/events.md): source
+// /msgx/sis, types msgx.sis.msg.v1, msgx.sis.schd.v1 and msgx.sis.ref.v1 (the
+// payloads' schema, msgx.sis.msg/v1 …).
+func (p *Processor) CloudEvents() map[string]outbox.CloudEvents {
+	return map[string]outbox.CloudEvents{
+		TargetMsg:  {Source: CloudEventsSource, Type: "msgx.sis.msg.v1"},
+		TargetSchd: {Source: CloudEventsSource, Type: "msgx.sis.schd.v1"},
+		TargetRef:  {Source: CloudEventsSource, Type: "msgx.sis.ref.v1"},
+	}
+}
+
+// CloudEventsSource is the ce_source of the SIS events.
+const CloudEventsSource = "/msgx/sis"
+
 // Decode implements inbox.Processor: the codec's classification carries
 // over (MALFORMED goes DEAD, CODEC_ERROR is retried). Identity is
 // SNDR|TYPE|STYP|SEQN (|yyyyMMdd of DTTM with IncludeDayBoundary), kind
