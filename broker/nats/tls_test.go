@@ -1,14 +1,12 @@
 package nats_test
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nkeys"
 
@@ -57,11 +55,6 @@ func open(t *testing.T, c *natsbroker.Config) (*natsbroker.Config, error) {
 		return nil, err
 	}
 	return c, nil
-}
-
-func testContext(t *testing.T) (context.Context, context.CancelFunc) {
-	t.Helper()
-	return context.WithTimeout(context.Background(), 30*time.Second)
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
