@@ -6,13 +6,15 @@ import (
 
 	"github.com/msgx/msgx/admin"
 	"github.com/msgx/msgx/outbox"
+	"github.com/msgx/msgx/pipeline/sis"
+	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
 
 // The overview shows the WAL relay's slot: who streams from it, its
 // position, lag and retained WAL, and an invalidated slot loudly.
 func TestOverviewShowsTheWALSlot(t *testing.T) {
-	db := storetest.NewPostgres(t)
+	db := storetest.NewPostgres(t, store.WithMigrate(sis.Schema(), admin.Schema()))
 	st := outbox.WALStatus{Slot: "msgx_outbox", Active: true, ActivePID: 4242, Confirmed: "0/16B3748", LagBytes: 2048, RetainedBytes: 1 << 20}
 	adm, err := admin.New(admin.Config{DB: db, Targets: []string{"kafka:msg"}, ReadToken: readTok, Hosts: []string{"example.com"},
 		WAL: func() outbox.WALStatus { return st }})
