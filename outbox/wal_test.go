@@ -37,7 +37,7 @@ func newWALEnv(t *testing.T) *walEnv {
 	_, dsn := storetest.NewSchema(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	db, err := store.Open(ctx, dsn, store.WithMigrate())
+	db, err := store.Open(ctx, dsn, store.WithMigrate(outbox.Schema()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +261,7 @@ func TestWALRelayRejectedDeadHoldsKey(t *testing.T) {
 		t.Fatalf("%d events wait in the table, want A's 3 and 4", n)
 	}
 	refuse.Store(false)
-	if _, err := outbox.Replay(context.Background(), e.db, time.Now(), outbox.ReplayRequest{EventIDs: []string{"o-A-2"}}); err != nil {
+	if _, err := outbox.Replay(context.Background(), e.db, time.Now(), outbox.ReplayRequest{EventIDs: []string{"o-A-2"}, Actor: "test", Reason: "the broker takes it now"}); err != nil {
 		t.Fatal(err)
 	}
 	testkit.Eventually(t, "key A after the replay", 20*time.Second, func() bool { return len(byKey(s.messages())["A"]) == 4 })

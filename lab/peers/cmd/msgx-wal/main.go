@@ -89,7 +89,7 @@ func (p *peer) Setup(ctx context.Context, sink *workload.Sink) error {
 	u.RawQuery = q.Encode()
 	p.dsn = u.String()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if p.db, err = store.Open(ctx, p.dsn, store.WithMigrate(), store.WithLogger(quiet)); err != nil {
+	if p.db, err = store.Open(ctx, p.dsn, store.WithMigrate(outbox.Schema()), store.WithLogger(quiet)); err != nil {
 		return err
 	}
 	if p.relayDB, err = store.Open(ctx, p.dsn, store.WithLogger(quiet)); err != nil {
