@@ -555,10 +555,7 @@ func (l *lane) delivered() {
 	}
 }
 
-// message builds the broker message of an event: the event id travels as
-// the msgx-event-id header, the event type as msgx-type (unless the event's
-// own headers set one), a Tombstone as an empty payload, and the lane's
-// CloudEvents headers when it has them.
+// message builds the broker message of a claimed event (see newMessage).
 func message(e *claimed, ce CloudEvents) (*broker.Message, error) {
 	var h map[string]string
 	if len(e.headers) > 0 {
@@ -569,16 +566,24 @@ func message(e *claimed, ce CloudEvents) (*broker.Message, error) {
 	if h == nil {
 		h = make(map[string]string, 2)
 	}
-	h[broker.HeaderEventID] = e.eventID
+	return newMessage(h, e.eventID, e.key, e.typ, e.payload, e.createdAt, ce), nil
+}
+
+// newMessage is the broker message of an event, with the event's own
+// headers h (taken over): the event id travels as the msgx-event-id header,
+// the event type as msgx-type (unless h sets one), a Tombstone as an empty
+// payload, and the lane's CloudEvents headers when it has them. Both
+// relays, the table's and the WAL's, send what it builds.
+func newMessage(h map[string]string, id, key string, typ EventType, payload []byte, created time.Time, ce CloudEvents) *broker.Message {
+	h[broker.HeaderEventID] = id
 	if _, ok := h[broker.HeaderType]; !ok {
-		h[broker.HeaderType] = string(e.typ)
+		h[broker.HeaderType] = string(typ)
 	}
-	m := &broker.Message{Key: e.key, Payload: e.payload, Headers: h}
-	if e.typ == Tombstone {
-		m.Payload = nil
+	if typ == Tombstone {
+		payload = nil
 	}
-	ce.headers(h, e.eventID, e.key, e.createdAt, len(m.Payload) > 0)
-	return m, nil
+	ce.headers(h, id, key, created, len(payload) > 0)
+	return &broker.Message{Key: key, Payload: payload, Headers: h}
 }
 
 // finish records the outcomes. Its statements run even when ctx is cancelled

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -371,19 +372,8 @@ func (r *WALRelay) send(ctx context.Context, lc *laneConfig, b *batchRun, topic 
 // walMessage is message() for an event read from the stream.
 func walMessage(e *Event, ce CloudEvents) *broker.Message {
 	h := make(map[string]string, len(e.Headers)+2)
-	for k, v := range e.Headers {
-		h[k] = v
-	}
-	h[broker.HeaderEventID] = e.ID
-	if _, ok := h[broker.HeaderType]; !ok {
-		h[broker.HeaderType] = string(e.Type)
-	}
-	m := &broker.Message{Key: e.Key, Payload: e.Payload, Headers: h}
-	if e.Type == Tombstone {
-		m.Payload = nil
-	}
-	ce.headers(h, e.ID, e.Key, e.CreatedAt, len(m.Payload) > 0)
-	return m
+	maps.Copy(h, e.Headers)
+	return newMessage(h, e.ID, e.Key, e.Type, e.Payload, e.CreatedAt, ce)
 }
 
 // spillAll writes the attempt's spills into msgx_outbox in one transaction,
