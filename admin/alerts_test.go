@@ -54,15 +54,8 @@ func TestAlertRules(t *testing.T) {
 // MsgxAdminAuthFailures fires on a burst of wrong tokens and stays quiet on
 // a few typos (promtool's rule unit test).
 func TestAdminAuthAlert(t *testing.T) {
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Skip("promtool is not installed (Debian package prometheus)")
-	}
-	rules, err := filepath.Abs("../deploy/alerts.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	test := `rule_files: ["` + rules + `"]
+	promtoolTest(t, func(rules string) string {
+		return `rule_files: ["` + rules + `"]
 evaluation_interval: 1m
 tests:
   - interval: 1m
@@ -80,28 +73,15 @@ tests:
               summary: "msgx a: 100 failed or throttled admin authentications in 10 minutes"
               description: "Someone is guessing admin tokens, or a script uses a revoked one. The WARN lines 'admin: authentication failed' name the client address and path. Runbook: docs/operations.md#admin-api-and-console"
 `
-	path := filepath.Join(t.TempDir(), "test.yaml")
-	if err := os.WriteFile(path, []byte(test), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(promtool, "test", "rules", path).CombinedOutput(); err != nil {
-		t.Fatalf("promtool test rules: %v\n%s", err, out)
-	}
+	})
 }
 
 // MsgxOutboxKeyBlocked fires for a per-key target whose keys stay held by a
 // DEAD event for 5 minutes, and not for one whose held key was resolved
 // sooner.
 func TestAlertKeyBlocked(t *testing.T) {
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Skip("promtool is not installed (Debian package prometheus)")
-	}
-	rules, err := filepath.Abs("../deploy/alerts.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	test := `rule_files: [` + rules + `]
+	promtoolTest(t, func(rules string) string {
+		return `rule_files: [` + rules + `]
 evaluation_interval: 1m
 tests:
   - interval: 1m
@@ -122,11 +102,26 @@ tests:
               summary: "Relay target p: 2 keys held by a DEAD event; their later events wait"
               description: "On a per-key target a dead event holds its key until it is replayed (sent first, then the waiting ones in order) or skipped. ` + "`msgx status`" + ` names the keys and events (msgx_outbox_blocked_key_waiting too). Runbook: docs/operations.md#a-key-held-by-a-dead-event"
 `
-	f := filepath.Join(t.TempDir(), "blocked_test.yaml")
-	if err := os.WriteFile(f, []byte(test), 0o600); err != nil {
+	})
+}
+
+// promtoolTest runs promtool's rule unit test that test makes of the path
+// of deploy/alerts.yaml.
+func promtoolTest(t *testing.T, test func(rules string) string) {
+	t.Helper()
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("promtool is not installed (Debian package prometheus)")
+	}
+	rules, err := filepath.Abs("../deploy/alerts.yaml")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command(promtool, "test", "rules", f).CombinedOutput(); err != nil {
+	path := filepath.Join(t.TempDir(), "test.yaml")
+	if err := os.WriteFile(path, []byte(test(rules)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(promtool, "test", "rules", path).CombinedOutput(); err != nil {
 		t.Fatalf("promtool test rules: %v\n%s", err, out)
 	}
 }
