@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
-	"strings"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -32,21 +31,12 @@ func Example_postgresToRabbitMQ() {
 
 	// A fresh schema on the test server (storetest.PostgresURL), dropped at
 	// the end, stands for the program's database.
-	server, err := store.Open(ctx, storetest.PostgresURL(), store.WithLogger(quiet))
+	dsn, dropSchema, err := storetest.CreateSchema(ctx, schema)
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer server.Close()
-	if _, err := server.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		log.Fatal(err)
-	}
-	defer func() { _, _ = server.Exec(context.WithoutCancel(ctx), "DROP SCHEMA "+schema+" CASCADE") }()
-
-	dsn, sep := storetest.PostgresURL(), "?"
-	if strings.Contains(dsn, "?") {
-		sep = "&"
-	}
-	db, err := store.Open(ctx, dsn+sep+"search_path="+schema, store.WithLogger(quiet))
+	defer func() { _ = dropSchema() }()
+	db, err := store.Open(ctx, dsn, store.WithLogger(quiet))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"log"
 	"log/slog"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/msgx/msgx/inbox"
@@ -129,24 +128,16 @@ func Example_inbox() {
 // freshSchema opens a new schema on the tests' PostgreSQL server, dropped by
 // the function it returns.
 func freshSchema(ctx context.Context, name string, logger *slog.Logger) (*store.DB, func()) {
-	server, err := store.Open(ctx, storetest.PostgresURL(), store.WithLogger(logger))
+	dsn, drop, err := storetest.CreateSchema(ctx, name)
 	if err != nil {
 		log.Fatal(err)
 	}
-	if _, err := server.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
-		log.Fatal(err)
-	}
-	dsn, sep := storetest.PostgresURL(), "?"
-	if strings.Contains(dsn, "?") {
-		sep = "&"
-	}
-	db, err := store.Open(ctx, dsn+sep+"search_path="+name, store.WithLogger(logger))
+	db, err := store.Open(ctx, dsn, store.WithLogger(logger))
 	if err != nil {
 		log.Fatal(err)
 	}
 	return db, func() {
 		db.Close()
-		_, _ = server.Exec(context.WithoutCancel(ctx), "DROP SCHEMA "+name+" CASCADE")
-		server.Close()
+		_ = drop()
 	}
 }

@@ -83,32 +83,49 @@ func NewSchema(t testing.TB) (schema, dsn string) {
 		schema = schema[len(schema)-63:]
 		schema = "t" + schema[1:]
 	}
-	conn, err := pgx.Connect(ctx, PostgresURL())
+	dsn, drop, err := CreateSchema(ctx, schema)
 	if err != nil {
-		t.Fatalf("storetest: connect to %s: %v", PostgresURL(), err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
-		t.Fatalf("storetest: create schema: %v", err)
+		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		if err := drop(); err != nil {
+			t.Log(err)
+		}
+	})
+	return schema, dsn
+}
+
+// CreateSchema creates the schema name on the test server and returns a
+// DSN whose sessions use it and the function that drops it (NewSchema's
+// work, for code without a testing.T: the examples).
+func CreateSchema(ctx context.Context, name string) (dsn string, drop func() error, err error) {
+	conn, err := pgx.Connect(ctx, PostgresURL())
+	if err != nil {
+		return "", nil, fmt.Errorf("storetest: connect to %s: %w", PostgresURL(), err)
+	}
+	defer conn.Close(ctx)
+	ident := pgx.Identifier{name}.Sanitize()
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+ident); err != nil {
+		return "", nil, fmt.Errorf("storetest: create schema: %w", err)
+	}
+	drop = func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		conn, err := pgx.Connect(ctx, PostgresURL())
 		if err != nil {
-			t.Logf("storetest: drop schema %s: %v", schema, err)
-			return
+			return fmt.Errorf("storetest: drop schema %s: %w", name, err)
 		}
 		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-			t.Logf("storetest: drop schema %s: %v", schema, err)
+		if _, err := conn.Exec(ctx, "DROP SCHEMA "+ident+" CASCADE"); err != nil {
+			return fmt.Errorf("storetest: drop schema %s: %w", name, err)
 		}
-	})
+		return nil
+	}
 	sep := "?"
 	if strings.Contains(PostgresURL(), "?") {
 		sep = "&"
 	}
-	return schema, PostgresURL() + sep + "search_path=" + schema
+	return PostgresURL() + sep + "search_path=" + name, drop, nil
 }
 
 // NewPostgres opens a database in a fresh schema, migrated with the lines of
