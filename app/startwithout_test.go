@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strings"
 	"sync"
@@ -242,16 +243,18 @@ relay: {poll-interval: 20ms, targets: {"kafka:msg": {broker: local}}}
 // shared, so "down" is a TCP proxy that refuses every connection.
 func TestStoreRetriedAtStart(t *testing.T) {
 	_, dsn := storetest.NewSchema(t)
-	proxy, err := brokertest.NewProxy("127.0.0.1:5432")
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := brokertest.NewProxy(u.Host)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = proxy.Close() })
 	proxy.Cut()
-	via := strings.Replace(dsn, "127.0.0.1:5432", proxy.Addr(), 1)
-	if via == dsn {
-		t.Skipf("the test PostgreSQL is not the local one: %s", dsn)
-	}
+	u.Host = proxy.Addr()
+	via := u.String()
 	yml := func(dsn, timeout string) string {
 		return fmt.Sprintf("store: {dsn: %q, start-timeout: %s}\nadmin: {listen: \"127.0.0.1:0\"}\ningress: {listen: \"\"}\n", dsn, timeout)
 	}

@@ -148,16 +148,9 @@ relay:
 		}
 		// The WAL relay's series the alert rules use (TestServeProduction
 		// checks the others, in the table mode).
-		mreq, _ := http.NewRequest("GET", "http://"+a.AdminAddr()+"/metrics", nil)
-		mreq.Header.Set("Authorization", "Bearer "+readTok)
-		mresp, err := http.DefaultClient.Do(mreq)
-		if err != nil {
-			t.Fatal(err)
-		}
-		metrics, _ := io.ReadAll(mresp.Body)
-		mresp.Body.Close()
+		metrics := metricsText(t, a.AdminAddr())
 		for _, m := range walOnlyMetrics {
-			if !strings.Contains(string(metrics), "\n"+m) {
+			if !strings.Contains(metrics, "\n"+m) {
 				t.Errorf("the wal mode's /metrics lacks %s, which the alert rules use", m)
 			}
 		}
@@ -174,8 +167,8 @@ func countOf(t *testing.T, db *store.DB, q string) int {
 	return n
 }
 
-// published reads msgx_broker_published_total per topic from /metrics.
-func published(t *testing.T, addr string) map[string]int {
+// metricsText is the admin listener's /metrics.
+func metricsText(t *testing.T, addr string) string {
 	t.Helper()
 	req, _ := http.NewRequest("GET", "http://"+addr+"/metrics", nil)
 	req.Header.Set("Authorization", "Bearer "+readTok)
@@ -184,8 +177,18 @@ func published(t *testing.T, addr string) map[string]int {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// published reads msgx_broker_published_total per topic from /metrics.
+func published(t *testing.T, addr string) map[string]int {
+	t.Helper()
 	out := map[string]int{}
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(strings.NewReader(metricsText(t, addr)))
 	for sc.Scan() {
 		l := sc.Text()
 		if !strings.HasPrefix(l, "msgx_broker_published_total{") {
