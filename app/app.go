@@ -463,12 +463,10 @@ func (a *App) buildStreams(ctx context.Context, reg *Registry, deps Deps) error 
 			s.targets = tw.OutboxTargets()
 		}
 		if cw, ok := proc.(CloudEventsWriter); ok {
-			for target, ce := range cw.CloudEvents() {
-				if a.cloudEvents == nil {
-					a.cloudEvents = map[string]outbox.CloudEvents{}
-				}
-				a.cloudEvents[target] = ce
+			if a.cloudEvents == nil {
+				a.cloudEvents = map[string]outbox.CloudEvents{}
 			}
+			maps.Copy(a.cloudEvents, cw.CloudEvents())
 		}
 		opts := []inbox.Option{
 			inbox.WithLogger(a.log), inbox.WithRegisterer(a.metrics), inbox.WithClock(a.clock), inbox.WithOwner(a.owner),

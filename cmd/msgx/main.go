@@ -36,14 +36,15 @@ func main() {
 }
 
 func newRoot() *cobra.Command {
+	b := build()
 	var out strings.Builder
-	_ = build().Write(&out)
+	_ = b.Write(&out)
 	root := &cobra.Command{
 		Use:           "msgx",
 		Short:         "msgx moves business messages between mailboxes, HTTP, databases and brokers without loss",
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       build().Version,
+		Version:       b.Version,
 	}
 	root.SetVersionTemplate(out.String())
 	root.AddCommand(newVersionCmd(), newDemoCmd(), newMigrateCmd(),
