@@ -30,7 +30,7 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/msgx/msgx/broker/brokers"
 	"github.com/msgx/msgx/inbox"

@@ -12,7 +12,6 @@ import (
 	"os"
 	"strconv"
 
-	"go.opentelemetry.io/contrib/exporters/autoexport"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -71,7 +70,7 @@ func New(ctx context.Context, on bool, service string) (*Provider, error) {
 	if !on {
 		return &Provider{TracerProvider: noop.NewTracerProvider(), shutdown: func(context.Context) error { return nil }}, nil
 	}
-	exp, err := autoexport.NewSpanExporter(ctx)
+	exp, err := newExporter(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("tracing: exporter: %w", err)
 	}

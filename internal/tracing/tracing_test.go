@@ -128,3 +128,38 @@ func TestPingPassesThrough(t *testing.T) {
 		t.Fatalf("Ping of a publisher without one: %v", err)
 	}
 }
+
+// The standard variables choose the span exporter; a value msgx does not
+// know is an error at start, not a silent default.
+func TestExporterChoice(t *testing.T) {
+	cases := []struct {
+		env  map[string]string
+		want string // "" for an error
+	}{
+		{nil, exportHTTP},
+		{map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, exportGRPC},
+		{map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf"}, exportHTTP},
+		{map[string]string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "grpc"}, exportGRPC},
+		{map[string]string{"OTEL_TRACES_EXPORTER": "console"}, exportConsole},
+		{map[string]string{"OTEL_TRACES_EXPORTER": "zipkin"}, ""},
+		{map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, ""},
+	}
+	for _, c := range cases {
+		got, err := exporterKind(func(k string) string { return c.env[k] })
+		if c.want == "" {
+			if err == nil {
+				t.Errorf("%v: no error", c.env)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("%v: %q, %v; want %q", c.env, got, err, c.want)
+		}
+		exp, err := newExporter(context.Background(), func(k string) string { return c.env[k] })
+		if err != nil {
+			t.Errorf("%v: %v", c.env, err)
+			continue
+		}
+		_ = exp.Shutdown(context.Background())
+	}
+}
