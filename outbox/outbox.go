@@ -89,7 +89,9 @@ func NewEventID() string {
 //
 // In the WAL mode (SetMode) Enqueue writes no row and takes no lock: it emits
 // the call's events as one logical decoding message in tx, which the WAL
-// relay reads in commit order (wal.go).
+// relay reads in commit order (wal.go). The emit is held back to travel with
+// tx's next statement or its COMMIT (store.Hold), so its failure, if any, is
+// reported there.
 func Enqueue(ctx context.Context, tx store.Tx, now time.Time, events ...Event) error {
 	if txMode(tx) == ModeWAL {
 		return enqueueWAL(ctx, tx, now, events)

@@ -289,7 +289,9 @@ func enqueueWAL(ctx context.Context, tx store.Tx, now time.Time, events []Event)
 	if err != nil {
 		return err
 	}
-	if err := tx.ExecBatch(ctx, stmts...); err != nil {
+	// The emit returns nothing anyone reads: it travels with the
+	// transaction's next statement or its COMMIT, at no round trip of its own.
+	if err := store.Hold(ctx, tx, stmts...); err != nil {
 		return fmt.Errorf("outbox: enqueue %d events (first %s) into the wal: %w", len(events), events[0].ID, err)
 	}
 	return nil

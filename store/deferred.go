@@ -42,3 +42,23 @@ func Defer(ctx context.Context, tx Tx, fn func(ctx context.Context) error) error
 	}
 	return fn(ctx)
 }
+
+// holder is a transaction that can hold statements back for its commit.
+type holder interface {
+	hold(stmts []Stmt) error
+}
+
+// Hold queues stmts to reach the server with tx's next statement that returns
+// an answer or with its COMMIT, whichever comes first, in one pipeline: a
+// write whose result nobody reads (a logical decoding message, say) then
+// costs no round trip of its own. Like Defer's, a held statement that fails
+// aborts the transaction and is reported, as an error matching
+// ErrDeferredFailed, by the statement that sent it or by the commit.
+//
+// Where statements cost no round trip (SQLite), Hold runs them at once.
+func Hold(ctx context.Context, tx Tx, stmts ...Stmt) error {
+	if h, ok := tx.(holder); ok {
+		return h.hold(stmts)
+	}
+	return tx.ExecBatch(ctx, stmts...)
+}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -148,6 +149,73 @@ func TestDeferredFailureAbortsTheTransaction(t *testing.T) {
 					t.Errorf("kept %s", got)
 				}
 			})
+		}
+	})
+}
+
+// TestHoldTravelsWithTheCommit: a held statement reaches the server with the
+// next statement or with the commit; one that fails is reported by the
+// commit, nothing is kept, and every connection goes back to the pool.
+func TestHoldTravelsWithTheCommit(t *testing.T) {
+	storetest.Each(t, nil, func(t *testing.T, db *store.DB) {
+		ctx := context.Background()
+		q := dialectSQL(db)
+		if _, err := db.Exec(ctx, "CREATE TABLE hd (v INTEGER PRIMARY KEY)"); err != nil {
+			t.Fatal(err)
+		}
+		ins := func(v int) store.Stmt { return store.Stmt{SQL: q("INSERT INTO hd (v) VALUES ($1)"), Args: []any{v}} }
+		err := db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+			if err := store.Hold(ctx, tx, ins(1), ins(2)); err != nil {
+				return err
+			}
+			var n int
+			if err := tx.QueryRow(ctx, "SELECT COUNT(*) FROM hd").Scan(&n); err != nil || n != 2 {
+				t.Errorf("a read after Hold counts %d, %v; want 2", n, err)
+			}
+			return store.Hold(ctx, tx, ins(3)) // with the commit
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := values(t, db, "hd"); got != "1,2,3" {
+			t.Errorf("committed %s", got)
+		}
+
+		err = db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+			if err := store.Hold(ctx, tx, ins(4)); err != nil {
+				return err
+			}
+			err := store.Hold(ctx, tx, ins(1))
+			if db.Dialect() != store.Postgres {
+				return err // run at once: the duplicate is reported here
+			}
+			if err != nil {
+				t.Errorf("a held duplicate reported at once: %v", err)
+			}
+			return nil
+		})
+		if !store.IsUniqueViolation(err) || db.Dialect() == store.Postgres && !errors.Is(err, store.ErrDeferredFailed) {
+			t.Errorf("InTx = %v; want the unique violation (ErrDeferredFailed on PostgreSQL)", err)
+		}
+		if got := values(t, db, "hd"); got != "1,2,3" {
+			t.Errorf("after the failed commit: %s", got)
+		}
+
+		// More transactions than the pool has connections: none is kept (a
+		// kept one would make a later begin wait, until this bound).
+		bounded, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		for i := range 40 {
+			if err := db.InTx(bounded, func(ctx context.Context, tx store.Tx) error {
+				return store.Hold(ctx, tx, ins(100+i))
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if p := db.Pool(); p != nil {
+			if n := p.Stat().AcquiredConns(); n != 0 {
+				t.Errorf("%d connections still acquired after the transactions ended", n)
+			}
 		}
 	})
 }

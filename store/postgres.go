@@ -113,17 +113,30 @@ func (db *DB) SessionPool(ctx context.Context, maxConns int32, settings map[stri
 	return p, nil
 }
 
+// begin opens the transaction on a connection of its own rather than with
+// pool.Begin, so that commit may send COMMIT in a pipeline with the statements
+// held back for it (Hold) and still give the connection back: a pool
+// transaction returns its connection only from its own Commit or Rollback.
 func (b *pgBackend) begin(ctx context.Context) (txBackend, error) {
-	tx, err := b.pool.Begin(ctx)
+	c, err := b.pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &pgTx{tx: tx}, nil
+	tx, err := c.Begin(ctx)
+	if err != nil {
+		c.Release()
+		return nil, err
+	}
+	return &pgTx{tx: tx, conn: c}, nil
 }
 
 type pgTx struct {
 	commitHooks
-	tx pgx.Tx
+	tx   pgx.Tx
+	conn *pgxpool.Conn
+	// ended is set once a pipeline carried COMMIT: the server ended the
+	// transaction, though tx does not know it.
+	ended bool
 	// depth is the number of open savepoints; it names them, so that the
 	// commands are the same few texts (prepared once) in every transaction,
 	// and seq tells this transaction's savepoints apart in pending.
@@ -361,27 +374,71 @@ func (t *pgTx) deferWrites(ctx context.Context, fn func(ctx context.Context) err
 	return t.broken
 }
 
-// commit sends held-back writes first; pending releases are dropped, since
-// COMMIT releases every savepoint.
-func (t *pgTx) commit(ctx context.Context) error {
-	if slices.ContainsFunc(t.pending, func(q queued) bool { return q.deferred }) {
-		if err := t.flush(ctx); err != nil {
-			return err
-		}
-	}
+// hold queues stmts to travel with the next statement or the commit.
+func (t *pgTx) hold(stmts []Stmt) error {
 	if t.broken != nil {
 		return t.broken
 	}
-	t.pending = nil
-	return t.tx.Commit(ctx)
+	for _, st := range stmts {
+		t.pending = append(t.pending, queued{sql: st.SQL, args: st.Args, deferred: true})
+	}
+	return nil
+}
+
+// commit sends the held-back writes and COMMIT in one pipeline; without
+// them, pending releases are dropped, since COMMIT releases every savepoint.
+// The connection goes back to the pool unless the transaction is still open
+// (a failed commit): rollback gives it back then.
+func (t *pgTx) commit(ctx context.Context) error {
+	if t.broken != nil {
+		return t.broken
+	}
+	if !slices.ContainsFunc(t.pending, func(q queued) bool { return q.deferred }) {
+		t.pending = nil
+		if err := t.tx.Commit(ctx); err != nil {
+			return err
+		}
+		t.release()
+		return nil
+	}
+	br, err := t.send(ctx, "COMMIT", nil)
+	if err != nil {
+		return err // the transaction is aborted: rollback ends it
+	}
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	t.ended = true
+	t.release()
+	if tag.String() == "ROLLBACK" {
+		return pgx.ErrTxCommitRollback
+	}
+	return nil
 }
 
 func (t *pgTx) rollback(ctx context.Context) error {
 	t.pending = nil
+	defer t.release()
+	if t.ended {
+		return nil
+	}
 	if err := t.tx.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
 		return err
 	}
 	return nil // rolled back, or ended already by a failed commit
+}
+
+// release gives the connection back to the pool, once; the pool closes it
+// instead if a transaction is still open on it.
+func (t *pgTx) release() {
+	if t.conn != nil {
+		t.conn.Release()
+		t.conn = nil
+	}
 }
 
 // batchRows closes the pipeline that produced the rows with them.
