@@ -188,6 +188,9 @@ func New(ctx context.Context, cfg *config.Config, reg *Registry, opts ...Option)
 		return nil, err
 	}
 	deps := Deps{DB: a.db, Brokers: a.brokers, Registerer: a.metrics, Logger: a.log, Tracer: a.tracing.Tracer(), Shadow: cfg.Shadow, Clock: a.clock, Failpoints: a.fp}
+	if cfg.Outbox.Mode == "wal" {
+		deps.OutboxMode = outbox.ModeWAL
+	}
 	if err := a.openMailboxes(ctx); err != nil {
 		return nil, err
 	}
@@ -605,12 +608,17 @@ func relayPolicy(rc config.Relay) []outbox.Option {
 
 func (a *App) buildRelay(ctx context.Context) error {
 	rc := a.cfg.Relay
-	if len(rc.Targets) == 0 {
+	var brought []outbox.Option
+	for _, p := range a.pipelines {
+		brought = append(brought, p.p.Relay...)
+	}
+	if len(rc.Targets) == 0 && len(brought) == 0 {
 		return nil
 	}
 	opts := append([]outbox.Option{
 		outbox.WithLogger(a.log), outbox.WithRegisterer(a.metrics), outbox.WithClock(a.clock), outbox.WithFailpoints(a.fp),
 	}, relayPolicy(rc)...)
+	opts = append(opts, brought...)
 	for _, name := range slices.Sorted(maps.Keys(rc.Targets)) {
 		t := rc.Targets[name]
 		kind, err := outbox.ParseLaneKind(t.Lane)

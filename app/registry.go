@@ -34,6 +34,12 @@ type Deps struct {
 	Shadow     bool
 	Clock      clock.Clock
 	Failpoints *failpoint.Set
+	// OutboxMode is the service's outbox mode (outbox.mode). In the WAL
+	// mode one slot serves the schema, so a pipeline hands its targets to
+	// the service's relay (Pipeline.Relay) instead of running a relay of
+	// its own: a second relay would never see the events the first slot
+	// streams.
+	OutboxMode outbox.Mode
 }
 
 // ProcessorFactory builds the processor of an inbox stream from the
@@ -79,6 +85,10 @@ type Pipeline struct {
 	// service's relay (not those of a relay of its own); the service refuses
 	// to start when relay.targets lacks one.
 	Targets []string
+	// Relay are outbox targets (outbox.Target options) the pipeline brings
+	// for the service's relay to serve, with their lanes and publishers: in
+	// the WAL mode (Deps.OutboxMode), its events reach the service's relay.
+	Relay []outbox.Option
 }
 
 // PipelineFactory builds a pipeline.

@@ -18,7 +18,7 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		published: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_outbox_published_total",
-			Help: "Events confirmed by the broker and marked SENT."}, []string{"target"}),
+			Help: "Events confirmed by the broker (in the table mode: and marked SENT)."}, []string{"target"}),
 		retried: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_outbox_retried_total",
 			Help: "Failed sends scheduled for another attempt."}, []string{"target"}),
 		dead: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_outbox_dead_total",

@@ -366,6 +366,9 @@ func (r *WALRelay) send(ctx context.Context, lc *laneConfig, b *batchRun, topic 
 		b.done[i] = true
 	}
 	r.met.published.WithLabelValues(lc.target).Add(float64(len(idx)))
+	// The mode-independent series too, so that dashboards and alerts over
+	// msgx_outbox_published_total see the events of either mode.
+	r.table.met.published.WithLabelValues(lc.target).Add(float64(len(idx)))
 	return nil
 }
 
@@ -435,6 +438,9 @@ func (r *WALRelay) spillAll(ctx context.Context, b *batchRun) error {
 	for _, s := range sp {
 		b.done[s.i] = true
 		r.met.spilled.WithLabelValues(b.evs[s.i].Target).Inc()
+		if s.status == StatusDead {
+			r.table.met.dead.WithLabelValues(b.evs[s.i].Target).Inc()
+		}
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/msgx/msgx/admin"
 	"github.com/msgx/msgx/app"
 	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/pipeline/routepassport"
 	"github.com/msgx/msgx/pipeline/sis"
 )
@@ -45,7 +46,8 @@ func newRegistry() *app.Registry {
 	reg.Query("flight-history", func(d app.Deps) admin.QueryFunc { return sis.FlightHistoryQuery(d.DB) }, sis.Schema())
 	reg.Query("message-effects", func(d app.Deps) admin.QueryFunc { return sis.MessageEffectsQuery(d.DB) }, sis.Schema())
 	// Route passports: a broker consumer with its own relay of the two
-	// output topics.
+	// output topics; in the outbox's WAL mode the service's relay serves
+	// them instead, from the service's one slot.
 	reg.Pipeline("routepassport", func(_ context.Context, d app.Deps, spec app.PipelineSpec) (*app.Pipeline, error) {
 		if spec.Broker == nil {
 			return nil, errors.New("routepassport: pipelines.routepassport.broker is required")
@@ -58,18 +60,26 @@ func newRegistry() *app.Registry {
 		if d.Clock != nil {
 			opts = append(opts, routepassport.WithClock(d.Clock))
 		}
+		wal := d.OutboxMode == outbox.ModeWAL
+		if wal {
+			opts = append(opts, routepassport.WithRelay(false))
+		}
 		p, err := routepassport.New(d.DB, spec.Broker, opts...)
 		if err != nil {
 			return nil, err
 		}
-		return &app.Pipeline{
+		pl := &app.Pipeline{
 			Run: func(ctx context.Context) error {
 				defer p.Close()
 				return p.Run(ctx)
 			},
 			Handlers: map[string]http.Handler{"POST /v1/routepassport/test": p.TestController()},
 			Check:    p.Check,
-		}, nil
+		}
+		if wal {
+			pl.Relay = p.RelayTargets()
+		}
+		return pl, nil
 	}, routepassport.Schema())
 	return reg
 }

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/msgx/msgx/admin"
 	"github.com/msgx/msgx/app"
@@ -149,6 +151,10 @@ relay:
 		// The WAL relay's series the alert rules use (TestServeProduction
 		// checks the others, in the table mode).
 		metrics := metricsText(t, a.AdminAddr())
+		// The mode-independent series count the WAL relay's sends too.
+		if all, wal := metricSum(t, metrics, "msgx_outbox_published_total"), metricSum(t, metrics, "msgx_outbox_wal_published_total"); wal == 0 || all != wal {
+			t.Errorf("msgx_outbox_published_total %v, msgx_outbox_wal_published_total %v: want the same, above 0", all, wal)
+		}
 		for _, m := range walOnlyMetrics {
 			if !strings.Contains(metrics, "\n"+m) {
 				t.Errorf("the wal mode's /metrics lacks %s, which the alert rules use", m)
@@ -221,4 +227,21 @@ func dropSlot(t *testing.T, slot string) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// metricSum adds up the samples of a counter family in a /metrics text.
+func metricSum(t *testing.T, text, name string) float64 {
+	t.Helper()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	if f := fams[name]; f != nil {
+		for _, m := range f.GetMetric() {
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
 }
