@@ -178,6 +178,7 @@ type config struct {
 	cleanupInterval time.Duration
 	lagInterval     time.Duration
 	syncCommit      bool
+	noWake          bool
 	// maxLeaseExpiries: see WithMaxLeaseExpiries.
 	maxLeaseExpiries int
 	// dbClockOff: see WithDatabaseClock; otherwise, on PostgreSQL, the
@@ -278,6 +279,14 @@ func WithLagInterval(d time.Duration) Option { return func(c *config) { c.lagInt
 // again, both allowed by at-least-once delivery. Enqueue (the business
 // transaction) is not affected either way.
 func WithSynchronousCommit(on bool) Option { return func(c *config) { c.syncCommit = on } }
+
+// WithWakeOnCommit says whether the lanes wake when events commit (Enqueue's
+// wake-up, in this process or notified from another) or only at their poll
+// (WithPollInterval). On by default. Off suits writers of many small commits
+// whose per-key lanes would otherwise claim a few keys per wake-up: a poll
+// claims what gathered in the interval, at less server time per event and up
+// to one interval of latency (the route-passport pipeline's relay).
+func WithWakeOnCommit(on bool) Option { return func(c *config) { c.noWake = !on } }
 
 func newConfig(opts []Option) (config, error) {
 	c := config{

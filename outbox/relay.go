@@ -92,7 +92,9 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 	}
 	wg.Go(func() { r.maintain(ctx) })
-	wg.Go(func() { r.listen(ctx) })
+	if !r.cfg.noWake {
+		wg.Go(func() { r.listen(ctx) })
+	}
 	wg.Wait()
 	return nil
 }

@@ -69,3 +69,30 @@ func TestWakeAcrossProcesses(t *testing.T) {
 		testkit.Eventually(t, "the event, woken by a notification", 10*time.Second, func() bool { return s.count() == i })
 	}
 }
+
+// TestNoWakeOnCommitWaitsForThePoll: with WithWakeOnCommit(false) a commit
+// does not wake the lanes (for a bounded quiet period nothing is sent); the
+// poll then finds the event.
+func TestNoWakeOnCommitWaitsForThePoll(t *testing.T) {
+	storetest.Each(t, []store.Line{outbox.Schema()}, func(t *testing.T, db *store.DB) {
+		clk := clock.NewFake(t0)
+		s := &sink{}
+		r := newRelay(t, db, clk, outbox.WithWakeOnCommit(false), outbox.WithPollInterval(time.Hour), outbox.WithLagInterval(time.Hour),
+			outbox.WithCleanupInterval(time.Hour), outbox.Target("u", s, outbox.Unordered, outbox.Workers(1)))
+		runParked(t, r, clk)
+		enqueue(t, db, t0, ev("u", "k", 1))
+		quiet := time.After(500 * time.Millisecond)
+		for wait := true; wait; {
+			select {
+			case <-quiet:
+				wait = false
+			case <-time.After(10 * time.Millisecond):
+				if s.count() != 0 {
+					t.Fatal("the commit woke a relay built WithWakeOnCommit(false)")
+				}
+			}
+		}
+		clk.Advance(time.Hour)
+		testkit.Eventually(t, "the event, found by the poll", 10*time.Second, func() bool { return s.count() == 1 })
+	})
+}

@@ -201,6 +201,25 @@ func TestHoldTravelsWithTheCommit(t *testing.T) {
 			t.Errorf("after the failed commit: %s", got)
 		}
 
+		// A held statement that fails is reported as such by the batch that
+		// sends it.
+		err = db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+			if err := store.Hold(ctx, tx, ins(1)); err != nil || db.Dialect() != store.Postgres {
+				return err
+			}
+			err := tx.ExecBatch(ctx, ins(5), ins(6))
+			if !errors.Is(err, store.ErrDeferredFailed) || !store.IsUniqueViolation(err) {
+				t.Errorf("the batch after a failing held statement: %v", err)
+			}
+			return err
+		})
+		if !store.IsUniqueViolation(err) {
+			t.Errorf("InTx = %v; want the unique violation", err)
+		}
+		if got := values(t, db, "hd"); got != "1,2,3" {
+			t.Errorf("after the failed batch: %s", got)
+		}
+
 		// More transactions than the pool has connections: none is kept (a
 		// kept one would make a later begin wait, until this bound).
 		bounded, cancel := context.WithTimeout(ctx, 30*time.Second)

@@ -262,7 +262,7 @@ func (t *pgTx) ExecBatch(ctx context.Context, stmts ...Stmt) error {
 	for _, p := range t.pending {
 		b.Queue(p.sql, p.args...)
 	}
-	sent := len(t.pending)
+	sent := t.pending
 	t.pending = t.pending[:0]
 	for _, st := range stmts {
 		b.Queue(st.SQL, st.Args...)
@@ -271,7 +271,11 @@ func (t *pgTx) ExecBatch(ctx context.Context, stmts ...Stmt) error {
 	var err error
 	for i := range len(b.QueuedQueries) {
 		if _, err = br.Exec(); err != nil {
-			if i < sent {
+			switch {
+			case i < len(sent) && sent[i].deferred:
+				t.broken = &DeferredError{err: err}
+				err = t.broken
+			case i < len(sent):
 				err = fmt.Errorf("store: savepoint: %w", err)
 			}
 			break

@@ -117,15 +117,11 @@ func (p *Pipeline) ingest(ctx context.Context, items []*item) ([]*item, error) {
 			// Rolled back: the caller refuses these and stores the rest.
 			return &oversizeError{items: oversize}
 		}
-		es, err := outbox.TxStatements(tx, p.cfg.clock.Now(), events...)
-		if err != nil {
+		// The upsert travels with the events' statements: one round trip.
+		if err := store.Hold(ctx, tx, stmts...); err != nil {
 			return err
 		}
-		// No outbox.Notify: waking the relay on every commit made its
-		// per-key lanes claim a few keys per cycle instead of what gathered
-		// during a poll interval, which cost more server time per event than
-		// it saved in latency (see docs/routepassport.md).
-		return tx.ExecBatch(ctx, append(stmts, es...)...)
+		return outbox.Enqueue(ctx, tx, p.cfg.clock.Now(), events...)
 	})
 	if err != nil {
 		return nil, err

@@ -112,8 +112,10 @@ func New(db *store.DB, b *broker.Broker, opts ...Option) (*Pipeline, error) {
 	}
 	if cfg.relay {
 		p.met.relay = newRelayMetrics(map[string]string{RouteInTarget: cfg.inTopic, GeoreferenceTarget: cfg.georefTopic})
+		// The relay polls rather than wake on each commit (Enqueue's
+		// wake-up): see WithWakeOnCommit and docs/routepassport.md.
 		ropts := append([]outbox.Option{outbox.WithLogger(p.log), outbox.WithClock(cfg.clock),
-			outbox.WithRegisterer(p.met.relay.reg)}, cfg.relayOptions...)
+			outbox.WithRegisterer(p.met.relay.reg), outbox.WithWakeOnCommit(false)}, cfg.relayOptions...)
 		if err := p.buildRelay(db, append(ropts, p.RelayTargets()...)); err != nil {
 			return nil, fmt.Errorf("routepassport: relay: %w", err)
 		}
