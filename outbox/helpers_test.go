@@ -157,3 +157,12 @@ func byKey(msgs []sent) map[string][]string {
 	}
 	return out
 }
+
+// lastOf is the id of the last message of key the sink got ("" if none).
+func lastOf(s *sink, key string) string {
+	ids := byKey(s.messages())[key]
+	if len(ids) == 0 {
+		return ""
+	}
+	return ids[len(ids)-1]
+}

@@ -120,6 +120,24 @@ func (l *lane) cycle(ctx context.Context, w *walkState, wk *worker, flush bool) 
 	}
 }
 
+// claimCtx is the context of a statement that leases rows (a claim, a lease
+// extension): not cancelled when the relay stops, bounded by the database
+// timeout alone. A statement cancelled in flight may still run and commit on
+// the server (its messages were already sent) without the relay reading its
+// result: the rows would stay leased, an attempt counted, until the lease ran
+// out, and no other relay could take them meanwhile. The relay reads every
+// claim's rows and, when it stops meanwhile, gives them back (stopped).
+func claimCtx(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
+
+// stopped gives back the rows a claim took when the relay stopped during
+// the claim; it returns ctx's error then, nil otherwise.
+func (l *lane) stopped(ctx context.Context, evs []*claimed, lease time.Time) error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	return errors.Join(ctx.Err(), l.releaseAll(ctx, evs, lease))
+}
+
 func (l *lane) cycleUnordered(ctx context.Context, flush bool) (cycleResult, error) {
 	now := l.r.cfg.clock.Now()
 	lease := leaseUntil(now, l.r.cfg.lease)
@@ -133,7 +151,10 @@ func (l *lane) cycleUnordered(ctx context.Context, flush bool) (cycleResult, err
 		after, pass = l.floor.start(now)
 		defer l.r.wm.sample(ctx, l.r.pg, now)
 	}
-	evs, err := l.r.ops.claimUnordered(ctx, l.cfg.target, after, now, lease, l.cfg.batch)
+	evs, err := l.r.ops.claimUnordered(claimCtx(ctx), l.cfg.target, after, now, lease, l.cfg.batch)
+	if err == nil {
+		err = l.stopped(ctx, evs, lease)
+	}
 	if err != nil {
 		if pass {
 			l.floor.passed(0, false)
@@ -172,14 +193,14 @@ func (l *lane) cyclePerKey(ctx context.Context, w *walkState, wk *worker) (cycle
 	}
 	if limit := l.cfg.batch - len(evs); limit >= l.cfg.batch/2 && !wk.fruitless {
 		w.mu.Lock()
-		got, walked, last, err := l.r.ops.claimHeads(ctx, l.cfg.target, w.cursor, now, lease, limit)
+		got, walked, last, err := l.r.ops.claimHeads(claimCtx(ctx), l.cfg.target, w.cursor, now, lease, limit)
 		if err != nil {
 			w.mu.Unlock()
 			return cycleResult{}, errors.Join(err, l.releaseAll(ctx, evs, lease))
 		}
 		if walked < limit {
 			// End of a pass: the events without a key have their turn.
-			kl, err := l.r.ops.claimKeyless(ctx, l.cfg.target, now, lease, l.cfg.batch)
+			kl, err := l.r.ops.claimKeyless(claimCtx(ctx), l.cfg.target, now, lease, l.cfg.batch)
 			if err != nil {
 				w.mu.Unlock()
 				return cycleResult{}, errors.Join(err, l.releaseAll(ctx, append(evs, got...), lease))
@@ -190,6 +211,9 @@ func (l *lane) cyclePerKey(ctx context.Context, w *walkState, wk *worker) (cycle
 		w.mu.Unlock()
 		wk.fruitless = len(got) == 0 && len(evs) > 0
 		evs = append(evs, got...)
+		if err := l.stopped(ctx, evs, lease); err != nil {
+			return cycleResult{}, err
+		}
 		res = cycleResult{more: !wrapped || !idle, idle: idle && len(evs) == 0}
 	} else {
 		res.more = true
@@ -222,16 +246,19 @@ func (l *lane) cycleCompacted(ctx context.Context, w *walkState) (cycleResult, e
 	}
 	var evs []*claimed
 	if len(ready) > 0 {
-		if evs, err = l.r.ops.claimCompacted(ctx, l.cfg.target, ready, now, lease); err != nil {
+		if evs, err = l.r.ops.claimCompacted(claimCtx(ctx), l.cfg.target, ready, now, lease); err != nil {
 			return cycleResult{}, err
 		}
 	}
 	if len(keys) < l.cfg.flushLimit {
-		kl, err := l.r.ops.claimKeyless(ctx, l.cfg.target, now, lease, l.cfg.flushLimit)
+		kl, err := l.r.ops.claimKeyless(claimCtx(ctx), l.cfg.target, now, lease, l.cfg.flushLimit)
 		if err != nil {
 			return cycleResult{}, errors.Join(err, l.releaseAll(ctx, evs, lease))
 		}
 		evs = append(evs, kl...)
+	}
+	if err := l.stopped(ctx, evs, lease); err != nil {
+		return cycleResult{}, err
 	}
 	var last string
 	if len(keys) > 0 {
@@ -429,7 +456,7 @@ func (l *lane) holdLease(ctx context.Context, d *delivery) {
 		return
 	}
 	newLease := leaseUntil(now, l.r.cfg.lease)
-	held, err := l.r.ops.extendLease(ctx, l.cfg.target, rows, d.lease, newLease)
+	held, err := l.r.ops.extendLease(claimCtx(ctx), l.cfg.target, rows, d.lease, newLease)
 	if err != nil {
 		// Sending on a lease that may run out is what this prevents: give the
 		// unsent events back (their lease still fences the statement).

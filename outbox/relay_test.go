@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/msgx/msgx/backoff"
@@ -18,6 +20,7 @@ import (
 	"github.com/msgx/msgx/broker/driver"
 	"github.com/msgx/msgx/broker/mem"
 	"github.com/msgx/msgx/clock"
+	"github.com/msgx/msgx/internal/tcpproxy"
 	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/store"
@@ -599,6 +602,108 @@ func TestStopGivesClaimsBack(t *testing.T) {
 			t.Fatal("the given-back event was not claimable at once")
 		}
 	})
+}
+
+// TestStopDuringAClaimGivesItBack: the relay stops while its claim is on
+// the server, waiting for a table lock, and the server does not hear of the
+// stop (the proxy in front of it refuses the cancel request's connection). A
+// claim its client gave up on still runs once the lock goes, and commits:
+// rows leased by a relay that never read them, charged an attempt, out of
+// every other relay's reach for a whole lease. The relay waits for its claim
+// instead and gives back what it took, unsent.
+func TestStopDuringAClaimGivesItBack(t *testing.T) {
+	_, dsn := storetest.NewSchema(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db, err := store.Open(ctx, dsn, store.WithMigrate(outbox.Schema()), store.WithLogger(testkit.Quiet()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := tcpproxy.New(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	u.Host = proxy.Addr()
+	behind, err := store.Open(ctx, u.String(), store.WithLogger(testkit.Quiet()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(behind.Close)
+	s := &sink{}
+	r := newRelay(t, behind, clock.Real{}, outbox.WithPollInterval(10*time.Millisecond), outbox.WithLagInterval(time.Hour),
+		outbox.WithCleanupInterval(time.Hour), outbox.Target("p", s, outbox.PerKey, outbox.Workers(1)))
+	// Every connection of the relay's pool is open before the proxy refuses
+	// new ones (giving back needs none), and has the claim prepared: its
+	// execution is then one round trip, which waits for the lock on the
+	// server after the relay has sent all of it.
+	pool, claim := outbox.RelayPool(r), outbox.RelayStatements(t)["ClaimHeads"]
+	var conns []*pgxpool.Conn
+	for range pool.Config().MaxConns {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Conn().Prepare(ctx, claim, claim); err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		c.Release()
+	}
+	enqueue(t, db, t0, ev("p", "A", 1), ev("p", "B", 1))
+	lock, err := db.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lock.Rollback(ctx) }()
+	// Plain reads pass; the claim's update waits.
+	if _, err := lock.Exec(ctx, "LOCK TABLE msgx_outbox IN EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	waiting := func() int {
+		var n int
+		if err := db.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE application_name = 'msgx-outbox-relay' AND wait_event_type = 'Lock' AND datname = current_database()`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	stopped := make(chan error, 1)
+	go func() { stopped <- r.Run(runCtx) }()
+	testkit.Eventually(t, "the claim waiting for the lock", 30*time.Second, func() bool { return waiting() == 1 })
+	proxy.Refuse(true)
+	stop()
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the relay did not stop")
+	}
+	// Whatever the claim did on the server is done.
+	testkit.Eventually(t, "no statement waiting for the lock", 30*time.Second, func() bool { return waiting() == 0 })
+	var leased int
+	if err := db.QueryRow(ctx, "SELECT count(*) FROM msgx_outbox WHERE locked_until IS NOT NULL OR attempts > 0").Scan(&leased); err != nil {
+		t.Fatal(err)
+	}
+	if leased != 0 {
+		t.Fatalf("%d events leased or charged by a relay that stopped", leased)
+	}
+	if n := s.count(); n != 0 {
+		t.Fatalf("a stopping relay sent %d events", n)
+	}
 }
 
 func TestLagMetric(t *testing.T) {

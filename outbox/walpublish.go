@@ -175,6 +175,10 @@ func (r *WALRelay) heldKeys(ctx context.Context, b *batchRun, byTarget map[strin
 			continue
 		}
 		for _, i := range idx {
+			if b.evs[i].Key == "" {
+				// An event without a key waits behind nothing.
+				continue
+			}
 			k := [2]string{t, b.evs[i].Key}
 			if !seen[k] {
 				seen[k] = true
@@ -265,7 +269,8 @@ func (r *WALRelay) sendPerKey(ctx context.Context, lc *laneConfig, b *batchRun, 
 
 // sendCompacted sends the newest event of each key (the batch is in commit
 // order, so the last one): the older ones are covered by it. A key that waits
-// in the table gets its newest event there too.
+// in the table gets its newest event there too. Events without a key are no
+// key's state: each is sent, as the table lane sends them.
 func (r *WALRelay) sendCompacted(ctx context.Context, lc *laneConfig, b *batchRun, idx []int, held map[string]bool) {
 	newest := map[string]int{}
 	for _, i := range idx {
@@ -275,6 +280,8 @@ func (r *WALRelay) sendCompacted(ctx context.Context, lc *laneConfig, b *batchRu
 	for _, i := range idx {
 		k := b.evs[i].Key
 		switch {
+		case k == "":
+			send = append(send, i)
 		case newest[k] != i:
 			b.done[i] = true // covered by the key's newer event
 		case held[k]:

@@ -32,6 +32,29 @@ func Eventually(t testing.TB, what string, within time.Duration, cond func() boo
 	}
 }
 
+// quietPoll is how often Consistently looks during its quiet period.
+const quietPoll = 10 * time.Millisecond
+
+// Consistently checks that cond holds throughout a quiet period of d and
+// fails the test the first time it does not: the bounded form of "this did
+// not happen". Wait first (Eventually) for what shows that the code under
+// test had the chance to do it, so that the quiet period is not spent
+// before anything ran.
+func Consistently(t testing.TB, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	end := time.Now().Add(d)
+	for {
+		if !cond() {
+			t.Fatalf("%s stopped holding during a quiet period of %v", what, d)
+		}
+		left := time.Until(end)
+		if left <= 0 {
+			return
+		}
+		time.Sleep(min(quietPoll, left))
+	}
+}
+
 // EnvLog names the variable that makes Quiet loggers write: set it to a
 // level (debug, info, warn, error) to see the logs of the code under test.
 const EnvLog = "MSGX_TEST_LOG"

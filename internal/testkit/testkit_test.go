@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"runtime"
 	"testing"
 	"time"
 
@@ -13,6 +14,41 @@ func TestEventuallyReturnsOnceTheConditionHolds(t *testing.T) {
 	if calls != 3 {
 		t.Fatalf("cond called %d times, want 3", calls)
 	}
+}
+
+func TestConsistentlyLooksThroughoutThePeriod(t *testing.T) {
+	calls := 0
+	Consistently(t, "the condition", 50*time.Millisecond, func() bool { calls++; return true })
+	if calls < 2 {
+		t.Fatalf("cond called %d times in the quiet period, want a look at its start and more after", calls)
+	}
+	// A condition that stops holding fails the test (seen from a test of its
+	// own, which must not fail this one).
+	ft := &fatalRecorder{}
+	looks := 0
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Consistently(ft, "the first two looks", time.Minute, func() bool { looks++; return looks < 3 })
+	}()
+	<-done
+	if !ft.failed || looks != 3 {
+		t.Fatalf("a condition that stopped holding at the third look: failed %v after %d looks", ft.failed, looks)
+	}
+}
+
+// fatalRecorder is a testing.TB whose Fatalf records the failure and ends
+// the goroutine, as testing.T's does.
+type fatalRecorder struct {
+	testing.TB
+	failed bool
+}
+
+func (f *fatalRecorder) Helper() {}
+
+func (f *fatalRecorder) Fatalf(string, ...any) {
+	f.failed = true
+	runtime.Goexit()
 }
 
 func TestMetricValue(t *testing.T) {
