@@ -462,10 +462,11 @@ func (a *App) buildStreams(ctx context.Context, reg *Registry, deps Deps) error 
 			return fmt.Errorf("stream %s: processor %s: %w", name, c.Processor, err)
 		}
 		s := &stream{name: name}
-		if tw, ok := proc.(TargetWriter); ok {
+		// A typed processor says so on itself, not on its adapter.
+		if tw, ok := inbox.As[TargetWriter](proc); ok {
 			s.targets = tw.OutboxTargets()
 		}
-		if cw, ok := proc.(CloudEventsWriter); ok {
+		if cw, ok := inbox.As[CloudEventsWriter](proc); ok {
 			if a.cloudEvents == nil {
 				a.cloudEvents = map[string]outbox.CloudEvents{}
 			}

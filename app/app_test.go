@@ -31,7 +31,7 @@ const (
 func registry() *Registry {
 	reg := NewRegistry()
 	reg.Processor("flop", func(_ context.Context, _ Deps, _ string, opts map[string]string) (inbox.Processor, error) {
-		return apptest.New(opts), nil
+		return inbox.Typed(apptest.New(opts)), nil
 	})
 	return reg
 }
@@ -268,7 +268,7 @@ func (w writer) OutboxTargets() []string { return []string{w.Target} }
 func TestUnrelayedTargetRefusesToStart(t *testing.T) {
 	reg := registry()
 	reg.Processor("writer", func(_ context.Context, _ Deps, _ string, opts map[string]string) (inbox.Processor, error) {
-		return writer{apptest.New(opts)}, nil
+		return inbox.Typed(writer{apptest.New(opts)}), nil
 	})
 	dsn := filepath.Join(t.TempDir(), "msgx.db")
 	cfg := loadConfig(t, strings.Replace(fmt.Sprintf(embedded, dsn), "processor: flop,", `processor: writer, options: {target: "kafka:ref"},`, 1))

@@ -45,7 +45,8 @@ type Deps struct {
 // ProcessorFactory builds the processor of an inbox stream from the
 // stream's options (streams.NAME.options in the configuration). A processor
 // that enqueues outbox events says for which targets by implementing
-// TargetWriter.
+// TargetWriter; a typed processor (inbox.Typed) implements it itself, where
+// inbox.As finds it.
 type ProcessorFactory func(ctx context.Context, d Deps, stream string, options map[string]string) (inbox.Processor, error)
 
 // TargetWriter is a processor that enqueues outbox events. The service

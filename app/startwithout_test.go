@@ -67,7 +67,7 @@ func TestStartsWithRabbitMQDown(t *testing.T) {
 	t.Cleanup(func() { deleteTopology(t, out, "g"+suffix); deleteTopology(t, in, "msgx-"+suffix) })
 	reg := registry()
 	reg.Processor("writer", func(_ context.Context, _ Deps, _ string, opts map[string]string) (inbox.Processor, error) {
-		return writer{apptest.New(opts)}, nil
+		return inbox.Typed(writer{apptest.New(opts)}), nil
 	})
 	cfg := loadConfig(t, fmt.Sprintf(`
 store: {dsn: %q}

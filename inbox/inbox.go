@@ -8,7 +8,9 @@
 // SKIPPED, DEAD) never block. The engine owns statuses, business-identity
 // binding, retries with backoff, dead-lettering, the backfill intent and
 // replay in one place; a Processor only decodes a payload and performs the
-// business writes of one message in the transaction it is given.
+// business writes of one message in the transaction it is given. A
+// processor decodes into one type of its own (TypedProcessor, plugged in
+// with Typed) or into values of any type (Processor).
 //
 // Consecutive ready messages are processed in one transaction (group commit),
 // each inside its own savepoint: a failing message rolls back alone, is
@@ -121,8 +123,9 @@ func ClassOf(err error) Class {
 	return Infra
 }
 
-// Decoded is what a Processor extracts from a payload before processing.
-type Decoded struct {
+// DecodedOf is what a processor extracts from a payload before processing,
+// its value of type T (see TypedProcessor).
+type DecodedOf[T any] struct {
 	// Identity is the business identity (e.g. SNDR|TYPE|STYP|SEQN). The first
 	// message that decodes an identity owns it; a later one is SKIPPED as
 	// duplicate-of:<owner>. Empty means the message has no business identity.
@@ -130,8 +133,11 @@ type Decoded struct {
 	// Kind is the dispatch key, recorded on the row.
 	Kind string
 	// Value is the decoded message, handed to Process.
-	Value any
+	Value T
 }
+
+// Decoded is what a Processor's Decode returns: its value of any type.
+type Decoded = DecodedOf[any]
 
 // Message is the message being processed.
 type Message struct {
@@ -143,7 +149,9 @@ type Message struct {
 	// Identity is the bound business identity (kept across retries).
 	Identity string
 	Kind     string
-	Decoded  any
+	// Decoded is the value Decode returned (Decoded.Value); a typed
+	// processor gets it as its own type instead (TypedProcessor).
+	Decoded any
 	// Now is the engine clock's time for this batch.
 	Now time.Time
 	// TraceParent and TraceState are the W3C trace context the message
@@ -164,7 +172,10 @@ func Done() Outcome { return Outcome{Status: Succeeded} }
 // Skip is the outcome of a message deliberately not processed.
 func Skip(reason string) Outcome { return Outcome{Status: Skipped, Reason: reason} }
 
-// Processor decodes and processes the messages of a stream.
+// Processor decodes and processes the messages of a stream. It is the
+// engine's contract, whose decoded values are of any type; a processor
+// written for one type of value implements TypedProcessor instead and is
+// handed to New as Typed(p).
 type Processor interface {
 	// Decode parses a payload. It must not touch the database. Return a
 	// Failure of class MALFORMED (DEAD at once) or CODEC_ERROR (retried);

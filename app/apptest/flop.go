@@ -67,12 +67,12 @@ type Flop struct {
 
 // DecodeFlop decodes the head of a FLOP message: identity
 // SNDR|TYPE|STYP|SEQN, kind TYPE/STYP, value a Flop.
-func DecodeFlop(p []byte) (inbox.Decoded, error) {
+func DecodeFlop(p []byte) (inbox.DecodedOf[Flop], error) {
 	f, err := ParseHead(p)
 	if err != nil {
-		return inbox.Decoded{}, err
+		return inbox.DecodedOf[Flop]{}, err
 	}
-	return inbox.Decoded{
+	return inbox.DecodedOf[Flop]{
 		Identity: f.SNDR + "|" + f.TYPE + "|" + f.STYP + "|" + f.SEQN,
 		Kind:     f.TYPE + "/" + f.STYP,
 		Value:    f,

@@ -22,7 +22,7 @@ func TestMessagesDecode(t *testing.T) {
 		if err != nil {
 			t.Fatalf("message %d: %v", i, err)
 		}
-		f := d.Value.(apptest.Flop)
+		f := d.Value
 		if f.SEQN != strconv.Itoa(101+i) || f.FLID != strconv.Itoa(900000+i%7) || f.TYPE != "FLOP" || f.SNDR == "" {
 			t.Fatalf("message %d decoded as %+v", i, f)
 		}

@@ -22,7 +22,8 @@ import (
 // Name is the name the command registers it under.
 const Name = "test-only-flop"
 
-// Processor implements inbox.Processor.
+// Processor is a typed inbox processor of Flop values
+// (inbox.TypedProcessor): the engine takes it as inbox.Typed(p).
 type Processor struct {
 	// Target and Topic of the events (default kafka:msg and msg).
 	Target, Topic string
@@ -40,14 +41,15 @@ func New(options map[string]string) *Processor {
 	return p
 }
 
-// Decode implements inbox.Processor.
-func (p *Processor) Decode(b []byte) (inbox.Decoded, error) {
+var _ inbox.TypedProcessor[Flop] = (*Processor)(nil)
+
+// Decode implements inbox.TypedProcessor.
+func (p *Processor) Decode(b []byte) (inbox.DecodedOf[Flop], error) {
 	return DecodeFlop(b)
 }
 
-// Process implements inbox.Processor.
-func (p *Processor) Process(ctx context.Context, tx store.Tx, msg *inbox.Message) (inbox.Outcome, error) {
-	f := msg.Decoded.(Flop)
+// Process implements inbox.TypedProcessor.
+func (p *Processor) Process(ctx context.Context, tx store.Tx, msg *inbox.Message, f Flop) (inbox.Outcome, error) {
 	payload, _ := json.Marshal(map[string]any{"msg_id": msg.ID, "flid": f.FLID, "type": f.TYPE, "styp": f.STYP, "seqn": f.SEQN})
 	err := outbox.Enqueue(ctx, tx, msg.Now, outbox.Event{
 		ID: msg.Stream + ":" + strconv.FormatInt(msg.ID, 10), Target: p.Target, Topic: p.Topic, Key: f.FLID,

@@ -159,7 +159,7 @@ func runDemo(ctx context.Context, cfg demoConfig) (demoResult, error) {
 	}
 
 	const stream = "sis"
-	eng, err := inbox.New(db, stream, proc,
+	eng, err := inbox.New(db, stream, inbox.Typed(proc),
 		inbox.WithLogger(cfg.Log),
 		inbox.WithPollInterval(20*time.Millisecond),
 		inbox.WithSource(mailbox.NewPoller(table, db, stream, mailbox.WithStart(mailbox.FromBeginning()),

@@ -25,7 +25,11 @@ func newRegistry() *app.Registry {
 		if err != nil {
 			return nil, err
 		}
-		return sis.NewProcessor(cfg, sis.WithLogger(d.Logger), sis.WithRegisterer(d.Registerer), sis.WithFailpoints(d.Failpoints))
+		p, err := sis.NewProcessor(cfg, sis.WithLogger(d.Logger), sis.WithRegisterer(d.Registerer), sis.WithFailpoints(d.Failpoints))
+		if err != nil {
+			return nil, err
+		}
+		return inbox.Typed(p), nil
 	}, sis.Schema())
 	// SIS requests: the coordinator that sends RQFD/RQRD through the
 	// outbound mailbox (COUTMSGS) and expires them; POST /v1/requests sends

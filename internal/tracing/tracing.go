@@ -173,9 +173,29 @@ type processor struct {
 // span is a child of the trace context the message arrived with (its ingest
 // span), so one trace runs from the ingest through processing to the relay's
 // send; a message without one (the shared mailbox's) starts a trace.
+// The wrapper is an inbox.Preparer exactly when next is one, so the engine
+// still reads ahead for it, and it unwraps to next (inbox.As).
 func WrapProcessor(tr trace.Tracer, next inbox.Processor) inbox.Processor {
-	return &processor{next: next, tr: tr}
+	p := &processor{next: next, tr: tr}
+	if pr, ok := next.(inbox.Preparer); ok {
+		return &preparingProcessor{processor: p, prep: pr}
+	}
+	return p
 }
+
+// preparingProcessor is the wrapper of a processor with a read-ahead; the
+// read-ahead has no span of its own (it belongs to no one message).
+type preparingProcessor struct {
+	*processor
+	prep inbox.Preparer
+}
+
+func (p *preparingProcessor) Prepare(ctx context.Context, tx store.Tx, batch []any) error {
+	return p.prep.Prepare(ctx, tx, batch)
+}
+
+// Unwrap returns the wrapped processor.
+func (p *processor) Unwrap() any { return p.next }
 
 func (p *processor) Decode(payload []byte) (inbox.Decoded, error) { return p.next.Decode(payload) }
 

@@ -163,3 +163,40 @@ func TestExporterChoice(t *testing.T) {
 		_ = exp.Shutdown(context.Background())
 	}
 }
+
+// preparingProc is a processor with a read-ahead that records its batches.
+type preparingProc struct {
+	stubProc
+	batches [][]any
+}
+
+func (p *preparingProc) Prepare(_ context.Context, _ store.Tx, batch []any) error {
+	p.batches = append(p.batches, batch)
+	return nil
+}
+
+// The engine finds Preparer on the processor it is given: the wrapper of a
+// processor with a read-ahead passes it on, the wrapper of one without has
+// none, and either unwraps to the processor it wraps.
+func TestWrappedProcessorKeepsItsReadAhead(t *testing.T) {
+	_, tr := newTracer()
+	p := &preparingProc{}
+	w := WrapProcessor(tr, p)
+	pr, ok := w.(inbox.Preparer)
+	if !ok {
+		t.Fatal("the wrapper of a Preparer is no Preparer")
+	}
+	if err := pr.Prepare(context.Background(), nil, []any{"a", "b"}); err != nil || len(p.batches) != 1 || len(p.batches[0]) != 2 {
+		t.Fatalf("Prepare: %v, batches %v", err, p.batches)
+	}
+	if got, ok := inbox.As[*preparingProc](w); !ok || got != p {
+		t.Error("the wrapper does not unwrap to the processor")
+	}
+	plain := WrapProcessor(tr, &stubProc{})
+	if _, ok := plain.(inbox.Preparer); ok {
+		t.Error("the wrapper of a processor without a read-ahead is a Preparer")
+	}
+	if _, ok := inbox.As[*stubProc](plain); !ok {
+		t.Error("the wrapper does not unwrap to the processor")
+	}
+}

@@ -89,7 +89,7 @@ func (h *harness) process(payload []byte) (inbox.Outcome, error) {
 	err = h.db.InTx(context.Background(), func(ctx context.Context, tx store.Tx) error {
 		return tx.Savepoint(ctx, func(ctx context.Context) error {
 			var err error
-			out, err = h.p.Process(ctx, tx, msg)
+			out, err = h.p.Process(ctx, tx, msg, d.Value)
 			return err
 		})
 	})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/msgx/msgx/inbox"
 	"github.com/msgx/msgx/pipeline/sis"
+	"github.com/msgx/msgx/pipeline/sis/sisxml"
 	"github.com/msgx/msgx/pipeline/sis/traffic"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -400,7 +401,7 @@ func TestOneTransactionForSeveralMessages(t *testing.T) {
 			outs []inbox.Outcome
 			errs []error
 		)
-		decoded := make([]inbox.Decoded, len(batch))
+		decoded := make([]inbox.DecodedOf[*sisxml.Message], len(batch))
 		for i, m := range batch {
 			d, err := p.Decode(m)
 			if err != nil {
@@ -414,7 +415,7 @@ func TestOneTransactionForSeveralMessages(t *testing.T) {
 				var out inbox.Outcome
 				err := tx.Savepoint(ctx, func(ctx context.Context) error {
 					var err error
-					out, err = p.Process(ctx, tx, msg)
+					out, err = p.Process(ctx, tx, msg, d.Value)
 					return err
 				})
 				outs, errs = append(outs, out), append(errs, err)

@@ -9,6 +9,7 @@ import (
 	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/pipeline/sis"
+	"github.com/msgx/msgx/pipeline/sis/sisxml"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
@@ -19,7 +20,7 @@ type signalling struct {
 	prepared chan struct{}
 }
 
-func (s signalling) Prepare(ctx context.Context, tx store.Tx, batch []any) error {
+func (s signalling) Prepare(ctx context.Context, tx store.Tx, batch []*sisxml.Message) error {
 	err := s.Processor.Prepare(ctx, tx, batch)
 	s.prepared <- struct{}{}
 	return err
@@ -68,7 +69,7 @@ func TestReadAheadFindsTheFlightTheBatchBeforeCreates(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	eng, err := inbox.New(db, stream, p, inbox.WithGroupSize(2), inbox.WithLogger(testkit.Quiet()))
+	eng, err := inbox.New(db, stream, inbox.Typed(p), inbox.WithGroupSize(2), inbox.WithLogger(testkit.Quiet()))
 	if err != nil {
 		t.Fatal(err)
 	}

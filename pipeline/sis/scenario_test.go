@@ -63,7 +63,7 @@ func newPipeWith(t *testing.T, cfg sis.Config, prepare func(raw *sql.DB, table s
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := inbox.New(p.db, stream, proc, append([]inbox.Option{
+	eng, err := inbox.New(p.db, stream, inbox.Typed(proc), append([]inbox.Option{
 		inbox.WithLogger(testkit.Quiet()),
 		inbox.WithPollInterval(20 * time.Millisecond),
 		inbox.WithSource(mailbox.NewPoller(table, p.db, stream, mailbox.WithStart(mailbox.FromBeginning()),

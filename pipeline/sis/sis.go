@@ -162,7 +162,9 @@ func WithRegisterer(r prometheus.Registerer) Option { return func(o *options) { 
 // default none): a test setting of the reliability campaign.
 func WithFailpoints(s *failpoint.Set) Option { return func(o *options) { o.failpoints = s } }
 
-// Processor is the SIS inbox processor.
+// Processor is the SIS inbox processor. Its messages decode into
+// *sisxml.Message (an inbox.TypedProcessor): the engine takes it as
+// inbox.Typed(p).
 type Processor struct {
 	cfg     Config
 	log     *slog.Logger
@@ -176,7 +178,10 @@ type Processor struct {
 	cache txCache
 }
 
-var _ inbox.Processor = (*Processor)(nil)
+var (
+	_ inbox.TypedProcessor[*sisxml.Message] = (*Processor)(nil)
+	_ inbox.TypedPreparer[*sisxml.Message]  = (*Processor)(nil)
+)
 
 // NewProcessor returns the processor for cfg.
 func NewProcessor(cfg Config, opts ...Option) (*Processor, error) {
@@ -226,11 +231,11 @@ func (p *Processor) CloudEvents() map[string]outbox.CloudEvents {
 // CloudEventsSource is the ce_source of the SIS events.
 const CloudEventsSource = "/msgx/sis"
 
-// Decode implements inbox.Processor: the codec's classification carries
+// Decode implements inbox.TypedProcessor: the codec's classification carries
 // over (MALFORMED goes DEAD, CODEC_ERROR is retried). Identity is
 // SNDR|TYPE|STYP|SEQN (|yyyyMMdd of DTTM with IncludeDayBoundary), kind
 // TYPE/STYP.
-func (p *Processor) Decode(payload []byte) (inbox.Decoded, error) {
+func (p *Processor) Decode(payload []byte) (inbox.DecodedOf[*sisxml.Message], error) {
 	// A payload read from a text column (the mailbox's CLOB) or received as
 	// text is UTF-8 whatever its declaration says: the transport transcoded
 	// it. Text in GBK is practically never valid UTF-8, so valid UTF-8 is
@@ -240,9 +245,9 @@ func (p *Processor) Decode(payload []byte) (inbox.Decoded, error) {
 	if err != nil {
 		var ce *sisxml.Error
 		if errors.As(err, &ce) && ce.Class == sisxml.Malformed {
-			return inbox.Decoded{}, inbox.Fail(inbox.Malformed, err)
+			return inbox.DecodedOf[*sisxml.Message]{}, inbox.Fail(inbox.Malformed, err)
 		}
-		return inbox.Decoded{}, inbox.Fail(inbox.CodecError, err)
+		return inbox.DecodedOf[*sisxml.Message]{}, inbox.Fail(inbox.CodecError, err)
 	}
 	meta := m.Meta
 	identity := meta.Sender + "|" + meta.Type + "|" + meta.Subtype + "|" + strconv.FormatInt(meta.Seq, 10)
@@ -250,23 +255,19 @@ func (p *Processor) Decode(payload []byte) (inbox.Decoded, error) {
 		// The date as the sender wrote it (its own day), not converted.
 		identity += "|" + meta.SentRaw[:8]
 	}
-	return inbox.Decoded{
+	return inbox.DecodedOf[*sisxml.Message]{
 		Identity: identity,
 		Kind:     meta.Kind(),
 		Value:    m,
 	}, nil
 }
 
-var _ inbox.Preparer = (*Processor)(nil)
-
-// Prepare implements inbox.Preparer: it reads and locks the flights the
-// batch's messages name, in one query, before the first is processed.
-func (p *Processor) Prepare(ctx context.Context, tx store.Tx, batch []any) error {
+// Prepare implements inbox.TypedPreparer: it reads and locks the flights
+// the batch's messages name, in one query, before the first is processed.
+func (p *Processor) Prepare(ctx context.Context, tx store.Tx, batch []*sisxml.Message) error {
 	var flids []string
-	for _, v := range batch {
-		if m, ok := v.(*sisxml.Message); ok {
-			flids = appendFLIDs(flids, m, maxPrefetch)
-		}
+	for _, m := range batch {
+		flids = appendFLIDs(flids, m, maxPrefetch)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -277,12 +278,8 @@ func (p *Processor) Prepare(ctx context.Context, tx store.Tx, batch []any) error
 	return nil
 }
 
-// Process implements inbox.Processor: it dispatches by kind.
-func (p *Processor) Process(ctx context.Context, tx store.Tx, msg *inbox.Message) (out inbox.Outcome, err error) {
-	m, ok := msg.Decoded.(*sisxml.Message)
-	if !ok {
-		return inbox.Outcome{}, inbox.Failf(inbox.Infra, "sis: decoded value is %T", msg.Decoded)
-	}
+// Process implements inbox.TypedProcessor: it dispatches m by kind.
+func (p *Processor) Process(ctx context.Context, tx store.Tx, msg *inbox.Message, m *sisxml.Message) (out inbox.Outcome, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	failed := true

@@ -33,7 +33,7 @@ func TestEventsCarryTheTraceContext(t *testing.T) {
 	}
 	msg := &inbox.Message{Stream: "sis", ID: 2, Payload: payload, Attempt: 1, Identity: d.Identity, Kind: d.Kind, Decoded: d.Value, Now: t0}
 	if err := db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
-		_, err := h.p.Process(ctx, tx, msg)
+		_, err := h.p.Process(ctx, tx, msg, d.Value)
 		return err
 	}); err != nil {
 		t.Fatal(err)

@@ -17,10 +17,11 @@ import (
 	"github.com/msgx/msgx/store/storetest"
 )
 
-// stock is a small processor: a message "order N: Q x ITEM" takes Q of ITEM
-// from the stock in the inbox's transaction. An order's number is its
-// identity, so a sender's second copy of an order is SKIPPED; a message
-// that is no order is MALFORMED and DEAD at once, with the reason kept.
+// stock is a small typed processor (inbox.TypedProcessor of order): a
+// message "order N: Q x ITEM" takes Q of ITEM from the stock in the inbox's
+// transaction. An order's number is its identity, so a sender's second copy
+// of an order is SKIPPED; a message that is no order is MALFORMED and DEAD
+// at once, with the reason kept.
 type stock struct{}
 
 type order struct {
@@ -28,17 +29,16 @@ type order struct {
 	qty  int
 }
 
-func (stock) Decode(payload []byte) (inbox.Decoded, error) {
+func (stock) Decode(payload []byte) (inbox.DecodedOf[order], error) {
 	var n, qty int
 	var item string
 	if _, err := fmt.Sscanf(string(payload), "order %d: %d x %s", &n, &qty, &item); err != nil || qty <= 0 {
-		return inbox.Decoded{}, inbox.Failf(inbox.Malformed, "not an order: %q", payload)
+		return inbox.DecodedOf[order]{}, inbox.Failf(inbox.Malformed, "not an order: %q", payload)
 	}
-	return inbox.Decoded{Identity: "order:" + strconv.Itoa(n), Kind: "order", Value: order{item, qty}}, nil
+	return inbox.DecodedOf[order]{Identity: "order:" + strconv.Itoa(n), Kind: "order", Value: order{item, qty}}, nil
 }
 
-func (stock) Process(ctx context.Context, tx store.Tx, msg *inbox.Message) (inbox.Outcome, error) {
-	o := msg.Decoded.(order)
+func (stock) Process(ctx context.Context, tx store.Tx, _ *inbox.Message, o order) (inbox.Outcome, error) {
 	if _, err := tx.Exec(ctx, "UPDATE stock SET qty = qty - $1 WHERE item = $2", o.qty, o.item); err != nil {
 		return inbox.Outcome{}, err
 	}
@@ -83,7 +83,7 @@ func Example_inbox() {
 
 	poller := mailbox.NewPoller(box, db, "orders", mailbox.WithStart(mailbox.FromBeginning()),
 		mailbox.WithPollInterval(20*time.Millisecond), mailbox.WithPollerLogger(quiet))
-	eng, err := inbox.New(db, "orders", stock{}, inbox.WithSource(poller), inbox.WithBackfill(box),
+	eng, err := inbox.New(db, "orders", inbox.Typed(stock{}), inbox.WithSource(poller), inbox.WithBackfill(box),
 		inbox.WithPollInterval(20*time.Millisecond), inbox.WithLogger(quiet))
 	if err != nil {
 		log.Fatal(err)

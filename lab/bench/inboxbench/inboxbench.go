@@ -443,13 +443,16 @@ func verify(ctx context.Context, db *store.DB, stream string, n int) error {
 // and writes one outbox event.
 type FlopProcessor struct{}
 
-// Decode implements inbox.Processor.
-func (FlopProcessor) Decode(p []byte) (inbox.Decoded, error) { return apptest.DecodeFlop(p) }
+var _ inbox.TypedProcessor[apptest.Flop] = FlopProcessor{}
 
-// Process implements inbox.Processor: the flight row and its event go to the
-// database together, in one round trip.
-func (FlopProcessor) Process(ctx context.Context, tx store.Tx, msg *inbox.Message) (inbox.Outcome, error) {
-	f := msg.Decoded.(apptest.Flop)
+// Decode implements inbox.TypedProcessor.
+func (FlopProcessor) Decode(p []byte) (inbox.DecodedOf[apptest.Flop], error) {
+	return apptest.DecodeFlop(p)
+}
+
+// Process implements inbox.TypedProcessor: the flight row and its event go
+// to the database together, in one round trip.
+func (FlopProcessor) Process(ctx context.Context, tx store.Tx, msg *inbox.Message, f apptest.Flop) (inbox.Outcome, error) {
 	payload, _ := json.Marshal(map[string]any{"msg_id": msg.ID, "flid": f.FLID, "type": f.TYPE, "styp": f.STYP, "seqn": f.SEQN})
 	events, err := outbox.Statements(tx.Dialect(), msg.Now, outbox.Event{
 		ID: msg.Stream + ":" + strconv.FormatInt(msg.ID, 10), Target: "kafka:msg", Topic: "msg", Key: f.FLID, Payload: payload,

@@ -30,7 +30,7 @@ type benchProc struct {
 func newBenchProc(name string, flids int) (benchProc, error) {
 	switch name {
 	case "toy":
-		return benchProc{name: name, proc: FlopProcessor{},
+		return benchProc{name: name, proc: inbox.Typed(FlopProcessor{}),
 			setup:  func(context.Context, *store.DB) error { return nil },
 			verify: verify}, nil
 	case "sis":
@@ -38,7 +38,7 @@ func newBenchProc(name string, flids int) (benchProc, error) {
 		if err != nil {
 			return benchProc{}, err
 		}
-		return benchProc{name: name, proc: p,
+		return benchProc{name: name, proc: inbox.Typed(p),
 			setup:  func(ctx context.Context, db *store.DB) error { return seedFlights(ctx, db, p, flids) },
 			verify: verifySIS}, nil
 	}
@@ -98,7 +98,7 @@ func seedFlights(ctx context.Context, db *store.DB, p *sis.Processor, flids int)
 	}
 	msg := &inbox.Message{Stream: "seed", ID: 1, Attempt: 1, Identity: d.Identity, Kind: d.Kind, Decoded: d.Value, Now: time.Now()}
 	return db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
-		_, err := p.Process(ctx, tx, msg)
+		_, err := p.Process(ctx, tx, msg, d.Value)
 		return err
 	})
 }

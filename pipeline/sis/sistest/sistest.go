@@ -39,7 +39,7 @@ func ProcessTraffic(t testing.TB, db *store.DB, start time.Time) {
 			Kind: d.Kind, Decoded: d.Value, Now: start.Add(time.Duration(i) * time.Second)}
 		err = db.InTx(context.Background(), func(ctx context.Context, tx store.Tx) error {
 			return tx.Savepoint(ctx, func(ctx context.Context) error {
-				_, err := p.Process(ctx, tx, msg)
+				_, err := p.Process(ctx, tx, msg, d.Value)
 				return err
 			})
 		})
