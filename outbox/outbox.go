@@ -85,7 +85,7 @@ func NewEventID() string {
 // Events without a key take no lock and carry no order. Enqueue also gives
 // the transaction its transaction id before it takes event ids, which the
 // relay's id watermark relies on, and wakes the relays when the transaction
-// commits (Notify).
+// commits (notify; the relay decides whether it listens: WithWakeOnCommit).
 //
 // In the WAL mode (SetMode) Enqueue writes no row and takes no lock: it emits
 // the call's events as one logical decoding message in tx, which the WAL
@@ -96,7 +96,7 @@ func Enqueue(ctx context.Context, tx store.Tx, now time.Time, events ...Event) e
 	if txMode(tx) == ModeWAL {
 		return enqueueWAL(ctx, tx, now, events)
 	}
-	stmts, err := Statements(tx.Dialect(), now, events...)
+	stmts, err := statements(tx.Dialect(), now, events...)
 	if err != nil {
 		return err
 	}
@@ -107,15 +107,14 @@ func Enqueue(ctx context.Context, tx store.Tx, now time.Time, events ...Event) e
 		return fmt.Errorf("outbox: enqueue %d events (first %s): %w", len(events), events[0].ID, err)
 	}
 	if len(stmts) > 0 {
-		Notify(tx)
+		notify(tx)
 	}
 	return nil
 }
 
-// Statements returns the statements Enqueue runs, for callers that send their
-// own writes and the events together in one round trip (store.Tx.ExecBatch).
-// Like Enqueue it fills in missing ids, types and creation times of events.
-func Statements(d store.Dialect, now time.Time, events ...Event) ([]store.Stmt, error) {
+// statements returns the statements Enqueue runs in the table mode, and
+// fills in missing ids, types and creation times of events.
+func statements(d store.Dialect, now time.Time, events ...Event) ([]store.Stmt, error) {
 	if len(events) == 0 {
 		return nil, nil
 	}

@@ -23,7 +23,7 @@ import (
 // the end of the commit, so every notifying commit waits for the previous
 // one's WAL flush (measured: a quarter of the transactions per second with
 // eight clients). The poll stays as the fallback, for events written without
-// Enqueue or Notify and for lost notifications.
+// Enqueue and for lost notifications.
 
 // notifyChannel is the PostgreSQL notification channel of the outbox.
 const notifyChannel = "msgx_outbox"
@@ -116,10 +116,9 @@ func (b *bell) Close() error {
 	return nil
 }
 
-// Notify makes tx wake the relays when it commits: Enqueue calls it; callers
-// that run Statements themselves call it too, or their events wait for the
-// relays' next poll.
-func Notify(tx store.Tx) {
+// notify makes tx wake the relays when it commits (Enqueue, the WAL relay's
+// hand-overs); without it the events wait for the relays' next poll.
+func notify(tx store.Tx) {
 	store.OnCommit(tx, bellKey{}, func(db *store.DB) { bellOf(db).ring() })
 }
 

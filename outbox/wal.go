@@ -83,17 +83,6 @@ func txMode(tx store.Tx) Mode {
 	return ModeTable
 }
 
-// TxStatements returns the statements Enqueue runs in tx, in tx's mode (see
-// Statements): for callers that send their own writes and the events together
-// in one round trip (store.Tx.ExecBatch). Run Notify after them too (the WAL
-// mode needs no wake-up, but it costs nothing).
-func TxStatements(tx store.Tx, now time.Time, events ...Event) ([]store.Stmt, error) {
-	if txMode(tx) == ModeWAL {
-		return walStatements(now, events)
-	}
-	return Statements(tx.Dialect(), now, events...)
-}
-
 // WALPrefix is the prefix of the logical decoding messages Enqueue emits in
 // the WAL mode; the schema Enqueue's transaction writes in (its
 // current_schema(), the one its msgx_outbox table would be in) follows it, so
@@ -122,7 +111,7 @@ func walStatements(now time.Time, events []Event) ([]store.Stmt, error) {
 }
 
 // fillEvents checks the events and fills in missing ids, types and creation
-// times, as Statements does.
+// times, as statements does.
 func fillEvents(now time.Time, events []Event) error {
 	for i := range events {
 		e := &events[i]

@@ -434,7 +434,7 @@ func (r *WALRelay) spillAll(ctx context.Context, b *batchRun) error {
 		if err := tx.ExecBatch(ctx, stmt); err != nil {
 			return err
 		}
-		Notify(tx)
+		notify(tx)
 		return nil
 	})
 	if err != nil {

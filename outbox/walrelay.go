@@ -108,7 +108,7 @@ func NewWALRelay(db *store.DB, replicationDSN string, opts ...Option) (*WALRelay
 		return nil, err
 	}
 	// The table relay beside the stream has only handed-over events to send:
-	// this process's hand-overs and the replays ring its bell (Notify), other
+	// this process's hand-overs and the replays ring its bell (notify), other
 	// processes' reach it by NOTIFY, so it need not poll as often as a relay
 	// that carries the whole load.
 	table, err := NewRelay(db, append(slices.Clone(opts), WithPollInterval(max(cfg.pollInterval, time.Second)))...)

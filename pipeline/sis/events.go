@@ -137,14 +137,15 @@ func msgBody(m *sisxml.Message, record *sisxml.Element) map[string]any {
 	return out
 }
 
-// eventStatements returns the outbox statements of a message's events, in
-// one call so that the per-key locks are taken in one order.
-func (p *Processor) eventStatements(tx store.Tx, msg *inbox.Message, pairs []eventPair) ([]store.Stmt, error) {
+// enqueue writes a message's events with the statements held before them
+// (store.Hold: one round trip for both), in one Enqueue call so that the
+// per-key locks are taken in one order.
+func (p *Processor) enqueue(ctx context.Context, tx store.Tx, msg *inbox.Message, pairs []eventPair) error {
 	evs := make([]outbox.Event, 0, 2*len(pairs))
 	for _, e := range pairs {
 		evs = append(evs, e.msg, e.schd)
 	}
-	return outbox.TxStatements(tx, msg.Now, evs...)
+	return outbox.Enqueue(ctx, tx, msg.Now, evs...)
 }
 
 func sortedUnique(s []string) []string {

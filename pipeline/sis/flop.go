@@ -171,11 +171,10 @@ func (p *Processor) write(ctx context.Context, tx store.Tx, msg *inbox.Message, 
 		events = append(events, ev)
 		stmts = append(stmts, fs.versionStmts(msg, m, c, colls, ev)...)
 	}
-	evStmts, err := p.eventStatements(tx, msg, events)
-	if err != nil {
-		return err
+	if err := store.Hold(ctx, tx, stmts...); err != nil {
+		return fmt.Errorf("sis: write message %d: %w", msg.ID, err)
 	}
-	if err := tx.ExecBatch(ctx, append(stmts, evStmts...)...); err != nil {
+	if err := p.enqueue(ctx, tx, msg, events); err != nil {
 		return fmt.Errorf("sis: write message %d: %w", msg.ID, err)
 	}
 	for _, c := range changes {

@@ -203,17 +203,16 @@ func (h *History) moveBatch(ctx context.Context, now time.Time, cutoffDay string
 		}
 		list := listArg(tx.Dialect(), flids)
 		stmts := []store.Stmt{{SQL: h.q.Get("CopyToHistory"), Args: []any{list, now}}}
-		ev, err := outbox.TxStatements(tx, now, evs...)
-		if err != nil {
-			return err
-		}
-		stmts = append(stmts, ev...)
 		for _, t := range detailTables {
 			stmts = append(stmts, store.Stmt{SQL: h.q.Get("PurgeDetails" + t.name), Args: []any{list}})
 		}
 		stmts = append(stmts, store.Stmt{SQL: h.q.Get("PurgeVersions"), Args: []any{list}},
 			store.Stmt{SQL: h.q.Get("DeleteFlights"), Args: []any{list}})
-		if err := tx.ExecBatch(ctx, stmts...); err != nil {
+		// The move travels with the tombstones' statements: one round trip.
+		if err := store.Hold(ctx, tx, stmts...); err != nil {
+			return err
+		}
+		if err := outbox.Enqueue(ctx, tx, now, evs...); err != nil {
 			return err
 		}
 		moved, tombstoned = len(flids), len(evs)

@@ -163,11 +163,11 @@ func (p *Processor) reference(ctx context.Context, tx store.Tx, msg *inbox.Messa
 		}
 		return inbox.Done(), false, nil
 	}
-	evStmts, err := outbox.TxStatements(tx, msg.Now, evs...)
-	if err != nil {
-		return inbox.Outcome{}, false, err
+	// The writes travel with the events' statements: one round trip.
+	if err := store.Hold(ctx, tx, stmts...); err != nil {
+		return inbox.Outcome{}, false, fmt.Errorf("sis: write %s message %d: %w", kind, msg.ID, err)
 	}
-	if err := tx.ExecBatch(ctx, append(stmts, evStmts...)...); err != nil {
+	if err := outbox.Enqueue(ctx, tx, msg.Now, evs...); err != nil {
 		return inbox.Outcome{}, false, fmt.Errorf("sis: write %s message %d: %w", kind, msg.ID, err)
 	}
 	return inbox.Done(), true, nil

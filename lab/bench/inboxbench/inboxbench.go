@@ -454,14 +454,12 @@ func (FlopProcessor) Decode(p []byte) (inbox.DecodedOf[apptest.Flop], error) {
 // to the database together, in one round trip.
 func (FlopProcessor) Process(ctx context.Context, tx store.Tx, msg *inbox.Message, f apptest.Flop) (inbox.Outcome, error) {
 	payload, _ := json.Marshal(map[string]any{"msg_id": msg.ID, "flid": f.FLID, "type": f.TYPE, "styp": f.STYP, "seqn": f.SEQN})
-	events, err := outbox.Statements(tx.Dialect(), msg.Now, outbox.Event{
-		ID: msg.Stream + ":" + strconv.FormatInt(msg.ID, 10), Target: "kafka:msg", Topic: "msg", Key: f.FLID, Payload: payload,
-	})
-	if err != nil {
+	if err := store.Hold(ctx, tx, store.Stmt{SQL: upsertFlight, Args: []any{f.FLID, msg.ID, f.STYP}}); err != nil {
 		return inbox.Outcome{}, err
 	}
-	stmts := append([]store.Stmt{{SQL: upsertFlight, Args: []any{f.FLID, msg.ID, f.STYP}}}, events...)
-	if err := tx.ExecBatch(ctx, stmts...); err != nil {
+	if err := outbox.Enqueue(ctx, tx, msg.Now, outbox.Event{
+		ID: msg.Stream + ":" + strconv.FormatInt(msg.ID, 10), Target: "kafka:msg", Topic: "msg", Key: f.FLID, Payload: payload,
+	}); err != nil {
 		return inbox.Outcome{}, err
 	}
 	return inbox.Done(), nil
