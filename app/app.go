@@ -515,7 +515,7 @@ func (a *App) buildStreams(ctx context.Context, reg *Registry, deps Deps) error 
 			}
 			opts = append(opts, inbox.WithSource(src))
 		}
-		if s.engine, err = inbox.New(a.db, name, tracing.WrapProcessor(deps.Tracer, proc), opts...); err != nil {
+		if s.engine, err = inbox.New(a.db, name, proc, append(opts, inbox.WithTracer(deps.Tracer))...); err != nil {
 			return fmt.Errorf("stream %s: %w", name, err)
 		}
 		a.streams = append(a.streams, s)
@@ -618,6 +618,7 @@ func (a *App) buildRelay(ctx context.Context) error {
 	}
 	opts := append([]outbox.Option{
 		outbox.WithLogger(a.log), outbox.WithRegisterer(a.metrics), outbox.WithClock(a.clock), outbox.WithFailpoints(a.fp),
+		outbox.WithTracer(a.tracing.Tracer()),
 	}, relayPolicy(rc)...)
 	opts = append(opts, brought...)
 	for _, name := range slices.Sorted(maps.Keys(rc.Targets)) {
@@ -626,8 +627,7 @@ func (a *App) buildRelay(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		pub := tracing.WrapPublisher(a.tracing.Tracer(), name, a.brokers[t.Broker])
-		opts = append(opts, outbox.Target(name, pub, kind, outbox.Batch(t.Batch), outbox.Workers(t.Workers),
+		opts = append(opts, outbox.Target(name, a.brokers[t.Broker], kind, outbox.Batch(t.Batch), outbox.Workers(t.Workers),
 			outbox.FlushPeriod(t.FlushPeriod.D()), outbox.FlushLimit(t.FlushLimit), outbox.WithCloudEvents(a.cloudEvents[name])))
 	}
 	if a.cfg.Outbox.Mode == "wal" {

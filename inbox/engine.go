@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/msgx/msgx/backoff"
 	"github.com/msgx/msgx/clock"
@@ -73,6 +74,8 @@ type Committed struct {
 }
 
 type options struct {
+	// tracer, when set, gives every processing attempt a span (WithTracer).
+	tracer trace.Tracer
 	// clock is this host's clock; on PostgreSQL, unless dbClockOff, the
 	// engine reads it corrected to the database's clock (dbclock).
 	clock        clock.Clock
@@ -338,6 +341,9 @@ func New(db *store.DB, stream string, proc Processor, opts ...Option) (*Engine, 
 	}
 	if o.owner == "" {
 		o.owner = defaultOwner()
+	}
+	if o.tracer != nil {
+		proc = traced(o.tracer, proc)
 	}
 	// Zero or negative durations would make loops spin: fall back to defaults.
 	d := defaults()

@@ -1,91 +1,73 @@
-package inbox_test
+package inbox
 
 import (
 	"context"
-	"sync"
 	"testing"
 
-	"github.com/msgx/msgx/inbox"
-	"github.com/msgx/msgx/outbox"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/msgx/msgx/internal/tracing"
 	"github.com/msgx/msgx/store"
-	"github.com/msgx/msgx/store/storetest"
 )
 
-// traceProc records the trace context each processed message carries.
-type traceProc struct {
-	mu  sync.Mutex
-	got map[int64][2]string
+type spanProc struct{ in trace.SpanContext }
+
+func (*spanProc) Decode([]byte) (Decoded, error) { return Decoded{}, nil }
+func (p *spanProc) Process(ctx context.Context, _ store.Tx, _ *Message) (Outcome, error) {
+	p.in = trace.SpanContextFromContext(ctx)
+	return Done(), nil
 }
 
-func (p *traceProc) Decode(b []byte) (inbox.Decoded, error) { return inbox.Decoded{Kind: "t"}, nil }
-
-func (p *traceProc) Process(_ context.Context, _ store.Tx, m *inbox.Message) (inbox.Outcome, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.got[m.ID] = [2]string{m.TraceParent, m.TraceState}
-	return inbox.Done(), nil
+// preparingProc is a processor with a read-ahead that records its batches.
+type preparingProc struct {
+	spanProc
+	batches [][]any
 }
 
-const (
-	tp1 = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-	tp2 = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-)
-
-// The trace context a message is enqueued with reaches its processor; a
-// message taken in without one (the poller's) gets the one of a later
-// enqueue of the same id (the ingress's), but one it has is never replaced.
-func TestTraceContextReachesTheProcessor(t *testing.T) {
-	storetest.Each(t, []store.Line{inbox.Schema(), outbox.Schema()}, func(t *testing.T, db *store.DB) {
-		f := newFixture(t, db)
-		proc := &traceProc{got: map[int64][2]string{}}
-		eng := f.engine("tr", proc)
-		f.lead(eng)
-		enqueue := func(msgs ...inbox.Incoming) {
-			t.Helper()
-			if err := db.InTx(context.Background(), func(ctx context.Context, tx store.Tx) error {
-				_, err := inbox.Enqueue(ctx, tx, "tr", f.clk.Now(), msgs...)
-				return err
-			}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		enqueue(inbox.Incoming{ID: 1, Payload: []byte("a"), TraceParent: tp1, TraceState: "v=1"},
-			inbox.Incoming{ID: 2, Payload: []byte("b")}, inbox.Incoming{ID: 3, Payload: []byte("c")})
-		enqueue(inbox.Incoming{ID: 2, Payload: []byte("b"), TraceParent: tp2},
-			inbox.Incoming{ID: 1, Payload: []byte("a"), TraceParent: tp2})
-		f.drain(eng)
-		want := map[int64][2]string{1: {tp1, "v=1"}, 2: {tp2, ""}, 3: {"", ""}}
-		for id, w := range want {
-			if proc.got[id] != w {
-				t.Errorf("message %d: trace %q, want %q", id, proc.got[id], w)
-			}
-		}
-	})
+func (p *preparingProc) Prepare(_ context.Context, _ store.Tx, batch []any) error {
+	p.batches = append(p.batches, batch)
+	return nil
 }
 
-// NextID starts above every id the stream has (its archive's too) and
-// counts on, per stream.
-func TestNextID(t *testing.T) {
-	storetest.Each(t, []store.Line{inbox.Schema(), outbox.Schema()}, func(t *testing.T, db *store.DB) {
-		f := newFixture(t, db)
-		f.enqueue("a", map[int64]string{41: "x"})
-		if _, err := db.Exec(context.Background(), ph(db, "INSERT INTO msgx_inbox_hst (stream, msg_id, payload, status, attempts, received_at, archived_at) VALUES ($1, $2, $3, $4, 0, $5, $5)"),
-			"a", 50, []byte("y"), "SUCCEEDED", f.clk.Now()); err != nil {
-			t.Fatal(err)
-		}
-		next := func(stream string) int64 {
-			t.Helper()
-			var id int64
-			if err := db.InTx(context.Background(), func(ctx context.Context, tx store.Tx) (err error) {
-				id, err = inbox.NextID(ctx, tx, stream)
-				return err
-			}); err != nil {
-				t.Fatal(err)
-			}
-			return id
-		}
-		if a1, a2, b1 := next("a"), next("a"), next("b"); a1 != 51 || a2 != 52 || b1 != 1 {
-			t.Errorf("ids %d, %d, %d; want 51, 52 and 1", a1, a2, b1)
-		}
-	})
+// A processing attempt runs in a span that continues the trace the message
+// arrived with; the wrapper of a processor with a read-ahead passes it on,
+// the wrapper of one without has none, and either unwraps to the processor.
+func TestProcessingSpan(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tr := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)).Tracer("test")
+	ictx, ingest := tr.Start(context.Background(), "ingest")
+	ingest.End()
+	tp, ts := tracing.Context(ictx)
+
+	p := &preparingProc{}
+	w := traced(tr, p)
+	if _, err := w.Process(context.Background(), nil, &Message{Stream: "s", ID: 7, Attempt: 1, TraceParent: tp, TraceState: ts}); err != nil {
+		t.Fatal(err)
+	}
+	spans := exp.GetSpans()
+	if len(spans) != 2 || spans[1].Name != tracing.SpanProcess || spans[1].Parent.SpanID() != spans[0].SpanContext.SpanID() {
+		t.Fatalf("spans: %v", spans)
+	}
+	if p.in.SpanID() != spans[1].SpanContext.SpanID() {
+		t.Error("Process does not run in the processing span")
+	}
+	pr, ok := w.(Preparer)
+	if !ok {
+		t.Fatal("the wrapper of a Preparer is no Preparer")
+	}
+	if err := pr.Prepare(context.Background(), nil, []any{"a", "b"}); err != nil || len(p.batches) != 1 || len(p.batches[0]) != 2 {
+		t.Fatalf("Prepare: %v, batches %v", err, p.batches)
+	}
+	if got, ok := As[*preparingProc](w); !ok || got != p {
+		t.Error("the wrapper does not unwrap to the processor")
+	}
+	plain := traced(tr, &spanProc{})
+	if _, ok := plain.(Preparer); ok {
+		t.Error("the wrapper of a processor without a read-ahead is a Preparer")
+	}
+	if _, ok := As[*spanProc](plain); !ok {
+		t.Error("the wrapper does not unwrap to the processor")
+	}
 }

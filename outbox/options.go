@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/msgx/msgx/backoff"
 	"github.com/msgx/msgx/broker"
@@ -179,6 +180,7 @@ type config struct {
 	lagInterval     time.Duration
 	syncCommit      bool
 	noWake          bool
+	tracer          trace.Tracer
 	// maxLeaseExpiries: see WithMaxLeaseExpiries.
 	maxLeaseExpiries int
 	// dbClockOff: see WithDatabaseClock; otherwise, on PostgreSQL, the
@@ -305,6 +307,13 @@ func newConfig(opts []Option) (config, error) {
 	}
 	for _, o := range opts {
 		o(&c)
+	}
+	if c.tracer != nil {
+		for i, l := range c.lanes {
+			if l.pub != nil {
+				c.lanes[i].pub = &tracedPublisher{next: l.pub, tr: c.tracer, target: l.target}
+			}
+		}
 	}
 	var errs []error
 	if len(c.lanes) == 0 {

@@ -85,14 +85,6 @@ func TestProductImportsNoLab(t *testing.T) {
 	}
 }
 
-// internalAbove lists the packages of internal/ allowed to import msgx
-// packages outside internal/, and which. tracing wraps the broker port's
-// publisher and the inbox's processor in spans; nothing below the service
-// imports it except for Inject, Extract and Context.
-var internalAbove = map[string][]string{
-	module + "/internal/tracing": {module + "/broker", module + "/inbox", module + "/store"},
-}
-
 // publicLeaves are the public packages that import no msgx package.
 var publicLeaves = map[string]bool{module + "/clock": true, module + "/backoff": true, module + "/failpoint": true, module + "/buildinfo": true}
 
@@ -119,13 +111,7 @@ func TestInternalHoldsLeaves(t *testing.T) {
 			if !strings.HasPrefix(imp, module+"/") || strings.HasPrefix(imp, module+"/internal/") || publicLeaves[imp] {
 				continue
 			}
-			allowed := false
-			for _, a := range internalAbove[f[0]] {
-				allowed = allowed || imp == a
-			}
-			if !allowed {
-				t.Errorf("%s imports %s: internal/ holds leaves only", f[0], imp)
-			}
+			t.Errorf("%s imports %s: internal/ holds leaves only", f[0], imp)
 		}
 	}
 }

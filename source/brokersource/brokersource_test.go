@@ -143,7 +143,7 @@ func TestRabbitMQFeedsAStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	proc := &identityProc{}
-	eng, err := inbox.New(db, "s", tracing.WrapProcessor(tr, proc), inbox.WithSource(src), inbox.WithPollInterval(50*time.Millisecond), inbox.WithLogger(log))
+	eng, err := inbox.New(db, "s", proc, inbox.WithTracer(tr), inbox.WithSource(src), inbox.WithPollInterval(50*time.Millisecond), inbox.WithLogger(log))
 	if err != nil {
 		t.Fatal(err)
 	}
