@@ -83,28 +83,8 @@ relay:
     "kafka:ref": {broker: local, lane: per-key}
     "kafka:schd": {broker: local, lane: compacted}
 `, dsn, readTok, opTok, box.Name(), mode, slot)
-	path := filepath.Join(t.TempDir(), "msgx.yaml")
-	if err := os.WriteFile(path, []byte(yml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(path, nil, adapters())
-	if err != nil {
-		t.Fatal(err)
-	}
-	actx, stop := context.WithCancel(context.Background())
-	a, err := app.New(actx, cfg, newRegistry(), app.WithLogOutput(io.Discard))
-	if err != nil {
-		stop()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- a.Run(actx) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("%s mode: Run: %v", mode, err)
-		}
-	}()
+	a, stop := runApp(t, mode+" mode", yml)
+	defer stop()
 	for _, m := range msgs {
 		if _, err := box.Insert(ctx, m, time.Now(), mailbox.Meta{}); err != nil {
 			t.Fatal(err)
@@ -244,4 +224,32 @@ func metricSum(t *testing.T, text, name string) float64 {
 		}
 	}
 	return sum
+}
+
+// runApp runs the service in this process on the configuration yml until
+// stop, which reports an error of Run (named by what).
+func runApp(t *testing.T, what, yml string) (a *app.App, stop func()) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "msgx.yaml")
+	if err := os.WriteFile(path, []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path, nil, adapters())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	a, err = app.New(ctx, cfg, newRegistry(), app.WithLogOutput(io.Discard))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	return a, func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("%s: Run: %v", what, err)
+		}
+	}
 }

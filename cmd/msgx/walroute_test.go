@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,8 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/msgx/msgx/app"
-	"github.com/msgx/msgx/app/config"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
 )
@@ -52,28 +48,8 @@ pipelines:
     broker: k
     options: {group: g-%s, input-topic: %s, dead-letter-topic: %s, route-in-topic: %s, georeference-topic: %s}
 `, dsn, readTok, opTok, kf.ListenAddrs()[0], slot, sfx, topics[0], topics[1], topics[2], topics[3])
-	path := filepath.Join(t.TempDir(), "msgx.yaml")
-	if err := os.WriteFile(path, []byte(yml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(path, nil, adapters())
-	if err != nil {
-		t.Fatal(err)
-	}
-	actx, stop := context.WithCancel(context.Background())
-	a, err := app.New(actx, cfg, newRegistry(), app.WithLogOutput(io.Discard))
-	if err != nil {
-		stop()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- a.Run(actx) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	_, stop := runApp(t, "the service", yml)
+	defer stop()
 
 	const routes, versions = 10, 3
 	var recs []*kgo.Record
