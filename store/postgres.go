@@ -180,10 +180,10 @@ func PgxTx(tx Tx) pgx.Tx {
 
 func (t *pgTx) Dialect() Dialect { return Postgres }
 
-// send sends the pending commands and q (when not empty) in one pipeline and
-// returns the results positioned at q's. A held-back statement that fails
-// breaks the transaction.
-func (t *pgTx) send(ctx context.Context, q string, args []any) (pgx.BatchResults, error) {
+// send sends the pending commands and qs in one pipeline and returns the
+// results positioned at qs'. A held-back statement that fails breaks the
+// transaction.
+func (t *pgTx) send(ctx context.Context, qs ...Stmt) (pgx.BatchResults, error) {
 	if t.broken != nil {
 		return nil, t.broken
 	}
@@ -191,8 +191,8 @@ func (t *pgTx) send(ctx context.Context, q string, args []any) (pgx.BatchResults
 	for _, p := range t.pending {
 		b.Queue(p.sql, p.args...)
 	}
-	if q != "" {
-		b.Queue(q, args...)
+	for _, q := range qs {
+		b.Queue(q.SQL, q.Args...)
 	}
 	sent := t.pending
 	t.pending = t.pending[:0]
@@ -218,7 +218,7 @@ func (t *pgTx) flush(ctx context.Context) error {
 	if len(t.pending) == 0 {
 		return nil
 	}
-	br, err := t.send(ctx, "", nil)
+	br, err := t.send(ctx)
 	if err != nil {
 		return err
 	}
@@ -230,7 +230,7 @@ func (t *pgTx) Exec(ctx context.Context, q string, args ...any) (int64, error) {
 		tag, err := t.tx.Exec(ctx, q, args...)
 		return tag.RowsAffected(), err
 	}
-	br, err := t.send(ctx, q, args)
+	br, err := t.send(ctx, Stmt{SQL: q, Args: args})
 	if err != nil {
 		return 0, err
 	}
@@ -246,10 +246,7 @@ func (t *pgTx) ExecBatch(ctx context.Context, stmts ...Stmt) error {
 		return t.broken
 	}
 	if t.deferring > 0 {
-		for _, st := range stmts {
-			t.pending = append(t.pending, queued{sql: st.SQL, args: st.Args, deferred: true})
-		}
-		return nil
+		return t.hold(stmts)
 	}
 	switch len(stmts) {
 	case 0:
@@ -258,26 +255,12 @@ func (t *pgTx) ExecBatch(ctx context.Context, stmts ...Stmt) error {
 		_, err := t.Exec(ctx, stmts[0].SQL, stmts[0].Args...)
 		return err
 	}
-	b := &pgx.Batch{}
-	for _, p := range t.pending {
-		b.Queue(p.sql, p.args...)
+	br, err := t.send(ctx, stmts...)
+	if err != nil {
+		return err
 	}
-	sent := t.pending
-	t.pending = t.pending[:0]
-	for _, st := range stmts {
-		b.Queue(st.SQL, st.Args...)
-	}
-	br := t.tx.SendBatch(ctx, b)
-	var err error
-	for i := range len(b.QueuedQueries) {
+	for range stmts {
 		if _, err = br.Exec(); err != nil {
-			switch {
-			case i < len(sent) && sent[i].deferred:
-				t.broken = &DeferredError{err: err}
-				err = t.broken
-			case i < len(sent):
-				err = fmt.Errorf("store: savepoint: %w", err)
-			}
 			break
 		}
 	}
@@ -295,7 +278,7 @@ func (t *pgTx) Query(ctx context.Context, q string, args ...any) (Rows, error) {
 		}
 		return pgRows{r}, nil
 	}
-	br, err := t.send(ctx, q, args)
+	br, err := t.send(ctx, Stmt{SQL: q, Args: args})
 	if err != nil {
 		return nil, err
 	}
@@ -311,7 +294,7 @@ func (t *pgTx) QueryRow(ctx context.Context, q string, args ...any) Row {
 	if len(t.pending) == 0 && t.broken == nil {
 		return pgRow{t.tx.QueryRow(ctx, q, args...)}
 	}
-	br, err := t.send(ctx, q, args)
+	br, err := t.send(ctx, Stmt{SQL: q, Args: args})
 	if err != nil {
 		return errRow{err}
 	}
@@ -405,7 +388,7 @@ func (t *pgTx) commit(ctx context.Context) error {
 		t.release()
 		return nil
 	}
-	br, err := t.send(ctx, "COMMIT", nil)
+	br, err := t.send(ctx, Stmt{SQL: "COMMIT"})
 	if err != nil {
 		return err // the transaction is aborted: rollback ends it
 	}
