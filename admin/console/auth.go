@@ -156,8 +156,8 @@ func (c *Console) checkCSRF(r *http.Request, s session) bool {
 	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(c.csrf(s))) == 1
 }
 
-func (c *Console) loginForm(w http.ResponseWriter, r *http.Request) {
-	c.render(w, r, http.StatusOK, "login", session{}, map[string]any{})
+func (c *Console) loginForm(w http.ResponseWriter, _ *http.Request) {
+	c.render(w, http.StatusOK, view{}, loginPage(""))
 }
 
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
@@ -172,10 +172,10 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.As(err, &te):
 		w.Header().Set("Retry-After", te.RetryAfterSeconds())
-		c.render(w, r, http.StatusTooManyRequests, "login", session{}, map[string]any{"Error": "Too many failed logins from this address: try again in " + te.RetryAfter.Round(time.Second).String() + "."})
+		c.render(w, http.StatusTooManyRequests, view{}, loginPage("Too many failed logins from this address: try again in "+te.RetryAfter.Round(time.Second).String()+"."))
 		return
 	case err != nil:
-		c.render(w, r, http.StatusUnauthorized, "login", session{}, map[string]any{"Error": "That token is not a read or operator token of this service."})
+		c.render(w, http.StatusUnauthorized, view{}, loginPage("That token is not a read or operator token of this service."))
 		return
 	case id.Name == admin.OpenAccessName:
 		// No token is configured: there is nothing to log in to.
@@ -189,7 +189,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		Note: strings.TrimSpace(r.PostFormValue("name"))}
 	if err := c.live.add(s.ID, now, c.idle); err != nil {
 		c.adm.Refused(r, admin.RefusedSessions, "a console login while the bound of live sessions is reached")
-		c.render(w, r, http.StatusServiceUnavailable, "login", session{}, map[string]any{"Error": "The console has too many live sessions: log out elsewhere, or wait for idle ones to end."})
+		c.render(w, http.StatusServiceUnavailable, view{}, loginPage("The console has too many live sessions: log out elsewhere, or wait for idle ones to end."))
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: c.encode(s), Path: Prefix, MaxAge: int(c.ttl / time.Second),

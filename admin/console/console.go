@@ -6,15 +6,14 @@
 // which the server also keeps until logout or idleness; every form carries
 // a CSRF token and must come from the console's own site; the read-only
 // scope sees no action and is refused on POST. Failed logins are throttled
-// per client by the admin server. Templates and assets are embedded: no
-// build step, no CDN.
+// per client by the admin server. The pages are built in Go (gomponents,
+// escaping every value) and the assets are embedded: no build step, no CDN.
 package console
 
 import (
 	"context"
 	"crypto/rand"
 	"embed"
-	"html/template"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -30,9 +29,6 @@ import (
 // Prefix is where the console is mounted.
 const Prefix = "/console/"
 
-//go:embed templates/*.html
-var templateFS embed.FS
-
 //go:embed static
 var staticFS embed.FS
 
@@ -46,7 +42,6 @@ type Console struct {
 	idle    time.Duration
 	live    *sessions
 	timeout time.Duration
-	pages   map[string]*template.Template
 	mux     *http.ServeMux
 	hist    *history
 	every   time.Duration
@@ -95,10 +90,6 @@ func New(adm *admin.Server, opts ...Option) (*Console, error) {
 		return nil, err
 	}
 	c.hist = newHistory(60)
-	var err error
-	if c.pages, err = parsePages(); err != nil {
-		return nil, err
-	}
 	static, _ := fs.Sub(staticFS, "static")
 	c.mux = http.NewServeMux()
 	c.mux.Handle("GET "+Prefix+"static/", http.StripPrefix(Prefix+"static/", noListing(http.FileServerFS(static))))
@@ -118,7 +109,7 @@ func New(adm *admin.Server, opts ...Option) (*Console, error) {
 	c.mux.HandleFunc("GET "+Prefix+"flights/{flid}/json", c.page(c.flightJSON))
 	c.mux.HandleFunc("GET "+Prefix+"flights/{flid}/history", c.page(c.flightHistory))
 	c.mux.HandleFunc("GET "+Prefix+"messages/{stream}/{id}", c.page(c.deadInbox))
-	c.mux.HandleFunc("GET "+Prefix+"requests", c.page(c.query("requests")))
+	c.mux.HandleFunc("GET "+Prefix+"requests", c.page(c.requests))
 	c.mux.HandleFunc("GET "+Prefix+"gaps", c.page(c.gaps))
 	c.mux.HandleFunc("POST "+Prefix+"logout", c.action(c.logout))
 	return c, nil
@@ -202,5 +193,6 @@ func (c *Console) action(f func(w http.ResponseWriter, r *http.Request, s sessio
 // refuse renders an error page.
 func (c *Console) refuse(w http.ResponseWriter, r *http.Request, status int, msg string) {
 	s, _ := c.session(r)
-	c.render(w, r, status, "error", s, map[string]any{"Title": http.StatusText(status), "Error": msg})
+	v := c.view(s)
+	c.render(w, status, v, errorPage(v, http.StatusText(status), msg))
 }

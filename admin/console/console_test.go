@@ -3,6 +3,8 @@ package console
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -11,6 +13,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	g "maragu.dev/gomponents"
+	h "maragu.dev/gomponents/html"
 
 	"github.com/msgx/msgx/admin"
 	"github.com/msgx/msgx/backoff"
@@ -412,7 +417,7 @@ func TestOverviewShowsPausedAndUnservedTargets(t *testing.T) {
 	for _, want := range []string{
 		"paused</span>: broker unavailable since 2026-12-06 02:57:00Z <span class=\"muted\">(5 min ago)</span>",
 		"2026-12-06 03:00:00Z <span class=\"muted\">(2 min ago)</span> <span class=\"reason\">dial tcp 127.0.0.1:9092: connection refused</span>",
-		"<b>kafka:ref</b></td>\n  <td><span class=\"bad\">no relay</span>",
+		"<b>kafka:ref</b></td><td><span class=\"bad\">no relay</span>",
 	} {
 		if !strings.Contains(r.body, want) {
 			t.Errorf("the overview lacks %q:\n%s", want, r.body)
@@ -491,5 +496,18 @@ func TestAgo(t *testing.T) {
 	}
 	if got := ago((*time.Time)(nil), now); got != "—" {
 		t.Errorf("ago(nil) = %q", got)
+	}
+}
+
+// A page that fails to render answers 500 with a plain message, never the
+// part rendered before the failure.
+func TestRenderFailureAnswers500(t *testing.T) {
+	c := &Console{log: slog.New(slog.DiscardHandler)}
+	rec := httptest.NewRecorder()
+	broken := g.NodeFunc(func(io.Writer) error { return errors.New("broken") })
+	c.write(rec, http.StatusOK, "broken", h.Main(h.P(g.Text("half a page")), broken))
+	if body := rec.Body.String(); rec.Code != http.StatusInternalServerError || strings.Contains(body, "half a page") ||
+		!strings.Contains(body, "the page could not be rendered") {
+		t.Errorf("a page failing to render: %d %q", rec.Code, body)
 	}
 }

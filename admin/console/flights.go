@@ -44,40 +44,36 @@ func (c *Console) flights(ctx context.Context, w http.ResponseWriter, r *http.Re
 		}
 	}
 	params.Set("limit", "50")
-	data := map[string]any{"Name": "flights", "Q": q}
+	d := flightsView{Q: flightSearch{FLID: q.Get("flid"), FLNO: q.Get("flno"), Day: q.Get("day"), Status: q.Get("status")}}
 	v, err := c.adm.Query(ctx, "flights", params)
 	status := http.StatusOK
 	switch {
 	case err != nil && admin.ErrorStatus(err) == http.StatusNotImplemented:
-		data["Unavailable"] = err.Error()
+		d.Unavailable = err.Error()
 	case err != nil:
-		var msg string
-		status, msg = c.adm.PublicError(r, err)
-		data["Error"] = msg
+		status, d.Error = c.adm.PublicError(r, err)
 	default:
-		var page sis.FlightPage
-		if err := decodeAnswer(v, &page); err != nil {
+		var ans sis.FlightPage
+		if err := decodeAnswer(v, &ans); err != nil {
 			c.fail(w, r, s, fmt.Errorf("console: the flight query's answer: %w", err))
 			return
 		}
-		rows := make([]flightRow, 0, len(page.Flights))
-		for _, f := range page.Flights {
-			rows = append(rows, flightRow{FLID: f.FLID, FLNO: f.Fields["FLNO"], Day: f.OperationDay, Movement: f.Fields["MVIN"],
+		d.Flights = make([]flightRow, 0, len(ans.Flights))
+		for _, f := range ans.Flights {
+			d.Flights = append(d.Flights, flightRow{FLID: f.FLID, FLNO: f.Fields["FLNO"], Day: f.OperationDay, Movement: f.Fields["MVIN"],
 				Status: f.Status, SODT: f.Fields["SODT"], Version: f.StateVersion})
 		}
-		data["Flights"] = rows
-		if page.Next != "" {
-			next := url.Values{}
+		if ans.Next != "" {
+			d.Next = url.Values{}
 			for k, vs := range params {
 				if k != "limit" {
-					next[k] = vs
+					d.Next[k] = vs
 				}
 			}
-			next.Set("after", page.Next)
-			data["Next"] = next.Encode()
+			d.Next.Set("after", ans.Next)
 		}
 	}
-	c.render(w, r, status, "flights", s, data)
+	c.render(w, status, c.view(s), flightsPage(d))
 }
 
 // labelled is a field as the flight page shows it.
@@ -100,11 +96,11 @@ func (c *Console) flightOne(ctx context.Context, flid string) (f sis.SchdEvent, 
 	if err != nil {
 		return f, false, err
 	}
-	var page sis.FlightPage
-	if err := decodeAnswer(v, &page); err != nil {
+	var ans sis.FlightPage
+	if err := decodeAnswer(v, &ans); err != nil {
 		return f, false, fmt.Errorf("console: the flight query's answer: %w", err)
 	}
-	for _, fl := range page.Flights {
+	for _, fl := range ans.Flights {
 		if fl.FLID == flid {
 			return fl, true, nil
 		}
@@ -157,7 +153,7 @@ func (c *Console) flight(ctx context.Context, w http.ResponseWriter, r *http.Req
 	for _, n := range names {
 		colls = append(colls, asCollTable(n, f.Collections[n]))
 	}
-	c.render(w, r, http.StatusOK, "flight", s, map[string]any{"Name": "flights", "F": f, "Fields": fields, "Collections": colls})
+	c.render(w, http.StatusOK, c.view(s), flightPage(flightView{F: f, Fields: fields, Collections: colls}))
 }
 
 func rank(order map[string]int, name string) int {
@@ -219,14 +215,13 @@ func (c *Console) flightJSON(ctx context.Context, w http.ResponseWriter, r *http
 		return
 	}
 	b, _ := json.MarshalIndent(f, "", "  ") // a decoded answer always marshals
-	c.render(w, r, http.StatusOK, "flightjson", s, map[string]any{"Name": "flights", "F": f, "JSON": string(b)})
+	c.render(w, http.StatusOK, c.view(s), flightJSONPage(f.FLID, string(b)))
 }
 
 // versionView is a version as the history page shows it.
 type versionView struct {
 	sis.Version
-	// Number is the version's number (Version names the embedded value in
-	// a template).
+	// Number is the version's number (Version names the embedded value).
 	Number      int64
 	Fields      []fieldChange
 	Collections []collChange
@@ -255,13 +250,12 @@ func (c *Console) flightHistory(ctx context.Context, w http.ResponseWriter, r *h
 		c.fail(w, r, s, err)
 		return
 	}
-	var page sis.FlightHistoryPage
-	if err := decodeAnswer(v, &page); err != nil {
+	var ans sis.FlightHistoryPage
+	if err := decodeAnswer(v, &ans); err != nil {
 		c.fail(w, r, s, fmt.Errorf("console: the flight history's answer: %w", err))
 		return
 	}
-	c.render(w, r, http.StatusOK, "flighthistory", s, map[string]any{"Name": "flights", "FLID": flid,
-		"Versions": versionViews(page.Versions), "Next": page.Next, "Now": c.clk.Now()})
+	c.render(w, http.StatusOK, c.view(s), historyPage(historyView{FLID: flid, Versions: versionViews(ans.Versions), Next: ans.Next, Now: c.clk.Now()}))
 }
 
 func versionViews(vs []sis.Version) []versionView {

@@ -23,7 +23,8 @@ const replayLimit = 1000
 // line that has the cause.
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, s session, err error) {
 	status, msg := c.adm.PublicError(r, err)
-	c.render(w, r, status, "error", s, map[string]any{"Title": http.StatusText(status), "Error": msg})
+	v := c.view(s)
+	c.render(w, status, v, errorPage(v, http.StatusText(status), msg))
 }
 
 // failText answers a fragment's error as text, as fail does.
@@ -32,10 +33,10 @@ func (c *Console) failText(w http.ResponseWriter, r *http.Request, err error) {
 	http.Error(w, msg, status)
 }
 
-func (c *Console) overviewData(ctx context.Context) (map[string]any, error) {
+func (c *Console) overviewData(ctx context.Context) (overviewView, error) {
 	st, err := c.adm.Status(ctx)
 	if err != nil {
-		return nil, err
+		return overviewView{}, err
 	}
 	checks, ready := c.adm.Ready(ctx)
 	var brokers, others []admin.CheckResult
@@ -47,7 +48,7 @@ func (c *Console) overviewData(ctx context.Context) (map[string]any, error) {
 			others = append(others, ch)
 		}
 	}
-	return map[string]any{"Status": st, "Brokers": brokers, "Checks": others, "Ready": ready, "Charts": c.charts()}, nil
+	return overviewView{Status: st, Brokers: brokers, Checks: others, Ready: ready, Charts: c.charts()}, nil
 }
 
 func (c *Console) overview(ctx context.Context, w http.ResponseWriter, r *http.Request, s session) {
@@ -56,16 +57,16 @@ func (c *Console) overview(ctx context.Context, w http.ResponseWriter, r *http.R
 		c.fail(w, r, s, err)
 		return
 	}
-	c.render(w, r, http.StatusOK, "overview", s, d)
+	c.render(w, http.StatusOK, c.view(s), overviewPage(d))
 }
 
-func (c *Console) overviewFragment(ctx context.Context, w http.ResponseWriter, r *http.Request, s session) {
+func (c *Console) overviewFragment(ctx context.Context, w http.ResponseWriter, r *http.Request, _ session) {
 	d, err := c.overviewData(ctx)
 	if err != nil {
 		c.failText(w, r, err)
 		return
 	}
-	c.fragment(w, http.StatusOK, "overview", "body", s, d)
+	c.write(w, http.StatusOK, "overview", overviewBody(d))
 }
 
 // parseTime reads a filter's time: RFC 3339 or the form's local-time
@@ -82,14 +83,17 @@ func parseTime(v string) (time.Time, bool) {
 func (c *Console) deadList(ctx context.Context, w http.ResponseWriter, r *http.Request, s session) {
 	q := r.URL.Query()
 	f := admin.DeadFilter{Source: q.Get("source"), Stream: q.Get("stream"), Class: strings.ToUpper(q.Get("class")), Target: q.Get("target"), Limit: 1000}
-	data := map[string]any{"F": q, "Streams": c.adm.StreamNames(), "Targets": c.adm.TargetNames(),
-		"Classes": []string{"CODEC_ERROR", "UNSUPPORTED", "INFRA", "EXHAUSTED", "MALFORMED", "BUSINESS"}}
+	v := c.view(s)
+	d := deadView{F: deadFilter{Source: q.Get("source"), Stream: q.Get("stream"), Class: q.Get("class"), Target: q.Get("target"),
+		Since: q.Get("since"), Until: q.Get("until")},
+		Streams: c.adm.StreamNames(), Targets: c.adm.TargetNames(),
+		Classes: []string{"CODEC_ERROR", "UNSUPPORTED", "INFRA", "EXHAUSTED", "MALFORMED", "BUSINESS"}}
 	var since, until time.Time
 	for name, dst := range map[string]*time.Time{"since": &since, "until": &until} {
-		if v := q.Get(name); v != "" {
-			t, ok := parseTime(v)
+		if raw := q.Get(name); raw != "" {
+			t, ok := parseTime(raw)
 			if !ok {
-				c.render(w, r, http.StatusBadRequest, "error", s, map[string]any{"Title": "Bad filter", "Error": name + ": " + strconv.Quote(v) + " is not a time (2026-12-01T03:00)"})
+				c.render(w, http.StatusBadRequest, v, errorPage(v, "Bad filter", name+": "+strconv.Quote(raw)+" is not a time (2026-12-01T03:00)"))
 				return
 			}
 			*dst = t
@@ -110,23 +114,18 @@ func (c *Console) deadList(ctx context.Context, w http.ResponseWriter, r *http.R
 	in := func(t time.Time) bool {
 		return (since.IsZero() || !t.Before(since)) && (until.IsZero() || t.Before(until))
 	}
-	var inb []admin.DeadMessage
-	anyReplayable := false
 	for _, m := range dl.Inbox {
 		if in(m.ReceivedAt) {
-			inb = append(inb, m)
-			anyReplayable = anyReplayable || m.Replayable
+			d.Inbox = append(d.Inbox, m)
+			d.AnyReplayable = d.AnyReplayable || m.Replayable
 		}
 	}
-	data["AnyReplayable"] = anyReplayable
-	var outb []admin.DeadEvent
 	for _, e := range dl.Outbox {
 		if in(e.CreatedAt) {
-			outb = append(outb, e)
+			d.Outbox = append(d.Outbox, e)
 		}
 	}
-	data["Inbox"], data["Outbox"] = inb, outb
-	c.render(w, r, http.StatusOK, "dead", s, data)
+	c.render(w, http.StatusOK, v, deadPage(v, d))
 }
 
 func (c *Console) deadInbox(ctx context.Context, w http.ResponseWriter, r *http.Request, s session) {
@@ -158,8 +157,9 @@ func (c *Console) deadInbox(ctx context.Context, w http.ResponseWriter, r *http.
 		c.fail(w, r, s, err)
 		return
 	}
-	c.render(w, r, http.StatusOK, "deadinbox", s, map[string]any{"D": d, "Payload": text, "Size": size, "Shown": len(b),
-		"Cut": len(b) < size, "NotUTF8": binary, "Versions": eff, "Effects": true, "Now": c.clk.Now()})
+	v := c.view(s)
+	c.render(w, http.StatusOK, v, messagePage(v, messageView{D: d, Payload: text, Size: size, Shown: len(b), NotUTF8: binary,
+		Effects: eff, Now: c.clk.Now()}))
 }
 
 func (c *Console) deadOutbox(ctx context.Context, w http.ResponseWriter, r *http.Request, s session) {
@@ -168,7 +168,8 @@ func (c *Console) deadOutbox(ctx context.Context, w http.ResponseWriter, r *http
 		c.fail(w, r, s, err)
 		return
 	}
-	c.render(w, r, http.StatusOK, "deadoutbox", s, map[string]any{"E": e})
+	v := c.view(s)
+	c.render(w, http.StatusOK, v, eventPage(v, e))
 }
 
 // replayRequest reads a replay's selection from a query or form.
@@ -186,8 +187,8 @@ func replayRequest(v url.Values) admin.ReplayRequest {
 
 func (c *Console) replayForm(_ context.Context, w http.ResponseWriter, r *http.Request, s session) {
 	req := replayRequest(r.URL.Query())
-	c.render(w, r, http.StatusOK, "replay", s, map[string]any{"R": req, "IDs": strings.Join(req.IDs, ","),
-		"Streams": c.adm.StreamNames(), "Targets": c.adm.TargetNames()})
+	v := c.view(s)
+	c.render(w, http.StatusOK, v, replayPage(v, replayView{R: req, Streams: c.adm.StreamNames(), Targets: c.adm.TargetNames()}))
 }
 
 func (c *Console) replayPreview(w http.ResponseWriter, r *http.Request, s session) {
@@ -196,13 +197,13 @@ func (c *Console) replayPreview(w http.ResponseWriter, r *http.Request, s sessio
 	ctx, cancel := context.WithTimeout(r.Context(), c.timeout)
 	defer cancel()
 	res, err := c.adm.Replay(ctx, s.actor(), req)
+	v := c.view(s)
 	if err != nil {
 		status, msg := c.adm.PublicError(r, err)
-		c.render(w, r, status, "replay", s, map[string]any{"R": req, "IDs": strings.Join(req.IDs, ","), "Error": msg,
-			"Streams": c.adm.StreamNames(), "Targets": c.adm.TargetNames()})
+		c.render(w, status, v, replayPage(v, replayView{R: req, Error: msg, Streams: c.adm.StreamNames(), Targets: c.adm.TargetNames()}))
 		return
 	}
-	c.render(w, r, http.StatusOK, "replayresult", s, map[string]any{"R": req, "Res": res, "IDs": strings.Join(res.Replayed, ",")})
+	c.render(w, http.StatusOK, v, resultPage(v, resultView{R: req, Res: res}))
 }
 
 func (c *Console) replayRun(w http.ResponseWriter, r *http.Request, s session) {
@@ -220,7 +221,8 @@ func (c *Console) replayRun(w http.ResponseWriter, r *http.Request, s session) {
 		c.fail(w, r, s, err)
 		return
 	}
-	c.render(w, r, http.StatusOK, "replayresult", s, map[string]any{"R": req, "Res": res, "Done": true, "IDs": strings.Join(res.Replayed, ",")})
+	v := c.view(s)
+	c.render(w, http.StatusOK, v, resultPage(v, resultView{R: req, Res: res, Done: true}))
 }
 
 // terminal tells whether a replayed message or event is settled.
@@ -232,7 +234,7 @@ func terminal(status string) bool {
 	return true
 }
 
-func (c *Console) progress(ctx context.Context, w http.ResponseWriter, r *http.Request, s session) {
+func (c *Console) progress(ctx context.Context, w http.ResponseWriter, r *http.Request, _ session) {
 	q := r.URL.Query()
 	ids := strings.FieldsFunc(q.Get("ids"), func(r rune) bool { return r == ',' })
 	if len(ids) > replayLimit {
@@ -252,27 +254,25 @@ func (c *Console) progress(ctx context.Context, w http.ResponseWriter, r *http.R
 	if done {
 		w.Header().Set("X-Console-Done", "1")
 	}
-	c.fragment(w, http.StatusOK, "replayresult", "progress", s, map[string]any{"Counts": counts, "Total": len(ids), "Settled": done, "Statuses": st})
+	c.write(w, http.StatusOK, "progress", progressBody(progressView{Counts: counts, Total: len(ids), Settled: done}))
 }
 
-func (c *Console) query(name string) pageFunc {
-	return func(ctx context.Context, w http.ResponseWriter, r *http.Request, s session) {
-		q := r.URL.Query()
-		data := map[string]any{"Name": name, "Q": q}
-		v, err := c.adm.Query(ctx, name, q)
-		status := http.StatusOK
-		switch {
-		case err != nil && admin.ErrorStatus(err) == http.StatusNotImplemented:
-			data["Unavailable"] = err.Error()
-		case err != nil:
-			var msg string
-			status, msg = c.adm.PublicError(r, err)
-			data["Error"] = msg
-		default:
-			data["Table"] = asTable(v)
-		}
-		c.render(w, r, status, "query", s, data)
+// requests shows the answer of the registered query "requests".
+func (c *Console) requests(ctx context.Context, w http.ResponseWriter, r *http.Request, s session) {
+	q := r.URL.Query()
+	d := requestsView{Status: q.Get("status")}
+	ans, err := c.adm.Query(ctx, "requests", q)
+	status := http.StatusOK
+	switch {
+	case err != nil && admin.ErrorStatus(err) == http.StatusNotImplemented:
+		d.Unavailable = err.Error()
+	case err != nil:
+		status, d.Error = c.adm.PublicError(r, err)
+	default:
+		t := asTable(ans)
+		d.Table = &t
 	}
+	c.render(w, status, c.view(s), requestsPage(d))
 }
 
 func (c *Console) gaps(ctx context.Context, w http.ResponseWriter, r *http.Request, s session) {
@@ -286,5 +286,5 @@ func (c *Console) gaps(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		c.fail(w, r, s, err)
 		return
 	}
-	c.render(w, r, http.StatusOK, "gaps", s, map[string]any{"Gaps": gs, "Streams": st.Streams})
+	c.render(w, http.StatusOK, c.view(s), gapsPage(gapsView{Streams: st.Streams, Gaps: gs}))
 }

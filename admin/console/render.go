@@ -4,58 +4,167 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"html/template"
 	"net/http"
+	"net/url"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
+
+	g "maragu.dev/gomponents"
 
 	"github.com/msgx/msgx/admin"
 )
 
-// pageNames are the templates that render a whole page inside layout.html;
-// the fragment templates are defined inside them.
-var pageNames = []string{"login", "error", "overview", "dead", "deadinbox", "deadoutbox", "replay", "replayresult", "query", "gaps",
-	"flights", "flight", "flightjson", "flighthistory"}
+// The pages are built in Go with gomponents rather than html/template: a
+// template's execution makes reflect's MethodByName reachable, and then the
+// linker keeps every exported method of every type in the binary. Every
+// value from data goes in through text or attr (g.Text, g.Attr), both of
+// which escape it (never g.Raw), and every URL is a ref: a path under the
+// console's prefix with its segments and query escaped.
 
-var funcs = template.FuncMap{
-	"when": func(t any) string {
-		switch v := t.(type) {
-		case time.Time:
-			if v.IsZero() {
-				return "—"
-			}
-			return v.UTC().Format("2006-01-02 15:04:05Z")
-		case *time.Time:
-			if v == nil || v.IsZero() {
-				return "—"
-			}
-			return v.UTC().Format("2006-01-02 15:04:05Z")
+// view is what every page knows of its request: the session, whether it may
+// act (the operator scope) and the CSRF token its forms carry.
+type view struct {
+	Session session
+	CanAct  bool
+	CSRF    string
+}
+
+func (c *Console) view(s session) view {
+	v := view{Session: s, CanAct: s.Scope >= admin.Operator}
+	if s.ID != "" {
+		v.CSRF = c.csrf(s)
+	}
+	return v
+}
+
+// section is the navigation entry a page lies under (none for the login
+// and error pages).
+type section int
+
+const (
+	noSection section = iota
+	inOverview
+	inDead
+	inReplay
+	inFlights
+	inRequests
+	inGaps
+)
+
+// page is a whole page: its title, its section and what goes in <main>.
+type page struct {
+	Title string
+	In    section
+	Main  g.Node
+}
+
+// render answers a whole page in the layout.
+func (c *Console) render(w http.ResponseWriter, status int, v view, p page) {
+	c.write(w, status, p.Title, layout(v, p))
+}
+
+// write renders into a buffer first, so that a page that fails to render
+// answers 500 rather than half a page.
+func (c *Console) write(w http.ResponseWriter, status int, name string, n g.Node) {
+	var buf bytes.Buffer
+	if err := n.Render(&buf); err != nil {
+		c.log.Error("console: render", "page", name, "err", err)
+		http.Error(w, "the page could not be rendered", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// ref is a URL of the console: the prefix, a fixed path, then escaped path
+// segments and query. Pages link only through refs, so that no href,
+// action or data-refresh can be a URL that data chose (a javascript: one,
+// another site's).
+type ref string
+
+// to is the console's path (a constant under the prefix) followed by the
+// segments, each escaped as one path segment.
+func to(path string, segs ...string) ref {
+	var b strings.Builder
+	b.WriteString(Prefix)
+	b.WriteString(path)
+	for _, s := range segs {
+		b.WriteByte('/')
+		b.WriteString(url.PathEscape(s))
+	}
+	return ref(b.String())
+}
+
+// with is the ref with a query (its values escaped).
+func (r ref) with(q url.Values) ref {
+	if len(q) == 0 {
+		return r
+	}
+	return r + "?" + ref(q.Encode())
+}
+
+func href(r ref) g.Node   { return attr("href", string(r)) }
+func action(r ref) g.Node { return attr("action", string(r)) }
+
+// el, attr and text are gomponents' g.El, g.Attr and g.Text, called out of
+// line. Each returns a closure, and the compiler counts a closure as cheap:
+// called directly (or through the html package's helpers), the constructor
+// is inlined at every element, attribute and text of every page, each with
+// its own copy of the closure's code, which made the console's pages about
+// 1 MB of the binary.
+
+//go:noinline
+func el(name string, children ...g.Node) g.Node { return g.El(name, children...) }
+
+//go:noinline
+func attr(name string, value ...string) g.Node { return g.Attr(name, value...) }
+
+//go:noinline
+func text(s string) g.Node { return g.Text(s) }
+
+func class(v string) g.Node { return attr("class", v) }
+
+// itoa prints a count or an id.
+func itoa[N int | int64](n N) string { return strconv.FormatInt(int64(n), 10) }
+
+// instant is a time as the admin's views hold it: a value, or a pointer
+// for one that may be missing.
+type instant interface{ time.Time | *time.Time }
+
+// at is the time an instant holds (the zero time for a nil pointer).
+func at[T instant](t T) time.Time {
+	switch v := any(t).(type) {
+	case time.Time:
+		return v
+	case *time.Time:
+		if v != nil {
+			return *v
 		}
+	}
+	return time.Time{}
+}
+
+// when is a time as the pages print it, in UTC; "—" for no time.
+func when[T instant](t T) string {
+	v := at(t)
+	if v.IsZero() {
 		return "—"
-	},
-	"age":  age,
-	"ago":  ago,
-	"join": strings.Join,
+	}
+	return v.UTC().Format("2006-01-02 15:04:05Z")
 }
 
 // ago is how long before now t was, as an operator reads it at a glance
 // ("3 min ago"); "—" for no time.
-func ago(t any, now time.Time) string {
-	var at time.Time
-	switch v := t.(type) {
-	case time.Time:
-		at = v
-	case *time.Time:
-		if v != nil {
-			at = *v
-		}
-	}
-	if at.IsZero() {
+func ago[T instant](t T, now time.Time) string {
+	v := at(t)
+	if v.IsZero() {
 		return "—"
 	}
-	d := now.Sub(at)
+	d := now.Sub(v)
 	if d < 0 {
 		return "in " + roughly(-d)
 	}
@@ -95,58 +204,6 @@ func age(secs float64) string {
 		return fmt.Sprintf("%dh %02dm", int(d.Hours()), int(d.Minutes())%60)
 	}
 	return fmt.Sprintf("%dd %02dh", int(d.Hours())/24, int(d.Hours())%24)
-}
-
-func parsePages() (map[string]*template.Template, error) {
-	out := map[string]*template.Template{}
-	for _, p := range pageNames {
-		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/partials.html", "templates/"+p+".html")
-		if err != nil {
-			return nil, fmt.Errorf("console: template %s: %w", p, err)
-		}
-		out[p] = t
-	}
-	return out, nil
-}
-
-// view is what every template gets.
-type view struct {
-	Page    string
-	Session session
-	CanAct  bool
-	CSRF    string
-	Prefix  string
-	Data    map[string]any
-}
-
-func (c *Console) view(page string, s session, data map[string]any) view {
-	v := view{Page: page, Session: s, CanAct: s.Scope >= admin.Operator, Prefix: Prefix, Data: data}
-	if s.ID != "" {
-		v.CSRF = c.csrf(s)
-	}
-	return v
-}
-
-// render executes a page (layout.html) or, with a fragment name, only that
-// template of the page.
-func (c *Console) render(w http.ResponseWriter, _ *http.Request, status int, page string, s session, data map[string]any) {
-	c.exec(w, status, page, "layout.html", s, data)
-}
-
-func (c *Console) fragment(w http.ResponseWriter, status int, page, name string, s session, data map[string]any) {
-	c.exec(w, status, page, name, s, data)
-}
-
-func (c *Console) exec(w http.ResponseWriter, status int, page, name string, s session, data map[string]any) {
-	var buf bytes.Buffer
-	if err := c.pages[page].ExecuteTemplate(&buf, name, c.view(page, s, data)); err != nil {
-		c.log.Error("console: render", "page", page, "err", err)
-		http.Error(w, "the page could not be rendered", http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes())
 }
 
 // table is a query answer laid out for the page: rows of objects become

@@ -2,14 +2,22 @@ package console
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/msgx/msgx/admin"
+	"github.com/msgx/msgx/broker"
+	"github.com/msgx/msgx/broker/driver"
 	"github.com/msgx/msgx/clock"
+	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/pipeline/sis"
 	"github.com/msgx/msgx/store"
 	"github.com/msgx/msgx/store/storetest"
@@ -140,5 +148,182 @@ func TestConsoleErrorsHideTheDatabase(t *testing.T) {
 	}
 	if r := f.do(t, "GET", "/console/fragment/progress?source=outbox&ids=ev%00", ck, nil, "X-Console-Fragment", "1"); r.code != 400 || strings.Contains(r.body, "SQLSTATE") {
 		t.Errorf("progress with a NUL id: %d %s", r.code, r.body)
+	}
+}
+
+// rejectAll is a broker that rejects every event with a hostile error text.
+type rejectAll struct{}
+
+func (rejectAll) SendConfirmed(context.Context, string, ...*broker.Message) error {
+	return driver.Classify(driver.Rejected, errors.New(scriptValue))
+}
+
+// The values pages print from data: markup that closes an attribute and
+// opens a script, a script URL, and a value that would add an attribute.
+const (
+	scriptValue = `"><script>alert(1)</script>`
+	scriptURL   = `javascript:alert(1)`
+	attrValue   = `x" onmouseover="alert(1)`
+)
+
+var urlAttr = regexp.MustCompile(`\s(href|src|action|data-refresh)="([^"]*)"`)
+
+// inert fails unless the page runs no script but the console's own, every
+// URL it links or posts to is a path under the console's prefix, and no
+// value added an attribute.
+func inert(t *testing.T, what, body string, fragment bool) {
+	t.Helper()
+	scripts := 1
+	if fragment {
+		scripts = 0
+	}
+	if n := strings.Count(strings.ToLower(body), "<script"); n != scripts ||
+		(!fragment && !strings.Contains(body, `<script src="/console/static/console.js" defer></script>`)) {
+		t.Errorf("%s: %d script elements:\n%s", what, n, body)
+	}
+	for _, m := range urlAttr.FindAllStringSubmatch(body, -1) {
+		if !strings.HasPrefix(m[2], Prefix) {
+			t.Errorf("%s: %s=%q is not a path under %s", what, m[1], m[2], Prefix)
+		}
+	}
+	if strings.Contains(body, `onmouseover="`) {
+		t.Errorf("%s: a value added an attribute:\n%s", what, body)
+	}
+}
+
+// A stream name, an event id, a target, a flight id, field values,
+// collection names, error texts and query answers that carry markup or a
+// script URL are shown as text on every page that prints them, and every
+// link built from them stays a path under the console that leads back to
+// the same value.
+func TestHostileValuesAreInert(t *testing.T) {
+	db := storetest.NewPostgres(t, store.WithMigrate(sis.Schema(), admin.Schema()))
+	ctx := context.Background()
+	stream := scriptValue
+	if _, err := db.Exec(ctx, `INSERT INTO msgx_inbox (stream, msg_id, identity, kind, payload, status, error_class, reason, received_at, attempts)
+		VALUES ($1, 1, $2, $3, $4, 'FAILED', 'INFRA', $5, now(), 1)`, stream, attrValue, scriptURL, []byte(scriptValue), scriptValue); err != nil {
+		t.Fatal(err)
+	}
+	rl, err := outbox.NewRelay(db, outbox.Target(scriptURL, rejectAll{}, outbox.PerKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rl.Close()
+	if err := db.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+		return outbox.Enqueue(ctx, tx, time.Now(),
+			outbox.Event{ID: scriptValue, Target: scriptURL, Topic: attrValue, Key: scriptValue, Payload: []byte("{}")},
+			outbox.Event{ID: "behind", Target: scriptURL, Topic: "t", Key: scriptValue, Payload: []byte("{}")})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	flid := scriptValue
+	ver := sis.Version{FLID: flid, Version: 2, Status: scriptValue, Stream: stream, MsgID: 1, SEQN: 7, TYPE: scriptValue, STYP: scriptURL, SNDR: attrValue,
+		Changes: sis.Changes{Status: &sis.FieldChange{Before: scriptURL, After: scriptValue},
+			Fields:      []sis.FieldChange{{Name: scriptValue, Before: scriptURL, After: attrValue}},
+			Collections: []sis.CollectionChange{{Name: scriptValue, Before: json.RawMessage(`[{"@seq":"1","<b>":"<script>alert(1)</script>"}]`)}}},
+		Events: []sis.VersionEvent{{ID: scriptValue, Topic: scriptURL, Type: attrValue}}, At: time.Now()}
+	fl := sis.SchdEvent{SchdHead: sis.SchdHead{FLID: flid, OperationDay: scriptURL, Status: scriptValue, StateVersion: 2, LastMsgID: 1},
+		Fields:      map[string]string{"FLNO": scriptValue, "MVIN": scriptURL, "SODT": attrValue, scriptValue: scriptValue},
+		Collections: map[string][]sis.Item{scriptValue: {{"@seq": scriptValue, scriptURL: attrValue}}}}
+	bad := fmt.Errorf("%w: %s", admin.ErrBadParameter, scriptValue)
+	queries := map[string]admin.QueryFunc{
+		"flights": func(_ context.Context, p map[string][]string) (any, error) {
+			switch {
+			case len(p["flno"]) > 0:
+				return nil, bad
+			case len(p["flid"]) > 0 && p["flid"][0] != flid:
+				return sis.FlightPage{}, nil
+			}
+			return sis.FlightPage{Flights: []sis.SchdEvent{fl}, Next: scriptURL}, nil
+		},
+		"flight-history": func(context.Context, map[string][]string) (any, error) {
+			return sis.FlightHistoryPage{FLID: flid, Versions: []sis.Version{ver}, Next: 1}, nil
+		},
+		"message-effects": func(context.Context, map[string][]string) (any, error) {
+			return sis.MessageEffects{Stream: stream, MsgID: 1, Versions: []sis.Version{ver}}, nil
+		},
+		"requests": func(_ context.Context, p map[string][]string) (any, error) {
+			if len(p["status"]) > 0 {
+				return nil, bad
+			}
+			return []map[string]any{{scriptValue: scriptURL, "b": attrValue}}, nil
+		},
+	}
+	adm, err := admin.New(admin.Config{DB: db, Streams: []admin.Stream{{Name: stream}}, Targets: []string{scriptURL}, TargetStates: rl.Targets,
+		ReadToken: readTok, OperatorToken: opTok, Hosts: []string{"example.com"}, Queries: queries})
+	if err != nil {
+		t.Fatal(err)
+	}
+	con, err := New(adm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{con: con, db: db}
+	ck := f.login(t, opTok)
+	shown := `&#34;&gt;&lt;script&gt;alert(1)&lt;/script&gt;`
+	esc := url.PathEscape
+	for _, p := range []struct {
+		path string
+		code int
+		want string
+	}{
+		{"/console/", 200, shown},
+		{"/console/dead", 200, shown},
+		{"/console/dead/inbox/" + esc(stream) + "/1", 200, shown},
+		{"/console/messages/" + esc(stream) + "/1", 200, "of stream " + shown},
+		{"/console/dead/inbox/" + esc(stream) + "/2", 404, "no message 2 in stream " + shown},
+		{"/console/dead/outbox/" + esc(scriptValue), 200, "Event " + shown},
+		{"/console/dead?since=" + url.QueryEscape(scriptValue), 400, shown},
+		{"/console/replay?" + url.Values{"stream": {stream}, "target": {scriptURL}, "ids": {scriptValue}, "reason": {attrValue}}.Encode(), 200, shown},
+		{"/console/gaps", 200, shown},
+		{"/console/requests", 200, shown},
+		{"/console/requests?status=" + url.QueryEscape(scriptValue), 400, "bad parameter: " + shown},
+		{"/console/flights", 200, shown},
+		{"/console/flights?flno=x", 400, "bad parameter: " + shown},
+		{"/console/flights/" + esc(flid), 200, "Flight " + shown},
+		{"/console/flights/" + esc(flid) + "/json", 200, shown},
+		{"/console/flights/" + esc(flid) + "/history", 200, "History of flight " + shown},
+		{"/console/flights/" + esc(scriptURL), 404, "no flight javascript:alert(1)"},
+	} {
+		r := f.do(t, "GET", p.path, ck, nil)
+		if r.code != p.code || !strings.Contains(r.body, p.want) {
+			t.Errorf("%s: %d, want %d showing %q:\n%s", p.path, r.code, p.code, p.want, r.body)
+		}
+		inert(t, p.path, r.body, false)
+	}
+	frag := f.do(t, "GET", "/console/fragment/overview", ck, nil, "X-Console-Fragment", "1")
+	inert(t, "the overview's fragment", frag.body, true)
+
+	// The dry run and the replay carry the values in hidden fields and in
+	// the progress fragment's URL.
+	form := url.Values{"csrf": {f.con.csrf(mustDecode(t, f.con, ck))}, "source": {"inbox"}, "stream": {stream}, "ids": {"1"}, "reason": {attrValue}}
+	r := f.do(t, "POST", "/console/replay/preview", ck, form)
+	if r.code != 200 || !strings.Contains(r.body, `<input type="hidden" name="stream" value="`+shown+`">`) {
+		t.Errorf("dry run: %d\n%s", r.code, r.body)
+	}
+	inert(t, "dry run", r.body, false)
+
+	// Every link leads to a page, those built from a value back to it: the
+	// message, the event, the dead letters of a stream or target, the
+	// flight, its history and the next page.
+	for _, page := range []string{"/console/", "/console/dead", "/console/flights", "/console/flights/" + esc(flid) + "/history"} {
+		body := f.do(t, "GET", page, ck, nil).body
+		for _, m := range urlAttr.FindAllStringSubmatch(body, -1) {
+			u := html.UnescapeString(m[2])
+			if m[1] != "href" || strings.HasPrefix(u, Prefix+"static/") {
+				continue
+			}
+			if r := f.do(t, "GET", u, ck, nil); r.code != 200 {
+				t.Errorf("%s links to %s: %d\n%s", page, u, r.code, r.body)
+			}
+		}
+	}
+	next := f.do(t, "GET", "/console/flights", ck, nil).body
+	if want := `href="/console/flights?after=javascript%3Aalert%281%29" id="next-page"`; !strings.Contains(next, want) {
+		t.Errorf("the next page's link lacks %s:\n%s", want, next)
 	}
 }
