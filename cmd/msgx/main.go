@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/msgx/msgx/buildinfo"
@@ -36,17 +35,23 @@ func main() {
 }
 
 func newRoot() *cobra.Command {
-	b := build()
-	var out strings.Builder
-	_ = b.Write(&out)
+	var showVersion bool
 	root := &cobra.Command{
 		Use:           "msgx",
 		Short:         "msgx moves business messages between mailboxes, HTTP, databases and brokers without loss",
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       b.Version,
+		// The root answers --version itself: cobra's own version flag prints
+		// through text/template, whose reflective method calls keep the linker
+		// from dropping any unused exported method in the whole binary.
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if showVersion {
+				return build().Write(cmd.OutOrStdout())
+			}
+			return cmd.Help()
+		},
 	}
-	root.SetVersionTemplate(out.String())
+	root.Flags().BoolVarP(&showVersion, "version", "v", false, "print the version, as msgx version does")
 	root.AddCommand(newVersionCmd(), newDemoCmd(), newMigrateCmd(),
 		newServeCmd(), newStatusCmd(), newDeadCmd(), newReplayCmd(), newSkipCmd(),
 		newQueryCmd("requests", "Outbound requests (RQFD/RQRD) of the SIS pipeline: a table, or --json", printRequests),
