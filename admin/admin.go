@@ -161,9 +161,9 @@ func (s *Server) now(ctx context.Context) (time.Time, error) {
 	if !s.dbClock {
 		return s.cfg.Clock.Now(), nil
 	}
-	var t time.Time
-	if err := s.cfg.DB.QueryRow(ctx, s.q.Get("Now")).Scan(&t); err != nil {
-		return t, fmt.Errorf("admin: database clock: %w", err)
+	t, err := store.Now(ctx, s.cfg.DB)
+	if err != nil {
+		return t, fmt.Errorf("admin: %w", err)
 	}
 	return t, nil
 }

@@ -1,5 +1,15 @@
 package inbox
 
+// The ordering ledger of a stream whose source keeps a watermark (a mailbox
+// poller, or any source that promises that no message overtakes an older
+// one): the cursor, the ids declared permanently missing, and what became of
+// an id that showed up after all. The inbox keeps it, not the source,
+// because the inbox enforces it: the pump never processes beyond the
+// watermark, every writer that enqueues for itself is held to the permanent
+// gaps (EnqueueWritten), and the admin API shows it. The source decides when
+// an id is missing for good and what a late one becomes; the ledger only
+// records it, in the caller's transaction.
+
 import (
 	"context"
 	"errors"
@@ -176,13 +186,14 @@ func EnqueueDead(ctx context.Context, tx store.Tx, stream string, now time.Time,
 	return true, nil
 }
 
-// EnqueueWritten is Enqueue for a writer that stored the messages in the
-// stream's mailbox itself and enqueues them after its insert (the HTTP
-// ingress, a broker source). A message whose id the mailbox poller has
-// passed and declared a permanent gap committed after that: it is not
-// enqueued here, and the poller's late-row policy decides what becomes of
-// it (and records it), as for any other late row — enqueued here, it would
-// be processed after newer messages. It returns how many rows were written.
+// EnqueueWritten is Enqueue for a writer that stored the messages at the
+// stream's source itself and enqueues them after its insert (the HTTP
+// ingress or a broker source writing into a mailbox). A message whose id the
+// stream's source has passed and declared a permanent gap committed after
+// that: it is not enqueued here, and the source's late-row policy decides
+// what becomes of it (and records it, RecordLate), as for any other late
+// row — enqueued here, it would be processed after newer messages. Without a
+// cursor it is Enqueue. It returns how many rows were written.
 func EnqueueWritten(ctx context.Context, tx store.Tx, stream string, now time.Time, msgs ...Incoming) (int, error) {
 	cur, ok, err := LoadCursor(ctx, tx, stream)
 	if err != nil {
@@ -228,18 +239,4 @@ func AppliedAfter(ctx context.Context, q store.Querier, stream string, id int64)
 		return Applied{}, fmt.Errorf("inbox: messages processed after %d: %w", id, err)
 	}
 	return a, nil
-}
-
-// DBNow reads the database's clock. Times that several hosts compare (gap
-// aging, lease expiry) come from it, not from each host's clock.
-func DBNow(ctx context.Context, q store.Querier) (time.Time, error) {
-	qs, err := queriesFor(q.Dialect())
-	if err != nil {
-		return time.Time{}, err
-	}
-	var now time.Time
-	if err := q.QueryRow(ctx, qs.Get("Now")).Scan(&now); err != nil {
-		return time.Time{}, fmt.Errorf("inbox: read the database's clock: %w", err)
-	}
-	return now, nil
 }

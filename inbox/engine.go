@@ -520,7 +520,7 @@ func (e *Engine) syncClock(ctx context.Context) {
 	if e.dbc == nil || !e.dbc.Due() {
 		return
 	}
-	err := e.dbc.Sync(ctx, func(ctx context.Context) (time.Time, error) { return DBNow(ctx, e.db) })
+	err := e.dbc.Sync(ctx, func(ctx context.Context) (time.Time, error) { return store.Now(ctx, e.db) })
 	if err != nil && ctx.Err() == nil {
 		e.log.Warn("inbox: the database's clock could not be read; the last offset stays", "offset", e.dbc.Offset().String(), "err", err)
 	}

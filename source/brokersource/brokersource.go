@@ -293,7 +293,7 @@ func (s *Source) store(ctx context.Context, in inbox.Incoming) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.o.timeout)
 	defer cancel()
 	if s.db.Dialect() == store.Postgres && s.dbc.Due() {
-		if err := s.dbc.Sync(ctx, func(ctx context.Context) (time.Time, error) { return inbox.DBNow(ctx, s.db) }); err != nil {
+		if err := s.dbc.Sync(ctx, func(ctx context.Context) (time.Time, error) { return store.Now(ctx, s.db) }); err != nil {
 			s.log.Warn("broker source: the database's clock could not be read; the last offset stays", "offset", s.dbc.Offset().String(), "err", err)
 		}
 	}

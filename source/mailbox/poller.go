@@ -505,7 +505,7 @@ func (p *Poller) now(ctx context.Context) (time.Time, error) {
 	if p.o.hostTime {
 		return p.o.clock.Now(), nil
 	}
-	return inbox.DBNow(ctx, p.db)
+	return store.Now(ctx, p.db)
 }
 
 // errorBackoff is the wait after consecutive failed polls: 1 s doubling to 30 s.

@@ -41,9 +41,6 @@ FROM msgx_outbox GROUP BY target
 INSERT INTO msgx_admin_audit (at, actor, action, source, scope, selector, dry_run, count, reason, detail)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
 
--- name: Now
--- One process on one host: the database's clock is the process's (Unix microseconds).
-SELECT CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)
 
 -- name: Payload
 -- The first ?3 bytes of a message's payload, and its full length.

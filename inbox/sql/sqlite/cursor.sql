@@ -35,9 +35,6 @@ ON CONFLICT (stream, msg_id) DO NOTHING
 SELECT COUNT(*), COALESCE(MIN(msg_id), 0), COALESCE(MAX(msg_id), 0) FROM msgx_inbox
 WHERE stream = ?1 AND msg_id > ?2 AND status = 'SUCCEEDED'
 
--- name: Now
--- The database's clock (the embedded store's host), in microseconds.
-SELECT CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)
 
 -- name: InPermanentGap
 -- Whether an id lies in a gap of the stream declared permanent.
