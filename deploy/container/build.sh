@@ -4,6 +4,12 @@
 # an empty base with CA certificates and a user database.
 #
 #   deploy/container/build.sh [IMAGE]      default IMAGE: localhost/msgx:VERSION
+#   MSGX_BUILD_TAGS=nopulsar deploy/container/build.sh    without the Pulsar adapter
+#
+# The binary is built with the tag grpcnotrace: gRPC (linked by the OTLP
+# trace exporter) then leaves out golang.org/x/net/trace, whose request pages
+# execute an html/template and so keep the linker from dropping unused
+# methods anywhere in the binary (docs/operations.md, Builds).
 #
 # VERSION is MSGX_VERSION, else `git describe --tags --always --dirty`; the
 # binary carries it (msgx version) and the image's OCI labels carry it with
@@ -19,7 +25,8 @@ ctx=$(mktemp -d)
 trap 'rm -rf "$ctx"' EXIT
 mkdir -p "$ctx/rootfs/usr/local/bin" "$ctx/rootfs/etc/ssl/certs" "$ctx/rootfs/etc/msgx" "$ctx/rootfs/tmp" "$ctx/rootfs/var/lib" "$ctx/data"
 chmod 1777 "$ctx/rootfs/tmp"
-(cd "$root" && CGO_ENABLED=0 go build -trimpath -buildvcs=auto -ldflags "-s -w -X main.version=$version" \
+tags=grpcnotrace${MSGX_BUILD_TAGS:+,$MSGX_BUILD_TAGS}
+(cd "$root" && CGO_ENABLED=0 go build -trimpath -buildvcs=auto -tags "$tags" -ldflags "-s -w -X main.version=$version" \
   -o "$ctx/rootfs/usr/local/bin/msgx" ./cmd/msgx)
 ca=/etc/ssl/certs/ca-certificates.crt
 [ -r "$ca" ] || { echo "build.sh: no CA bundle at $ca (Debian: apt-get install ca-certificates)" >&2; exit 1; }
