@@ -1,7 +1,7 @@
 // Partial updates: an element with data-refresh="URL" and data-every="ms"
 // has its content replaced by the HTML fragment at URL, until the server
 // answers with the header X-Console-Done. The fragments are rendered and
-// escaped by the server's templates, like the pages.
+// escaped by the server, like the pages.
 (function () {
   "use strict";
   function refresh(el) {
