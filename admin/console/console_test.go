@@ -60,6 +60,21 @@ type fixture struct {
 	p   *proc
 }
 
+// consoleOver is the console over an admin server of cfg on db.
+func consoleOver(t *testing.T, db *store.DB, cfg admin.Config) *fixture {
+	t.Helper()
+	cfg.DB = db
+	adm, err := admin.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	con, err := New(adm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{con: con, db: db}
+}
+
 // setup runs a stream with a MALFORMED dead letter carrying a script (id 2)
 // and an INFRA one (id 3), and the console over its admin server.
 func setup(t *testing.T, db *store.DB, queries ...map[string]admin.QueryFunc) *fixture {
@@ -394,25 +409,17 @@ func TestQueryAndGaps(t *testing.T) {
 func TestOverviewShowsPausedAndUnservedTargets(t *testing.T) {
 	db := storetest.NewPostgres(t, store.WithMigrate(sis.Schema(), admin.Schema()))
 	since := time.Date(2026, 12, 6, 2, 57, 0, 0, time.UTC)
-	adm, err := admin.New(admin.Config{DB: db, Targets: []string{"kafka:msg", "kafka:schd"}, ReadToken: readTok, Hosts: []string{"example.com"},
+	f := consoleOver(t, db, admin.Config{Targets: []string{"kafka:msg", "kafka:schd"}, ReadToken: readTok, Hosts: []string{"example.com"},
 		Clock: clock.NewFake(since.Add(5 * time.Minute)),
 		TargetStates: func() []outbox.TargetState {
 			return []outbox.TargetState{{Target: "kafka:msg"}, {Target: "kafka:schd", Paused: true, PausedSince: since,
 				LastError: "dial tcp 127.0.0.1:9092: connection refused", LastErrorAt: since.Add(3 * time.Minute)}}
 		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	con, err := New(adm)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := db.InTx(context.Background(), func(ctx context.Context, tx store.Tx) error {
 		return outbox.Enqueue(ctx, tx, time.Now(), outbox.Event{Target: "kafka:ref", Topic: "sis.ref", Key: "k", Payload: []byte("{}")})
 	}); err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{con: con, db: db}
 	r := f.do(t, "GET", "/console/", f.login(t, readTok), nil)
 	for _, want := range []string{
 		"paused</span>: broker unavailable since 2026-12-06 02:57:00Z <span class=\"muted\">(5 min ago)</span>",
@@ -457,15 +464,7 @@ func TestOverviewShowsBlockedKeys(t *testing.T) {
 	if _, err := r.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	adm, err := admin.New(admin.Config{DB: db, Targets: []string{"t1"}, TargetStates: r.Targets, ReadToken: readTok, OperatorToken: opTok, Hosts: []string{"example.com"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	con, err := New(adm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fixture{con: con, db: db}
+	f := consoleOver(t, db, admin.Config{Targets: []string{"t1"}, TargetStates: r.Targets, ReadToken: readTok, OperatorToken: opTok, Hosts: []string{"example.com"}})
 	page := f.do(t, "GET", "/console/", f.login(t, readTok), nil)
 	if want := `1: <span class="blocked">&lt;k1&gt; held by <a href="/console/dead/outbox/ev-1">ev-1</a>, 1 waiting</span>;`; page.code != 200 || !strings.Contains(page.body, want) {
 		t.Fatalf("overview lacks %s:\n%d %s", want, page.code, page.body)

@@ -253,16 +253,8 @@ func TestHostileValuesAreInert(t *testing.T) {
 			return []map[string]any{{scriptValue: scriptURL, "b": attrValue}}, nil
 		},
 	}
-	adm, err := admin.New(admin.Config{DB: db, Streams: []admin.Stream{{Name: stream}}, Targets: []string{scriptURL}, TargetStates: rl.Targets,
+	f := consoleOver(t, db, admin.Config{Streams: []admin.Stream{{Name: stream}}, Targets: []string{scriptURL}, TargetStates: rl.Targets,
 		ReadToken: readTok, OperatorToken: opTok, Hosts: []string{"example.com"}, Queries: queries})
-	if err != nil {
-		t.Fatal(err)
-	}
-	con, err := New(adm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fixture{con: con, db: db}
 	ck := f.login(t, opTok)
 	shown := `&#34;&gt;&lt;script&gt;alert(1)&lt;/script&gt;`
 	esc := url.PathEscape

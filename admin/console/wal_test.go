@@ -16,16 +16,8 @@ import (
 func TestOverviewShowsTheWALSlot(t *testing.T) {
 	db := storetest.NewPostgres(t, store.WithMigrate(sis.Schema(), admin.Schema()))
 	st := outbox.WALStatus{Slot: "msgx_outbox", Active: true, ActivePID: 4242, Confirmed: "0/16B3748", LagBytes: 2048, RetainedBytes: 1 << 20}
-	adm, err := admin.New(admin.Config{DB: db, Targets: []string{"kafka:msg"}, ReadToken: readTok, Hosts: []string{"example.com"},
+	f := consoleOver(t, db, admin.Config{Targets: []string{"kafka:msg"}, ReadToken: readTok, Hosts: []string{"example.com"},
 		WAL: func() outbox.WALStatus { return st }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	con, err := New(adm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fixture{con: con, db: db}
 	r := f.do(t, "GET", "/console/", f.login(t, readTok), nil)
 	for _, want := range []string{"<h2>WAL relay</h2>", "<b>msgx_outbox</b>", "another instance (backend 4242)", "0/16B3748",
 		`<td class="num">2048</td><td class="num">1048576</td>`, "streaming"} {

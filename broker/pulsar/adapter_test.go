@@ -12,11 +12,12 @@ import (
 	"github.com/msgx/msgx/broker/driver"
 	"github.com/msgx/msgx/broker/pulsar"
 	"github.com/msgx/msgx/broker/pulsar/pulsarfake"
+	"github.com/msgx/msgx/internal/testkit"
 )
 
 func startFake(t *testing.T) *pulsarfake.Server {
 	t.Helper()
-	srv, err := pulsarfake.New(pulsarfake.WithLogger(quietLogger()))
+	srv, err := pulsarfake.New(pulsarfake.WithLogger(testkit.Quiet()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +27,7 @@ func startFake(t *testing.T) *pulsarfake.Server {
 
 func startDriver(t *testing.T, url string, opts ...pulsar.Option) *pulsar.Driver {
 	t.Helper()
-	d := pulsar.New(url, append([]pulsar.Option{pulsar.WithLogger(quietLogger())}, opts...)...)
+	d := pulsar.New(url, append([]pulsar.Option{pulsar.WithLogger(testkit.Quiet())}, opts...)...)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := d.Start(ctx); err != nil {
@@ -58,7 +59,7 @@ func TestStartBoundedWhenBrokerSilent(t *testing.T) {
 			defer c.Close() // hold it open, say nothing
 		}
 	}()
-	d := pulsar.New("pulsar://"+ln.Addr().String(), pulsar.WithLogger(quietLogger()))
+	d := pulsar.New("pulsar://"+ln.Addr().String(), pulsar.WithLogger(testkit.Quiet()))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	start := time.Now()

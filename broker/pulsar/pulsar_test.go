@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"log/slog"
 	"net"
 	"net/url"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"github.com/msgx/msgx/broker/driver"
 	"github.com/msgx/msgx/broker/pulsar"
 	"github.com/msgx/msgx/broker/pulsar/pulsarfake"
+	"github.com/msgx/msgx/internal/testkit"
 )
 
 // harness runs the suite through a TCP proxy so that Outage really cuts every
@@ -32,7 +32,7 @@ func (h *harness) Name() string { return h.name }
 func (h *harness) Target() string { return h.target }
 
 func (h *harness) NewDriver(context.Context) (driver.Broker, error) {
-	opts := append([]pulsar.Option{pulsar.WithLogger(quietLogger()), pulsar.WithHealthInterval(time.Second)}, h.opts...)
+	opts := append([]pulsar.Option{pulsar.WithLogger(testkit.Quiet()), pulsar.WithHealthInterval(time.Second)}, h.opts...)
 	return pulsar.New("pulsar://"+h.proxy.Addr(), opts...), nil
 }
 
@@ -43,7 +43,7 @@ func (h *harness) UnreachableDriver(context.Context) (driver.Broker, error) {
 	}
 	addr := ln.Addr().String()
 	_ = ln.Close() // nothing listens there any more
-	return pulsar.New("pulsar://"+addr, pulsar.WithLogger(quietLogger())), nil
+	return pulsar.New("pulsar://"+addr, pulsar.WithLogger(testkit.Quiet())), nil
 }
 
 func (h *harness) Stall(ctx context.Context) (func(), error) {
@@ -64,10 +64,6 @@ func (h *harness) RefusedTopic() string { return h.refused }
 // MaxMessageBytes is the adapter's default limit, Pulsar's default
 // maxMessageSize.
 func (h *harness) MaxMessageBytes() int { return pulsar.DefaultMaxMessageBytes }
-
-func quietLogger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-}
 
 func refusedTopic() string {
 	var b [4]byte
@@ -93,7 +89,7 @@ func TestConformanceFailover(t *testing.T) {
 }
 
 func runFake(t *testing.T, name string, opts ...pulsar.Option) {
-	srv, err := pulsarfake.New(pulsarfake.WithLogger(quietLogger()))
+	srv, err := pulsarfake.New(pulsarfake.WithLogger(testkit.Quiet()))
 	if err != nil {
 		t.Fatal(err)
 	}

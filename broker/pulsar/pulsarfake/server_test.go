@@ -5,8 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -17,15 +15,12 @@ import (
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
 
 	"github.com/msgx/msgx/broker/pulsar/pulsarfake"
+	"github.com/msgx/msgx/internal/testkit"
 )
-
-func quietLogger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-}
 
 func newServer(t *testing.T) *pulsarfake.Server {
 	t.Helper()
-	srv, err := pulsarfake.New(pulsarfake.WithLogger(quietLogger()))
+	srv, err := pulsarfake.New(pulsarfake.WithLogger(testkit.Quiet()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +33,7 @@ func newClient(t *testing.T, url string) pulsar.Client {
 	c, err := pulsar.NewClient(pulsar.ClientOptions{
 		URL:              url,
 		OperationTimeout: 10 * time.Second,
-		Logger:           plog.NewLoggerWithSlog(quietLogger()),
+		Logger:           plog.NewLoggerWithSlog(testkit.Quiet()),
 	})
 	if err != nil {
 		t.Fatal(err)
