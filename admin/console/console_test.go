@@ -23,6 +23,7 @@ import (
 	"github.com/msgx/msgx/broker/driver"
 	"github.com/msgx/msgx/clock"
 	"github.com/msgx/msgx/inbox"
+	"github.com/msgx/msgx/internal/testkit"
 	"github.com/msgx/msgx/outbox"
 	"github.com/msgx/msgx/pipeline/sis"
 	"github.com/msgx/msgx/store"
@@ -93,30 +94,17 @@ func setup(t *testing.T, db *store.DB, queries ...map[string]admin.QueryFunc) *f
 	if len(queries) > 0 {
 		cfg.Queries = queries[0]
 	}
-	adm, err := admin.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	con, err := New(adm)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := consoleOver(t, db, cfg)
+	f.p = p
 	if _, err := eng.Enqueue(ctx, inbox.Incoming{ID: 1, Payload: []byte("ok")}, inbox.Incoming{ID: 2, Payload: []byte(hostile)},
 		inbox.Incoming{ID: 3, Payload: []byte("flaky")}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testkit.Eventually(t, "the stream settles: 1 message processed, 2 dead", 20*time.Second, func() bool {
 		c, err := inbox.Counts(ctx, db, "s1")
-		if err == nil && c[inbox.Succeeded] == 1 && c[inbox.Dead] == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the stream did not settle: %v %v", c, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return &fixture{con: con, db: db, p: p}
+		return err == nil && c[inbox.Succeeded] == 1 && c[inbox.Dead] == 2
+	})
+	return f
 }
 
 type resp struct {
