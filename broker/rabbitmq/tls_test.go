@@ -2,33 +2,23 @@ package rabbitmq_test
 
 import (
 	"context"
-	crand "crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	amqp "github.com/rabbitmq/amqp091-go"
-
 	"github.com/msgx/msgx/broker/brokers"
 	"github.com/msgx/msgx/broker/brokertest"
 	"github.com/msgx/msgx/broker/driver"
 	"github.com/msgx/msgx/broker/rabbitmq"
+	"github.com/msgx/msgx/broker/rabbitmq/rabbittest"
 	"github.com/msgx/msgx/internal/tlsfiles/tlstest"
 )
-
-// rabbitScripts is where Debian keeps the server's own scripts; the ones on
-// the PATH switch to the rabbitmq user, which would lose the environment
-// that makes the node private.
-const rabbitScripts = "/usr/lib/rabbitmq/bin"
 
 // tlsRabbit is a private RabbitMQ node (its own node name, ports, data,
 // configuration and Erlang cookie in the test's directory, as the fault
@@ -45,9 +35,6 @@ type tlsRabbit struct {
 
 func startTLSRabbit(t *testing.T) tlsRabbit {
 	t.Helper()
-	if _, err := os.Stat(filepath.Join(rabbitScripts, "rabbitmq-server")); err != nil {
-		t.Fatalf("no private RabbitMQ node: %v", err)
-	}
 	dir := t.TempDir()
 	ca := tlstest.NewCA(t, "rabbitmq test CA")
 	srvCert, srvKey := ca.Server(t, "rabbitmq").WriteFiles(t, brokertest.Subdir(t, dir, "server"))
@@ -58,13 +45,7 @@ func startTLSRabbit(t *testing.T) tlsRabbit {
 	// node lets in from loopback.
 	r.certFile, r.keyFile = ca.Client(t, "guest").WriteFiles(t, brokertest.Subdir(t, dir, "client"))
 	r.strangerCert, r.strangerKey = ca.Client(t, "stranger").WriteFiles(t, brokertest.Subdir(t, dir, "stranger"))
-	tcp, dist := brokertest.FreePort(t), brokertest.FreePort(t)
-	var rb [4]byte
-	_, _ = crand.Read(rb[:])
-	node := "msgxtls" + hex.EncodeToString(rb[:]) + "@localhost"
-	files := map[string]string{
-		"rabbitmq.conf": fmt.Sprintf(`listeners.tcp.local = 127.0.0.1:%d
-listeners.ssl.default = 127.0.0.1:%d
+	node, err := rabbittest.Prepare(dir, "msgxtls", fmt.Sprintf(`listeners.ssl.default = 127.0.0.1:%d
 ssl_options.cacertfile = %s
 ssl_options.certfile = %s
 ssl_options.keyfile = %s
@@ -74,35 +55,16 @@ auth_mechanisms.1 = PLAIN
 auth_mechanisms.2 = AMQPLAIN
 auth_mechanisms.3 = EXTERNAL
 ssl_cert_login_from = common_name
-`, tcp, r.port, r.caFile, srvCert, srvKey),
-		// The machine's rabbitmq-env.conf names its own node and port.
-		"rabbitmq-env.conf": "",
-		"enabled_plugins":   "[rabbitmq_auth_mechanism_ssl].\n",
-	}
-	for name, text := range files {
-		tlstest.WriteFile(t, filepath.Join(dir, name), []byte(text))
+`, r.port, r.caFile, srvCert, srvKey), "rabbitmq_auth_mechanism_ssl")
+	if err != nil {
+		t.Fatal(err)
 	}
 	logFile, err := os.Create(filepath.Join(dir, "server.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(filepath.Join(rabbitScripts, "rabbitmq-server"))
-	cmd.Env = append(os.Environ(),
-		"HOME="+dir, // the Erlang cookie
-		"RABBITMQ_NODENAME="+node,
-		"RABBITMQ_NODE_IP_ADDRESS=127.0.0.1",
-		"RABBITMQ_NODE_PORT="+strconv.Itoa(tcp),
-		"RABBITMQ_DIST_PORT="+strconv.Itoa(dist),
-		"RABBITMQ_MNESIA_BASE="+filepath.Join(dir, "mnesia"),
-		"RABBITMQ_LOG_BASE="+filepath.Join(dir, "log"),
-		"RABBITMQ_PID_FILE="+filepath.Join(dir, "rabbit.pid"),
-		"RABBITMQ_CONFIG_FILE="+filepath.Join(dir, "rabbitmq.conf"),
-		"RABBITMQ_CONF_ENV_FILE="+filepath.Join(dir, "rabbitmq-env.conf"),
-		"RABBITMQ_ADVANCED_CONFIG_FILE="+filepath.Join(dir, "advanced.config"),
-		"RABBITMQ_ENABLED_PLUGINS_FILE="+filepath.Join(dir, "enabled_plugins"),
-		"ERL_EPMD_ADDRESS=127.0.0.1",
-	)
-	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, logFile, logFile
+	cmd := node.Command(context.Background(), "rabbitmq-server")
+	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// Its own process group: the script's Erlang VM and helpers are killed
 	// with it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -122,23 +84,11 @@ ssl_cert_login_from = common_name
 	// The node takes AMQP connections once it has booted.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		conn, err := amqp.DialConfig(fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", tcp), amqp.Config{Dial: amqp.DefaultDial(2 * time.Second)})
-		if err == nil {
-			_ = conn.Close()
-			return r
-		}
-		select {
-		case <-exited:
-			out, _ := os.ReadFile(logFile.Name())
-			t.Fatalf("the private RabbitMQ node ended before it took connections:\n%s", out)
-		case <-ctx.Done():
-			t.Fatalf("the private RabbitMQ node takes no connections after 2m (logs in %s): %v", dir, err)
-		case <-tick.C:
-		}
+	if err := node.WaitAMQP(ctx, exited); err != nil {
+		out, _ := os.ReadFile(logFile.Name())
+		t.Fatalf("the private RabbitMQ node: %v\n%s", err, out)
 	}
+	return r
 }
 
 // driverOf builds the driver of c as the service does: defaults, checks,

@@ -74,7 +74,7 @@ func TestPrivateRabbitRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(node.Stop)
-	t.Logf("private node %s on %s started in %s", node.node, node.URL(), node.Start)
+	t.Logf("private node %s on %s started in %s", node.node.Name, node.URL(), node.Start)
 	if node.URL() == rabbitmq.DefaultURL {
 		t.Fatal("the private node took the machine's RabbitMQ port")
 	}
