@@ -19,10 +19,10 @@ type flightSearch struct {
 // flightsView is the flight search page: the search and its answer (a
 // page of flights and the query of the next), or why there is none.
 type flightsView struct {
-	Q                  flightSearch
-	Unavailable, Error string
-	Flights            []flightRow
-	Next               url.Values
+	Q flightSearch
+	noAnswer
+	Flights []flightRow
+	Next    url.Values
 }
 
 func flightsPage(d flightsView) page {

@@ -47,12 +47,9 @@ func (c *Console) flights(ctx context.Context, w http.ResponseWriter, r *http.Re
 	d := flightsView{Q: flightSearch{FLID: q.Get("flid"), FLNO: q.Get("flno"), Day: q.Get("day"), Status: q.Get("status")}}
 	v, err := c.adm.Query(ctx, "flights", params)
 	status := http.StatusOK
-	switch {
-	case err != nil && admin.ErrorStatus(err) == http.StatusNotImplemented:
-		d.Unavailable = err.Error()
-	case err != nil:
-		status, d.Error = c.adm.PublicError(r, err)
-	default:
+	if err != nil {
+		status, d.noAnswer = c.noAnswerOf(r, err)
+	} else {
 		var ans sis.FlightPage
 		if err := decodeAnswer(v, &ans); err != nil {
 			c.fail(w, r, s, fmt.Errorf("console: the flight query's answer: %w", err))

@@ -257,18 +257,30 @@ func (c *Console) progress(ctx context.Context, w http.ResponseWriter, r *http.R
 	c.write(w, http.StatusOK, "progress", progressBody(progressView{Counts: counts, Total: len(ids), Settled: done}))
 }
 
+// noAnswer is why a page built on a registered query has no answer: the
+// query is not served here (its pipeline is not enabled), or it failed.
+type noAnswer struct{ Unavailable, Error string }
+
+// noAnswerOf sorts a registered query's error: one not served here (501) is
+// shown as unavailable, on a page that answers 200; any other as the page's
+// error, with its status.
+func (c *Console) noAnswerOf(r *http.Request, err error) (int, noAnswer) {
+	if admin.ErrorStatus(err) == http.StatusNotImplemented {
+		return http.StatusOK, noAnswer{Unavailable: err.Error()}
+	}
+	status, msg := c.adm.PublicError(r, err)
+	return status, noAnswer{Error: msg}
+}
+
 // requests shows the answer of the registered query "requests".
 func (c *Console) requests(ctx context.Context, w http.ResponseWriter, r *http.Request, s session) {
 	q := r.URL.Query()
 	d := requestsView{Status: q.Get("status")}
 	ans, err := c.adm.Query(ctx, "requests", q)
 	status := http.StatusOK
-	switch {
-	case err != nil && admin.ErrorStatus(err) == http.StatusNotImplemented:
-		d.Unavailable = err.Error()
-	case err != nil:
-		status, d.Error = c.adm.PublicError(r, err)
-	default:
+	if err != nil {
+		status, d.noAnswer = c.noAnswerOf(r, err)
+	} else {
 		t := asTable(ans)
 		d.Table = &t
 	}

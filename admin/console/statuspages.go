@@ -243,9 +243,9 @@ func gapsPage(d gapsView) page {
 // requestsView is the outbound requests page: the query's filter and its
 // answer (a table), or why there is none.
 type requestsView struct {
-	Status             string
-	Unavailable, Error string
-	Table              *table
+	Status string
+	noAnswer
+	Table *table
 }
 
 func requestsPage(d requestsView) page {
