@@ -41,7 +41,6 @@ FROM msgx_outbox GROUP BY target
 INSERT INTO msgx_admin_audit (at, actor, action, source, scope, selector, dry_run, count, reason, detail)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 
-
 -- name: Payload
 -- The first $3 bytes of a message's payload, and its full length.
 SELECT substring(payload from 1 for $3), COALESCE(length(payload), 0) FROM msgx_inbox WHERE stream = $1 AND msg_id = $2

@@ -10,7 +10,6 @@ import (
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -100,9 +99,6 @@ func (n *Node) PIDFile() string { return filepath.Join(n.Dir, "rabbit.pid") }
 // URL is the node's AMQP address (the default guest user, from loopback).
 func (n *Node) URL() string { return fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", n.Port) }
 
-// ErrExited means the server ended before it took connections.
-var ErrExited = errors.New("rabbittest: the node ended before it took connections")
-
 // WaitAMQP waits until the node takes AMQP connections: until ctx ends, or
 // exited (when not nil) is closed because the server's process ended.
 func (n *Node) WaitAMQP(ctx context.Context, exited <-chan struct{}) error {
@@ -116,7 +112,7 @@ func (n *Node) WaitAMQP(ctx context.Context, exited <-chan struct{}) error {
 		}
 		select {
 		case <-exited:
-			return fmt.Errorf("%w (logs in %s)", ErrExited, filepath.Join(n.Dir, "log"))
+			return fmt.Errorf("rabbittest: the node ended before it took connections (logs in %s)", filepath.Join(n.Dir, "log"))
 		case <-ctx.Done():
 			return fmt.Errorf("rabbittest: the node takes no connections (logs in %s): %w: %w", filepath.Join(n.Dir, "log"), ctx.Err(), err)
 		case <-tick.C:

@@ -35,7 +35,6 @@ ON CONFLICT (stream, msg_id) DO NOTHING
 SELECT COUNT(*), COALESCE(MIN(msg_id), 0), COALESCE(MAX(msg_id), 0) FROM msgx_inbox
 WHERE stream = ?1 AND msg_id > ?2 AND status = 'SUCCEEDED'
 
-
 -- name: InPermanentGap
 -- Whether an id lies in a gap of the stream declared permanent.
 SELECT COUNT(*) FROM msgx_inbox_gap WHERE stream = ?1 AND ?2 BETWEEN from_id AND to_id
